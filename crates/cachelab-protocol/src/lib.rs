@@ -1,0 +1,27 @@
+//! The memcached text protocol, without I/O.
+//!
+//! Everything here works on byte slices and writes into caller-owned buffers, so the
+//! middleware, the load generator and the tests share one parser and can exercise it
+//! without sockets.
+//!
+//! - [`request`]: [`parse_request`] turns the front of a buffer into a borrowed
+//!   [`Request`] and the number of bytes it used, or says the buffer is
+//!   [`ParseError::Incomplete`], or rejects it with an [`Invalid`] that tells the caller
+//!   which error line to send and how many bytes to discard so the connection stays usable.
+//!   [`Request::compose`] writes a request back out.
+//! - [`response`]: [`parse_reply`] reads one server reply, given the kind of request it
+//!   answers (a proxy always knows that), without copying it.
+//! - [`limits`]: the explicit limits (key length, value size, line length).
+
+pub mod error;
+pub mod limits;
+mod line;
+pub mod request;
+pub mod response;
+
+pub use error::{Discard, Invalid, ParseError, RequestError};
+pub use limits::Limits;
+pub use request::{
+    parse_request, Arith, ArithOp, Delete, FlushAll, Get, Keys, Request, Store, StoreOp, Touch,
+};
+pub use response::{compose_stat, compose_value, parse_reply, Expect, Reply, ReplyError, ValueIter};

@@ -1,0 +1,104 @@
+//! Finding command lines and splitting them into tokens.
+
+/// What the front of a buffer holds, line-wise.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum LineScan<'a> {
+    /// A `\r\n`-terminated line: its content and its length including the terminator.
+    Complete(&'a [u8], usize),
+    /// No newline yet and still under the limit.
+    Incomplete,
+    /// No newline within the limit.
+    TooLong,
+    /// A line ending in `\n` without `\r`; the length includes the `\n`.
+    BareNewline(usize),
+}
+
+/// Scans for the first line, looking at most `max_len + 2` bytes ahead so that garbage
+/// without newlines is detected without scanning an ever-growing buffer.
+pub(crate) fn scan_line(buf: &[u8], max_len: usize) -> LineScan<'_> {
+    let window = &buf[..buf.len().min(max_len.saturating_add(2))];
+    match memchr::memchr(b'\n', window) {
+        Some(i) if i > 0 && buf[i - 1] == b'\r' => LineScan::Complete(&buf[..i - 1], i + 1),
+        Some(i) => LineScan::BareNewline(i + 1),
+        None if window.len() >= max_len.saturating_add(2) => LineScan::TooLong,
+        None => LineScan::Incomplete,
+    }
+}
+
+/// Space-separated tokens; runs of spaces count as one separator, as in memcached.
+pub(crate) fn tokens(line: &[u8]) -> impl Iterator<Item = &[u8]> + Clone {
+    line.split(|b| *b == b' ').filter(|t| !t.is_empty())
+}
+
+/// Parses an unsigned decimal with no sign and no leading `+`, rejecting overflow.
+pub(crate) fn parse_u64(token: &[u8]) -> Option<u64> {
+    if token.is_empty() || token.len() > 20 {
+        return None;
+    }
+    let mut value: u64 = 0;
+    for &b in token {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        value = value.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    }
+    Some(value)
+}
+
+pub(crate) fn parse_u32(token: &[u8]) -> Option<u32> {
+    parse_u64(token).and_then(|v| u32::try_from(v).ok())
+}
+
+/// Parses a signed decimal (memcached accepts negative expiration times).
+pub(crate) fn parse_i64(token: &[u8]) -> Option<i64> {
+    match token.split_first() {
+        Some((b'-', rest)) => parse_u64(rest).and_then(|v| {
+            if v == 1u64 << 63 {
+                Some(i64::MIN)
+            } else {
+                i64::try_from(v).ok().map(|v| -v)
+            }
+        }),
+        _ => parse_u64(token).and_then(|v| i64::try_from(v).ok()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_needs_cr_before_lf() {
+        assert_eq!(scan_line(b"get a\r\nrest", 100), LineScan::Complete(b"get a", 7));
+        assert_eq!(scan_line(b"get a\nrest", 100), LineScan::BareNewline(6));
+        assert_eq!(scan_line(b"\n", 100), LineScan::BareNewline(1));
+        assert_eq!(scan_line(b"get a\r", 100), LineScan::Incomplete);
+    }
+
+    #[test]
+    fn a_line_over_the_limit_is_too_long_even_before_its_newline_arrives() {
+        assert_eq!(scan_line(b"abcdef", 4), LineScan::TooLong);
+        assert_eq!(scan_line(b"abcd\r\n", 4), LineScan::Complete(b"abcd", 6));
+        assert_eq!(scan_line(b"abcde\r\n", 4), LineScan::TooLong);
+    }
+
+    #[test]
+    fn runs_of_spaces_are_one_separator() {
+        let t: Vec<&[u8]> = tokens(b"  get  a b ").collect();
+        assert_eq!(t, vec![&b"get"[..], b"a", b"b"]);
+    }
+
+    #[test]
+    fn numbers_reject_signs_overflow_and_garbage() {
+        assert_eq!(parse_u64(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_u64(b"18446744073709551616"), None);
+        assert_eq!(parse_u64(b"+1"), None);
+        assert_eq!(parse_u64(b"1x"), None);
+        assert_eq!(parse_u64(b""), None);
+        assert_eq!(parse_u32(b"4294967296"), None);
+        assert_eq!(parse_i64(b"-1"), Some(-1));
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_i64(b"-"), None);
+        assert_eq!(parse_i64(b"9223372036854775808"), None);
+    }
+}

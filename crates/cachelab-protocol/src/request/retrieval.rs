@@ -1,0 +1,153 @@
+//! `get <key>*` and `gets <key>*`.
+
+use bytes::BufMut;
+
+use super::{check_key, Request};
+use crate::error::RequestError;
+use crate::limits::Limits;
+use crate::line::tokens;
+
+/// The keys of a retrieval request, kept as the original space-separated text so that
+/// parsing allocates nothing; iterate with [`Keys::iter`].
+#[derive(Debug, Clone, Copy)]
+pub struct Keys<'a> {
+    raw: &'a [u8],
+    count: usize,
+}
+
+impl<'a> Keys<'a> {
+    /// Keys from space-separated text; the caller vouches that each key is valid.
+    pub fn from_raw(raw: &'a [u8]) -> Self {
+        Keys {
+            raw,
+            count: tokens(raw).count(),
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &'a [u8]> + Clone {
+        tokens(self.raw)
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
+impl PartialEq for Keys<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.count == other.count && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Keys<'_> {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Get<'a> {
+    pub keys: Keys<'a>,
+    /// `gets`: the reply carries each value's cas unique.
+    pub cas: bool,
+}
+
+impl Get<'_> {
+    pub fn compose(&self, out: &mut impl BufMut) {
+        out.put_slice(if self.cas { b"gets" } else { b"get" });
+        for key in self.keys.iter() {
+            out.put_u8(b' ');
+            out.put_slice(key);
+        }
+        out.put_slice(b"\r\n");
+    }
+}
+
+pub(super) fn parse<'a>(
+    args: &'a [u8],
+    cas: bool,
+    limits: &Limits,
+) -> Result<Request<'a>, RequestError> {
+    let mut count = 0;
+    for key in tokens(args) {
+        check_key(key, limits)?;
+        count += 1;
+    }
+    if count == 0 {
+        return Err(RequestError::BadFormat);
+    }
+    Ok(Request::Get(Get {
+        keys: Keys { raw: args, count },
+        cas,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{parse_request, Limits, ParseError, Request, RequestError};
+
+    fn keys_of(input: &[u8]) -> (Vec<Vec<u8>>, bool) {
+        match parse_request(input, &Limits::default()) {
+            Ok((Request::Get(g), n)) => {
+                assert_eq!(n, input.len());
+                (g.keys.iter().map(<[u8]>::to_vec).collect(), g.cas)
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn error_of(input: &[u8]) -> RequestError {
+        match parse_request(input, &Limits::default()) {
+            Err(ParseError::Invalid(inv)) => inv.error,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn get_takes_one_key() {
+        assert_eq!(keys_of(b"get foo\r\n"), (vec![b"foo".to_vec()], false));
+    }
+
+    #[test]
+    fn multi_get_keeps_the_clients_key_order() {
+        let (keys, _) = keys_of(b"get c a b\r\n");
+        assert_eq!(keys, vec![b"c".to_vec(), b"a".to_vec(), b"b".to_vec()]);
+    }
+
+    #[test]
+    fn gets_asks_for_cas_uniques() {
+        assert!(keys_of(b"gets foo bar\r\n").1);
+    }
+
+    #[test]
+    fn get_without_key_is_a_format_error() {
+        assert_eq!(error_of(b"get\r\n"), RequestError::BadFormat);
+        assert_eq!(error_of(b"get   \r\n"), RequestError::BadFormat);
+    }
+
+    #[test]
+    fn key_of_250_bytes_is_accepted_and_251_rejected() {
+        let mut ok = b"get ".to_vec();
+        ok.extend([b'k'; 250]);
+        ok.extend(b"\r\n");
+        assert_eq!(keys_of(&ok).0[0].len(), 250);
+        let mut long = b"get ".to_vec();
+        long.extend([b'k'; 251]);
+        long.extend(b"\r\n");
+        assert_eq!(error_of(&long), RequestError::KeyTooLong);
+    }
+
+    #[test]
+    fn one_bad_key_rejects_the_whole_multi_get() {
+        let mut line = b"get a ".to_vec();
+        line.extend([b'k'; 251]);
+        line.extend(b" b\r\n");
+        assert_eq!(error_of(&line), RequestError::KeyTooLong);
+    }
+
+    #[test]
+    fn key_is_binary_safe_above_0x7f() {
+        let (keys, _) = keys_of(b"get \xc3\xa9t\xc3\xa9\r\n");
+        assert_eq!(keys[0], "été".as_bytes());
+    }
+}

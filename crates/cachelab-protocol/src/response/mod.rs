@@ -1,0 +1,213 @@
+//! Server replies. Parsing a reply takes the kind of request it answers, because the
+//! text protocol is not self-describing (`NOT_FOUND` answers a delete, an incr or a touch;
+//! a number answers only incr/decr).
+
+mod values;
+
+use bytes::BufMut;
+use thiserror::Error;
+
+use crate::line::{parse_u64, scan_line, LineScan};
+
+pub use values::{compose_value, ValueIter};
+
+/// Longest reply line we accept from a server (a VALUE line holds a 250-byte key and
+/// three numbers; STAT lines are shorter still; error lines carry a short reason).
+const MAX_REPLY_LINE: usize = 4096;
+
+/// The kind of request a reply answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// get, gets: VALUE blocks then END.
+    Values,
+    /// set, add, replace, append, prepend, cas.
+    Store,
+    Delete,
+    /// incr, decr: a number or NOT_FOUND.
+    Arith,
+    Touch,
+    /// flush_all, verbosity.
+    Ok,
+    Version,
+    /// STAT lines then END.
+    Stats,
+}
+
+/// A reply, summarised without copying: the caller relays `buf[..consumed]` or, for
+/// values, the `body_len` bytes before the final `END\r\n`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reply {
+    Values { hits: u32, body_len: usize },
+    Stats { body_len: usize },
+    Stored,
+    NotStored,
+    Exists,
+    NotFound,
+    Deleted,
+    Touched,
+    Ok,
+    Number(u64),
+    Version,
+    Error,
+    ClientError,
+    ServerError,
+}
+
+impl Reply {
+    /// The protocol's error lines (as opposed to negative answers such as NOT_FOUND).
+    pub fn is_error(self) -> bool {
+        matches!(self, Reply::Error | Reply::ClientError | Reply::ServerError)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum ReplyError {
+    #[error("incomplete reply")]
+    Incomplete,
+    /// The server sent something that does not answer the request; the connection can no
+    /// longer be trusted to be in step.
+    #[error("malformed reply: {0}")]
+    Malformed(&'static str),
+}
+
+/// Parses the reply at the front of `buf` to a request of kind `expect`.
+pub fn parse_reply(buf: &[u8], expect: Expect) -> Result<(Reply, usize), ReplyError> {
+    let (line, len) = next_line(buf)?;
+    if let Some(reply) = error_line(line) {
+        return Ok((reply, len));
+    }
+    let simple = |reply| Ok((reply, len));
+    match (expect, line) {
+        (Expect::Values, _) => values::parse(buf),
+        (Expect::Stats, _) => parse_stats(buf),
+        (Expect::Store, b"STORED") => simple(Reply::Stored),
+        (Expect::Store, b"NOT_STORED") => simple(Reply::NotStored),
+        (Expect::Store, b"EXISTS") => simple(Reply::Exists),
+        (Expect::Store | Expect::Delete | Expect::Arith | Expect::Touch, b"NOT_FOUND") => {
+            simple(Reply::NotFound)
+        }
+        (Expect::Delete, b"DELETED") => simple(Reply::Deleted),
+        (Expect::Touch, b"TOUCHED") => simple(Reply::Touched),
+        (Expect::Ok, b"OK") => simple(Reply::Ok),
+        (Expect::Version, _) if line.starts_with(b"VERSION ") => simple(Reply::Version),
+        (Expect::Arith, _) => match parse_u64(line) {
+            Some(n) => simple(Reply::Number(n)),
+            None => Err(ReplyError::Malformed("incr/decr reply is not a number")),
+        },
+        _ => Err(ReplyError::Malformed("unexpected reply line")),
+    }
+}
+
+fn next_line(buf: &[u8]) -> Result<(&[u8], usize), ReplyError> {
+    match scan_line(buf, MAX_REPLY_LINE) {
+        LineScan::Complete(line, len) => Ok((line, len)),
+        LineScan::Incomplete => Err(ReplyError::Incomplete),
+        LineScan::TooLong => Err(ReplyError::Malformed("reply line too long")),
+        LineScan::BareNewline(_) => Err(ReplyError::Malformed("reply line without \\r")),
+    }
+}
+
+fn error_line(line: &[u8]) -> Option<Reply> {
+    if line == b"ERROR" {
+        Some(Reply::Error)
+    } else if line.starts_with(b"CLIENT_ERROR") {
+        Some(Reply::ClientError)
+    } else if line.starts_with(b"SERVER_ERROR") {
+        Some(Reply::ServerError)
+    } else {
+        None
+    }
+}
+
+fn parse_stats(buf: &[u8]) -> Result<(Reply, usize), ReplyError> {
+    let mut pos = 0;
+    loop {
+        let (line, len) = next_line(&buf[pos..])?;
+        if line == b"END" {
+            return Ok((Reply::Stats { body_len: pos }, pos + len));
+        }
+        if !line.starts_with(b"STAT ") {
+            return Err(ReplyError::Malformed("stats line without STAT"));
+        }
+        pos += len;
+    }
+}
+
+/// Writes one `STAT <name> <value>` line.
+pub fn compose_stat(out: &mut impl BufMut, name: &str, value: impl std::fmt::Display) {
+    out.put_slice(format!("STAT {name} {value}\r\n").as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_found_means_different_things_by_request_kind() {
+        for expect in [Expect::Store, Expect::Delete, Expect::Arith, Expect::Touch] {
+            assert_eq!(
+                parse_reply(b"NOT_FOUND\r\n", expect),
+                Ok((Reply::NotFound, 11))
+            );
+        }
+        assert!(parse_reply(b"NOT_FOUND\r\n", Expect::Ok).is_err());
+    }
+
+    #[test]
+    fn storage_replies() {
+        for (line, reply) in [
+            (&b"STORED\r\n"[..], Reply::Stored),
+            (b"NOT_STORED\r\n", Reply::NotStored),
+            (b"EXISTS\r\n", Reply::Exists),
+        ] {
+            assert_eq!(parse_reply(line, Expect::Store), Ok((reply, line.len())));
+        }
+    }
+
+    #[test]
+    fn error_lines_answer_any_request() {
+        for expect in [Expect::Values, Expect::Store, Expect::Stats, Expect::Arith] {
+            assert_eq!(parse_reply(b"ERROR\r\n", expect), Ok((Reply::Error, 7)));
+            assert_eq!(
+                parse_reply(b"SERVER_ERROR out of memory\r\n", expect),
+                Ok((Reply::ServerError, 28))
+            );
+            assert_eq!(
+                parse_reply(b"CLIENT_ERROR bad data chunk\r\n", expect),
+                Ok((Reply::ClientError, 29))
+            );
+        }
+    }
+
+    #[test]
+    fn incr_reply_is_a_number() {
+        assert_eq!(parse_reply(b"43\r\n", Expect::Arith), Ok((Reply::Number(43), 4)));
+        assert!(matches!(
+            parse_reply(b"STORED\r\n", Expect::Arith),
+            Err(ReplyError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn version_and_stats_replies() {
+        assert_eq!(
+            parse_reply(b"VERSION 1.6.18\r\n", Expect::Version),
+            Ok((Reply::Version, 16))
+        );
+        let stats = b"STAT pid 1\r\nSTAT uptime 2\r\nEND\r\n";
+        assert_eq!(
+            parse_reply(stats, Expect::Stats),
+            Ok((Reply::Stats { body_len: 27 }, stats.len()))
+        );
+        assert_eq!(
+            parse_reply(b"STAT pid 1\r\n", Expect::Stats),
+            Err(ReplyError::Incomplete)
+        );
+    }
+
+    #[test]
+    fn partial_reply_is_incomplete() {
+        assert_eq!(parse_reply(b"STOR", Expect::Store), Err(ReplyError::Incomplete));
+        assert_eq!(parse_reply(b"", Expect::Values), Err(ReplyError::Incomplete));
+    }
+}
