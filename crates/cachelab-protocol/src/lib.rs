@@ -24,4 +24,6 @@ pub use limits::Limits;
 pub use request::{
     parse_request, Arith, ArithOp, Delete, FlushAll, Get, Keys, Request, Store, StoreOp, Touch,
 };
-pub use response::{compose_stat, compose_value, parse_reply, Expect, Reply, ReplyError, ValueIter};
+pub use response::{
+    compose_stat, compose_value, parse_reply, Expect, Reply, ReplyError, ValueIter,
+};

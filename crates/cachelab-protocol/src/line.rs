@@ -69,7 +69,10 @@ mod tests {
 
     #[test]
     fn a_line_needs_cr_before_lf() {
-        assert_eq!(scan_line(b"get a\r\nrest", 100), LineScan::Complete(b"get a", 7));
+        assert_eq!(
+            scan_line(b"get a\r\nrest", 100),
+            LineScan::Complete(b"get a", 7)
+        );
         assert_eq!(scan_line(b"get a\nrest", 100), LineScan::BareNewline(6));
         assert_eq!(scan_line(b"\n", 100), LineScan::BareNewline(1));
         assert_eq!(scan_line(b"get a\r", 100), LineScan::Incomplete);

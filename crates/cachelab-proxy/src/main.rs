@@ -1,1 +1,71 @@
-fn main() {}
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use cachelab_proxy::config::{Args, Config};
+use cachelab_proxy::{logging, server, stats_file};
+use clap::Parser;
+use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let config = match Config::try_from(&args) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("cachelab-proxy: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let _log_guard = match logging::init(args.log_file.as_deref(), &args.log_level) {
+        Ok(guard) => guard,
+        Err(e) => {
+            eprintln!("cachelab-proxy: cannot open the log file: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match serve(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("cachelab-proxy: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve(config: Config) -> anyhow::Result<()> {
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = config.threads {
+        runtime.worker_threads(threads.max(1));
+    }
+    let runtime = runtime
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(async {
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        let local = listener.local_addr()?;
+        // The first stdout line tells scripts and tests where we listen (useful with -p 0).
+        let mut stdout = std::io::stdout();
+        writeln!(stdout, "listening on {local}")?;
+        stdout.flush()?;
+        let summary = server::run(listener, config, termination()).await?;
+        stats_file::log_summary(&summary);
+        write!(stdout, "{}", stats_file::format_summary(&summary))?;
+        stdout.flush()?;
+        Ok(())
+    })
+}
+
+/// Resolves on the first SIGTERM or SIGINT.
+async fn termination() {
+    let mut term = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("installing the SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = int.recv() => tracing::info!("SIGINT received"),
+    }
+}

@@ -2,32 +2,46 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Counts of values in buckets `[i w, (i + 1) w)` for `i < buckets`, plus one overflow
-/// bucket for everything at or above `buckets * w`. Memory is fixed at creation, so
-/// recording never allocates.
+/// Counts of values in buckets `[i w, (i + 1) w)` for `i < max_buckets`, plus one
+/// overflow bucket for everything at or above `max_buckets * w`. The counts grow to the
+/// largest bucket used, so a histogram of sub-millisecond latencies stays tiny; recording
+/// allocates only when a new largest bucket is reached.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BucketHistogram {
     pub width_us: u64,
+    pub max_buckets: usize,
     pub counts: Vec<u64>,
     pub overflow: u64,
 }
 
 impl BucketHistogram {
-    pub fn new(width_us: u64, buckets: usize) -> Self {
-        assert!(width_us > 0 && buckets > 0);
+    pub fn new(width_us: u64, max_buckets: usize) -> Self {
+        assert!(width_us > 0 && max_buckets > 0);
         BucketHistogram {
             width_us,
-            counts: vec![0; buckets],
+            max_buckets,
+            counts: Vec::new(),
             overflow: 0,
         }
     }
 
     pub fn record(&mut self, value_us: u64) {
-        let index = value_us / self.width_us;
-        match self.counts.get_mut(index as usize) {
-            Some(count) => *count += 1,
-            None => self.overflow += 1,
+        self.add(value_us / self.width_us, 1);
+    }
+
+    fn add(&mut self, index: u64, count: u64) {
+        let Ok(index) = usize::try_from(index) else {
+            self.overflow += count;
+            return;
+        };
+        if index >= self.max_buckets {
+            self.overflow += count;
+            return;
         }
+        if index >= self.counts.len() {
+            self.counts.resize(index + 1, 0);
+        }
+        self.counts[index] += count;
     }
 
     pub fn total(&self) -> u64 {
@@ -36,7 +50,11 @@ impl BucketHistogram {
 
     /// The counts up to the last non-empty bucket (what the stats file stores).
     pub fn trimmed(&self) -> &[u64] {
-        let end = self.counts.iter().rposition(|c| *c > 0).map_or(0, |i| i + 1);
+        let end = self
+            .counts
+            .iter()
+            .rposition(|c| *c > 0)
+            .map_or(0, |i| i + 1);
         &self.counts[..end]
     }
 
@@ -44,9 +62,8 @@ impl BucketHistogram {
     pub fn merge(&mut self, other: &BucketHistogram) {
         assert_eq!(self.width_us, other.width_us, "bucket widths differ");
         for (i, count) in other.counts.iter().enumerate() {
-            match self.counts.get_mut(i) {
-                Some(mine) => *mine += count,
-                None => self.overflow += count,
+            if *count > 0 {
+                self.add(i as u64, *count);
             }
         }
         self.overflow += other.overflow;
@@ -90,7 +107,7 @@ mod tests {
         b.record(50);
         b.record(450);
         a.merge(&b);
-        assert_eq!(a.counts, vec![2, 0, 0]);
+        assert_eq!(a.counts, vec![2]);
         assert_eq!(a.overflow, 1);
         a.reset();
         assert_eq!(a.total(), 0);

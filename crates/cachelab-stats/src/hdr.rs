@@ -145,6 +145,9 @@ mod tests {
 
     #[test]
     fn empty_histogram_reports_zeros() {
-        assert_eq!(LatencyHistogram::default().percentiles(), Percentiles::default());
+        assert_eq!(
+            LatencyHistogram::default().percentiles(),
+            Percentiles::default()
+        );
     }
 }

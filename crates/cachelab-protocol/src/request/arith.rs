@@ -78,13 +78,24 @@ mod tests {
         );
         assert!(matches!(
             parse(b"decr n 1 noreply\r\n"),
-            Ok((Request::Arith(Arith { op: ArithOp::Decr, noreply: true, .. }), 18))
+            Ok((
+                Request::Arith(Arith {
+                    op: ArithOp::Decr,
+                    noreply: true,
+                    ..
+                }),
+                18
+            ))
         ));
     }
 
     #[test]
     fn negative_or_non_numeric_delta_is_rejected() {
-        for input in [&b"incr n -1\r\n"[..], b"incr n x\r\n", b"decr n 18446744073709551616\r\n"] {
+        for input in [
+            &b"incr n -1\r\n"[..],
+            b"incr n x\r\n",
+            b"decr n 18446744073709551616\r\n",
+        ] {
             assert!(matches!(
                 parse(input),
                 Err(ParseError::Invalid(i)) if i.error == RequestError::BadDelta

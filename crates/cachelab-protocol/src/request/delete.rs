@@ -52,7 +52,10 @@ mod tests {
 
     #[test]
     fn legacy_zero_time_is_accepted_other_times_are_not() {
-        assert!(matches!(parse(b"delete k 0\r\n"), Ok((Request::Delete(_), 12))));
+        assert!(matches!(
+            parse(b"delete k 0\r\n"),
+            Ok((Request::Delete(_), 12))
+        ));
         assert!(matches!(
             parse(b"delete k 0 noreply\r\n"),
             Ok((Request::Delete(Delete { noreply: true, .. }), _))

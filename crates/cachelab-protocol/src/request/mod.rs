@@ -35,7 +35,9 @@ pub enum Request<'a> {
     /// `stats` with its (possibly empty) argument text.
     Stats(&'a [u8]),
     Version,
-    Verbosity { noreply: bool },
+    Verbosity {
+        noreply: bool,
+    },
     Quit,
 }
 

@@ -78,8 +78,8 @@ pub(super) fn parse<'a>(
     at: LineAt<'a>,
     limits: &Limits,
 ) -> Result<(Request<'a>, usize), ParseError> {
-    let header = parse_header(op, args, limits)
-        .map_err(|error| ParseError::invalid(error, at.line_len))?;
+    let header =
+        parse_header(op, args, limits).map_err(|error| ParseError::invalid(error, at.line_len))?;
     if header.length > limits.max_value_len as u64 {
         // Like memcached, swallow the announced block so the connection stays in step.
         return Err(ParseError::Invalid(Invalid {
@@ -223,10 +223,7 @@ mod tests {
 
     #[test]
     fn cas_requires_its_unique() {
-        assert_eq!(
-            store_of(b"cas k 0 0 1 99\r\nx\r\n").cas_unique,
-            Some(99)
-        );
+        assert_eq!(store_of(b"cas k 0 0 1 99\r\nx\r\n").cas_unique, Some(99));
         assert_eq!(rejected(b"cas k 0 0 1\r\n").error, RequestError::BadFormat);
         assert_eq!(rejected(b"cas k 0 0 1 x\r\n").error, RequestError::BadCas);
     }
@@ -239,7 +236,10 @@ mod tests {
     #[test]
     fn set_waits_for_the_whole_data_block() {
         assert_eq!(parse(b"set k 0 0 5\r\nhel"), Err(ParseError::Incomplete));
-        assert_eq!(parse(b"set k 0 0 5\r\nhello\r"), Err(ParseError::Incomplete));
+        assert_eq!(
+            parse(b"set k 0 0 5\r\nhello\r"),
+            Err(ParseError::Incomplete)
+        );
     }
 
     #[test]

@@ -181,7 +181,10 @@ mod tests {
 
     #[test]
     fn incr_reply_is_a_number() {
-        assert_eq!(parse_reply(b"43\r\n", Expect::Arith), Ok((Reply::Number(43), 4)));
+        assert_eq!(
+            parse_reply(b"43\r\n", Expect::Arith),
+            Ok((Reply::Number(43), 4))
+        );
         assert!(matches!(
             parse_reply(b"STORED\r\n", Expect::Arith),
             Err(ReplyError::Malformed(_))
@@ -207,7 +210,13 @@ mod tests {
 
     #[test]
     fn partial_reply_is_incomplete() {
-        assert_eq!(parse_reply(b"STOR", Expect::Store), Err(ReplyError::Incomplete));
-        assert_eq!(parse_reply(b"", Expect::Values), Err(ReplyError::Incomplete));
+        assert_eq!(
+            parse_reply(b"STOR", Expect::Store),
+            Err(ReplyError::Incomplete)
+        );
+        assert_eq!(
+            parse_reply(b"", Expect::Values),
+            Err(ReplyError::Incomplete)
+        );
     }
 }

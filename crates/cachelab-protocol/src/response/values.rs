@@ -106,13 +106,7 @@ impl<'a> Iterator for ValueIter<'a> {
 }
 
 /// Writes one VALUE block (a server's half of a retrieval reply).
-pub fn compose_value(
-    out: &mut impl BufMut,
-    key: &[u8],
-    flags: u32,
-    data: &[u8],
-    cas: Option<u64>,
-) {
+pub fn compose_value(out: &mut impl BufMut, key: &[u8], flags: u32, data: &[u8], cas: Option<u64>) {
     out.put_slice(b"VALUE ");
     out.put_slice(key);
     out.put_u8(b' ');
@@ -137,7 +131,13 @@ mod tests {
     fn a_miss_is_a_bare_end() {
         assert_eq!(
             parse_reply(b"END\r\n", Expect::Values),
-            Ok((Reply::Values { hits: 0, body_len: 0 }, 5))
+            Ok((
+                Reply::Values {
+                    hits: 0,
+                    body_len: 0
+                },
+                5
+            ))
         );
     }
 

@@ -1,0 +1,325 @@
+//! A client connection's shared half: the socket and the ordered outbox.
+//!
+//! Requests of one connection may be served by different workers and finish out of
+//! order, but replies must leave in request order. Every request reserves a slot in
+//! arrival order; whoever completes the front slot writes it, and any later slots that
+//! are already complete, straight to the socket. Only a reply that finishes ahead of an
+//! earlier one is copied aside. The lock is per connection, never shared by all workers.
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Mutex, MutexGuard};
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+enum Slot {
+    Waiting,
+    Ready(Bytes),
+    /// The request asked for no reply (noreply).
+    Silent,
+}
+
+struct Outbox {
+    next_seq: u64,
+    /// Sequence number of `slots[0]`.
+    base_seq: u64,
+    slots: VecDeque<Slot>,
+    /// In-order bytes not yet accepted by the kernel.
+    buf: BytesMut,
+    /// The socket was full; the connection task flushes when it becomes writable.
+    blocked: bool,
+    /// The socket failed; replies are dropped.
+    dead: bool,
+    /// The connection task waits for in-flight requests to finish.
+    task_waiting: bool,
+}
+
+pub struct ClientConn {
+    pub id: u64,
+    pub peer: SocketAddr,
+    stream: TcpStream,
+    outbox: Mutex<Outbox>,
+    /// Wakes the connection task: the socket is blocked, or a slot was completed while it
+    /// waited.
+    wake: Notify,
+}
+
+impl ClientConn {
+    pub fn new(id: u64, peer: SocketAddr, stream: TcpStream) -> Self {
+        ClientConn {
+            id,
+            peer,
+            stream,
+            outbox: Mutex::new(Outbox {
+                next_seq: 0,
+                base_seq: 0,
+                slots: VecDeque::new(),
+                buf: BytesMut::with_capacity(16 * 1024),
+                blocked: false,
+                dead: false,
+                task_waiting: false,
+            }),
+            wake: Notify::new(),
+        }
+    }
+
+    pub fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Outbox> {
+        self.outbox
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Reserves the next reply slot, in arrival order.
+    pub fn reserve(&self) -> u64 {
+        let mut ob = self.lock();
+        let seq = ob.next_seq;
+        ob.next_seq += 1;
+        ob.slots.push_back(Slot::Waiting);
+        seq
+    }
+
+    /// Replies at once, after any replies still owed (for requests answered by the net
+    /// layer itself: errors, version, stats).
+    pub fn reply_now(&self, reply: &[u8]) {
+        let mut ob = self.lock();
+        if ob.slots.is_empty() {
+            ob.buf.extend_from_slice(reply);
+            self.flush_locked(&mut ob);
+        } else {
+            ob.next_seq += 1;
+            ob.slots
+                .push_back(Slot::Ready(Bytes::copy_from_slice(reply)));
+        }
+    }
+
+    /// Completes slot `seq` with the reply `write` produces.
+    pub fn complete(&self, seq: u64, write: impl FnOnce(&mut BytesMut)) {
+        let mut ob = self.lock();
+        let index = (seq - ob.base_seq) as usize;
+        if index == 0 {
+            if !ob.dead {
+                write(&mut ob.buf);
+            }
+            self.advance_locked(&mut ob);
+        } else {
+            let mut aside = BytesMut::new();
+            write(&mut aside);
+            ob.slots[index] = Slot::Ready(aside.freeze());
+        }
+        self.after_complete(&mut ob);
+    }
+
+    /// Completes slot `seq` without a reply (the client sent noreply).
+    pub fn complete_silent(&self, seq: u64) {
+        let mut ob = self.lock();
+        let index = (seq - ob.base_seq) as usize;
+        if index == 0 {
+            self.advance_locked(&mut ob);
+        } else {
+            ob.slots[index] = Slot::Silent;
+        }
+        self.after_complete(&mut ob);
+    }
+
+    /// Pops the completed front slot and every ready slot behind it into the buffer.
+    fn advance_locked(&self, ob: &mut Outbox) {
+        ob.slots.pop_front();
+        ob.base_seq += 1;
+        while let Some(front) = ob.slots.front() {
+            match front {
+                Slot::Waiting => break,
+                Slot::Ready(bytes) => {
+                    if !ob.dead {
+                        let bytes = bytes.clone();
+                        ob.buf.extend_from_slice(&bytes);
+                    }
+                }
+                Slot::Silent => {}
+            }
+            ob.slots.pop_front();
+            ob.base_seq += 1;
+        }
+    }
+
+    fn after_complete(&self, ob: &mut Outbox) {
+        self.flush_locked(ob);
+        if ob.task_waiting {
+            ob.task_waiting = false;
+            self.wake.notify_one();
+        }
+    }
+
+    /// Writes what the kernel accepts now; on a full socket, hands over to the
+    /// connection task.
+    fn flush_locked(&self, ob: &mut Outbox) {
+        if ob.blocked || ob.dead {
+            return;
+        }
+        while !ob.buf.is_empty() {
+            match self.stream.try_write(&ob.buf) {
+                Ok(n) => ob.buf.advance(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    ob.blocked = true;
+                    self.wake.notify_one();
+                    return;
+                }
+                Err(_) => {
+                    ob.dead = true;
+                    ob.buf.clear();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Requests whose replies are not yet in the outgoing buffer.
+    pub fn in_flight(&self) -> usize {
+        self.lock().slots.len()
+    }
+
+    /// Whether everything owed has been written (or can no longer be).
+    pub fn is_drained(&self) -> bool {
+        let ob = self.lock();
+        ob.dead || (ob.slots.is_empty() && ob.buf.is_empty())
+    }
+
+    pub fn is_dead(&self) -> bool {
+        self.lock().dead
+    }
+
+    /// Arms a wake-up for the next completion if `in_flight() >= limit`; returns whether
+    /// the caller should wait.
+    pub fn must_wait(&self, limit: usize) -> bool {
+        let mut ob = self.lock();
+        let wait = !ob.dead && ob.slots.len() >= limit;
+        ob.task_waiting = wait;
+        wait
+    }
+
+    /// Waits for a wake-up: the socket blocked, or a completion the task waited for.
+    /// Cancel-safe (a notification taken by a dropped waiter is passed on).
+    pub async fn woken(&self) {
+        self.wake.notified().await;
+    }
+
+    /// Flushes a blocked outbox, waiting for the socket to become writable.
+    pub async fn flush_when_blocked(&self) {
+        loop {
+            if !self.lock().blocked {
+                return;
+            }
+            if self.stream.writable().await.is_err() {
+                let mut ob = self.lock();
+                ob.dead = true;
+                ob.buf.clear();
+                return;
+            }
+            let mut ob = self.lock();
+            ob.blocked = false;
+            self.flush_locked(&mut ob);
+        }
+    }
+
+    /// Waits until every reply owed has been written (or the socket failed).
+    pub async fn drain(&self) {
+        loop {
+            self.flush_when_blocked().await;
+            {
+                let mut ob = self.lock();
+                if ob.dead || (ob.slots.is_empty() && ob.buf.is_empty()) {
+                    return;
+                }
+                // Not blocked, so the buffer is empty and replies are still owed: wait
+                // for a completion (or for a completion that blocks the socket).
+                ob.task_waiting = true;
+            }
+            self.woken().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
+
+    async fn pair() -> (ClientConn, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, peer) = listener.accept().await.unwrap();
+        (ClientConn::new(1, peer, server), client)
+    }
+
+    async fn read_exactly(client: &mut TcpStream, n: usize) -> Vec<u8> {
+        let mut buf = vec![0; n];
+        client.read_exact(&mut buf).await.unwrap();
+        buf
+    }
+
+    #[tokio::test]
+    async fn replies_leave_in_request_order_whatever_order_they_complete_in() {
+        let (conn, mut client) = pair().await;
+        let a = conn.reserve();
+        let b = conn.reserve();
+        let c = conn.reserve();
+        conn.complete(c, |out| out.extend_from_slice(b"C"));
+        conn.complete(b, |out| out.extend_from_slice(b"B"));
+        assert_eq!(conn.in_flight(), 3);
+        conn.complete(a, |out| out.extend_from_slice(b"A"));
+        assert_eq!(read_exactly(&mut client, 3).await, b"ABC");
+        assert!(conn.is_drained());
+    }
+
+    #[tokio::test]
+    async fn local_replies_wait_behind_owed_replies() {
+        let (conn, mut client) = pair().await;
+        let a = conn.reserve();
+        conn.reply_now(b"ERROR\r\n");
+        conn.complete(a, |out| out.extend_from_slice(b"END\r\n"));
+        conn.reply_now(b"VERSION x\r\n");
+        assert_eq!(
+            read_exactly(&mut client, 23).await,
+            b"END\r\nERROR\r\nVERSION x\r\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn silent_slots_release_the_replies_behind_them() {
+        let (conn, mut client) = pair().await;
+        let a = conn.reserve();
+        let b = conn.reserve();
+        conn.complete(b, |out| out.extend_from_slice(b"B"));
+        conn.complete_silent(a);
+        assert_eq!(read_exactly(&mut client, 1).await, b"B");
+        assert_eq!(conn.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_full_socket_is_flushed_once_the_client_reads() {
+        let (conn, mut client) = pair().await;
+        let big = vec![b'x'; 8 << 20];
+        let seq = conn.reserve();
+        conn.complete(seq, |out| out.extend_from_slice(&big));
+        assert!(
+            !conn.is_drained(),
+            "8 MiB should not fit in the socket buffers"
+        );
+        let reader = tokio::spawn(async move {
+            let mut got = vec![0; 8 << 20];
+            client.read_exact(&mut got).await.unwrap();
+            got.iter().all(|b| *b == b'x')
+        });
+        conn.drain().await;
+        assert!(reader.await.unwrap());
+    }
+}

@@ -1,0 +1,252 @@
+//! Command-line options and the validated configuration built from them.
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cachelab_protocol::limits::{DEFAULT_MAX_LINE_LEN, DEFAULT_MAX_VALUE_LEN, MAX_KEY_LEN};
+use cachelab_protocol::Limits;
+use clap::Parser;
+use thiserror::Error;
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1";
+pub const DEFAULT_PORT: u16 = 11212;
+pub const DEFAULT_WORKERS: usize = 16;
+pub const DEFAULT_STATS_WINDOW_SECS: f64 = 5.0;
+pub const DEFAULT_DRAIN_TIMEOUT_SECS: f64 = 5.0;
+pub const DEFAULT_SERVER_TIMEOUT_MS: u64 = 1000;
+pub const DEFAULT_BACKOFF_MAX_MS: u64 = 1000;
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+pub const DEFAULT_MAX_INFLIGHT: usize = 1024;
+/// The first reconnection attempt waits this long; each failure doubles it.
+pub const BACKOFF_INITIAL: Duration = Duration::from_millis(10);
+
+/// cachelab-proxy: a memcached middleware that replicates writes to every server,
+/// balances reads round-robin, optionally shards multi-GETs, and measures where each
+/// request spends its time.
+#[derive(Debug, Parser)]
+#[command(name = "cachelab-proxy", version, about, long_about = None)]
+pub struct Args {
+    /// Address to listen on.
+    #[arg(short = 'l', long = "listen", default_value = DEFAULT_LISTEN)]
+    pub listen: IpAddr,
+
+    /// Port to listen on (0 picks a free port; the chosen address is printed on stdout).
+    #[arg(short = 'p', long = "port", default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+
+    /// Number of workers: at most this many requests are at the servers at once.
+    #[arg(short = 't', long = "workers", default_value_t = DEFAULT_WORKERS)]
+    pub workers: usize,
+
+    /// memcached servers, host:port, one or more.
+    #[arg(short = 'm', long = "servers", num_args = 1.., required = true, value_name = "HOST:PORT")]
+    pub servers: Vec<String>,
+
+    /// Split multi-GETs over the servers instead of sending each to one server.
+    #[arg(short = 's', long = "sharded")]
+    pub sharded: bool,
+
+    /// Runtime threads for the net layer and workers (default: one per CPU).
+    #[arg(long)]
+    pub threads: Option<usize>,
+
+    /// Write one JSON object per worker and statistics window to this file.
+    #[arg(long, value_name = "PATH")]
+    pub stats_file: Option<PathBuf>,
+
+    /// Length of a statistics window in seconds.
+    #[arg(long, default_value_t = DEFAULT_STATS_WINDOW_SECS, value_name = "SECS")]
+    pub stats_window: f64,
+
+    /// Write the log (info, warnings, errors) here instead of stderr.
+    #[arg(long, value_name = "PATH")]
+    pub log_file: Option<PathBuf>,
+
+    /// Log level or filter (error, warn, info, debug, trace).
+    #[arg(long, default_value = "info")]
+    pub log_level: String,
+
+    /// Largest value accepted from a client, in bytes.
+    #[arg(long, default_value_t = DEFAULT_MAX_VALUE_LEN)]
+    pub max_value_size: usize,
+
+    /// How long a server may take to answer before the request fails, in milliseconds.
+    #[arg(long, default_value_t = DEFAULT_SERVER_TIMEOUT_MS, value_name = "MS")]
+    pub server_timeout: u64,
+
+    /// Longest wait between reconnection attempts to a failed server, in milliseconds.
+    #[arg(long, default_value_t = DEFAULT_BACKOFF_MAX_MS, value_name = "MS")]
+    pub backoff_max: u64,
+
+    /// On SIGTERM or SIGINT, how long in-flight requests may take to finish, in seconds.
+    #[arg(long, default_value_t = DEFAULT_DRAIN_TIMEOUT_SECS, value_name = "SECS")]
+    pub drain_timeout: f64,
+
+    /// Client connections accepted at once; further ones wait in the listen backlog.
+    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+
+    /// Requests one client connection may have in flight before we stop reading from it.
+    #[arg(long, default_value_t = DEFAULT_MAX_INFLIGHT)]
+    pub max_inflight: usize,
+}
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("--workers must be at least 1")]
+    NoWorkers,
+    #[error("server address {0:?} is not host:port")]
+    BadServer(String),
+    #[error("server address {0:?} did not resolve: {1}")]
+    Unresolved(String, std::io::Error),
+    #[error("--{0} must be a positive number of seconds")]
+    BadSeconds(&'static str),
+    #[error("--{0} must be at least 1")]
+    Zero(&'static str),
+}
+
+/// The validated configuration the server runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub workers: usize,
+    pub servers: Vec<SocketAddr>,
+    pub sharded: bool,
+    pub threads: Option<usize>,
+    pub stats_file: Option<PathBuf>,
+    pub stats_window: Duration,
+    pub limits: Limits,
+    pub server_timeout: Duration,
+    pub backoff_max: Duration,
+    pub drain_timeout: Duration,
+    pub max_connections: usize,
+    pub max_inflight: usize,
+}
+
+impl Config {
+    /// A configuration with the defaults, for tests and embedding.
+    pub fn new(listen: SocketAddr, servers: Vec<SocketAddr>, workers: usize) -> Self {
+        Config {
+            listen,
+            workers,
+            servers,
+            sharded: false,
+            threads: None,
+            stats_file: None,
+            stats_window: Duration::from_secs_f64(DEFAULT_STATS_WINDOW_SECS),
+            limits: Limits::default(),
+            server_timeout: Duration::from_millis(DEFAULT_SERVER_TIMEOUT_MS),
+            backoff_max: Duration::from_millis(DEFAULT_BACKOFF_MAX_MS),
+            drain_timeout: Duration::from_secs_f64(DEFAULT_DRAIN_TIMEOUT_SECS),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_inflight: DEFAULT_MAX_INFLIGHT,
+        }
+    }
+}
+
+impl TryFrom<&Args> for Config {
+    type Error = ConfigError;
+
+    fn try_from(args: &Args) -> Result<Self, ConfigError> {
+        if args.workers == 0 {
+            return Err(ConfigError::NoWorkers);
+        }
+        let servers = args
+            .servers
+            .iter()
+            .map(|s| resolve(s))
+            .collect::<Result<Vec<_>, _>>()?;
+        let seconds = |value: f64, name| {
+            Duration::try_from_secs_f64(value)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or(ConfigError::BadSeconds(name))
+        };
+        for (value, name) in [
+            (args.max_connections, "max-connections"),
+            (args.max_inflight, "max-inflight"),
+            (args.server_timeout as usize, "server-timeout"),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Zero(name));
+            }
+        }
+        Ok(Config {
+            listen: SocketAddr::new(args.listen, args.port),
+            workers: args.workers,
+            servers,
+            sharded: args.sharded,
+            threads: args.threads,
+            stats_file: args.stats_file.clone(),
+            stats_window: seconds(args.stats_window, "stats-window")?,
+            limits: Limits {
+                max_key_len: MAX_KEY_LEN,
+                max_value_len: args.max_value_size,
+                max_line_len: DEFAULT_MAX_LINE_LEN,
+            },
+            server_timeout: Duration::from_millis(args.server_timeout),
+            backoff_max: Duration::from_millis(args.backoff_max.max(1)),
+            drain_timeout: seconds(args.drain_timeout, "drain-timeout")?,
+            max_connections: args.max_connections,
+            max_inflight: args.max_inflight,
+        })
+    }
+}
+
+fn resolve(server: &str) -> Result<SocketAddr, ConfigError> {
+    if !server.contains(':') {
+        return Err(ConfigError::BadServer(server.to_string()));
+    }
+    server
+        .to_socket_addrs()
+        .map_err(|e| ConfigError::Unresolved(server.to_string(), e))?
+        .next()
+        .ok_or_else(|| ConfigError::BadServer(server.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(argv: &[&str]) -> Result<Config, String> {
+        let args = Args::try_parse_from(argv).map_err(|e| e.to_string())?;
+        Config::try_from(&args).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_original_flags_are_accepted() {
+        let c = parse(&[
+            "p",
+            "-l",
+            "127.0.0.1",
+            "-p",
+            "0",
+            "-t",
+            "8",
+            "-m",
+            "127.0.0.1:1",
+            "127.0.0.1:2",
+            "-s",
+        ])
+        .unwrap();
+        assert_eq!(c.workers, 8);
+        assert_eq!(c.servers.len(), 2);
+        assert!(c.sharded);
+        assert_eq!(c.listen.port(), 0);
+    }
+
+    #[test]
+    fn servers_are_required_and_must_be_host_port() {
+        assert!(parse(&["p"]).is_err());
+        let err = parse(&["p", "-m", "localhost"]).unwrap_err();
+        assert!(err.contains("not host:port"), "{err}");
+    }
+
+    #[test]
+    fn zero_workers_and_bad_windows_are_rejected() {
+        assert!(parse(&["p", "-t", "0", "-m", "127.0.0.1:1"]).is_err());
+        assert!(parse(&["p", "--stats-window", "0", "-m", "127.0.0.1:1"]).is_err());
+        assert!(parse(&["p", "--stats-window", "-1", "-m", "127.0.0.1:1"]).is_err());
+    }
+}

@@ -1,0 +1,240 @@
+//! The net layer's per-connection task: reads bytes, decodes requests, answers local
+//! commands and rejections itself, and puts everything else into the FCFS queue with
+//! its read targets assigned.
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{Buf, BytesMut};
+use cachelab_protocol::{parse_request, Request, RequestError};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use crate::client::ClientConn;
+use crate::decode::{Class, Decoder, Forward, Local, Step};
+use crate::job::{Job, Route};
+use crate::server::Shared;
+use crate::stats_command::compose_stats;
+
+/// Bad requests per connection logged individually; after that, one line per 1000.
+const LOGGED_ERRORS: u64 = 10;
+
+/// Why the connection task stopped reading.
+#[derive(Debug)]
+enum End {
+    Quit,
+    Eof,
+    Shutdown,
+    Error(io::Error),
+    Dead,
+}
+
+pub async fn serve(conn: Arc<ClientConn>, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let mut session = Session {
+        conn: Arc::clone(&conn),
+        shared: Arc::clone(&shared),
+        decoder: Decoder::default(),
+        rbuf: BytesMut::with_capacity(16 * 1024),
+        errors: 0,
+    };
+    let end = session.read_loop(&mut stop).await;
+    match &end {
+        End::Eof if !session.rbuf.is_empty() && !session.decoder.is_discarding() => {
+            info!(conn = conn.id, peer = %conn.peer, bytes = session.rbuf.len(),
+                  "client closed the connection in the middle of a request; partial request dropped");
+        }
+        End::Error(e) => {
+            debug!(conn = conn.id, peer = %conn.peer, error = %e, "client read failed")
+        }
+        _ => {}
+    }
+    // Answer everything already received before closing.
+    conn.drain().await;
+    if session.errors > LOGGED_ERRORS {
+        warn!(conn = conn.id, peer = %conn.peer, bad_requests = session.errors,
+              "connection closed after many bad requests");
+    }
+    shared.net.curr_connections.fetch_sub(1, Ordering::Relaxed);
+}
+
+struct Session {
+    conn: Arc<ClientConn>,
+    shared: Arc<Shared>,
+    decoder: Decoder,
+    rbuf: BytesMut,
+    errors: u64,
+}
+
+impl Session {
+    async fn read_loop(&mut self, stop: &mut watch::Receiver<bool>) -> End {
+        let max_inflight = self.shared.config.max_inflight;
+        loop {
+            if *stop.borrow() {
+                return End::Shutdown;
+            }
+            if self.conn.is_dead() {
+                return End::Dead;
+            }
+            // Runs to completion (never inside select!), so a flush is never abandoned
+            // half-way with the outbox marked blocked.
+            self.conn.flush_when_blocked().await;
+            if self.conn.must_wait(max_inflight) {
+                tokio::select! {
+                    _ = self.conn.woken() => {}
+                    _ = stop.changed() => return End::Shutdown,
+                }
+                continue;
+            }
+            tokio::select! {
+                biased;
+                _ = stop.changed() => return End::Shutdown,
+                _ = self.conn.woken() => continue,
+                ready = self.conn.stream().readable() => {
+                    if let Err(e) = ready {
+                        return End::Error(e);
+                    }
+                }
+            }
+            if self.rbuf.capacity() - self.rbuf.len() < 4096 {
+                self.rbuf.reserve(16 * 1024);
+            }
+            match self.conn.stream().try_read_buf(&mut self.rbuf) {
+                Ok(0) => return End::Eof,
+                Ok(_) => {
+                    let arrival = Instant::now();
+                    if self.decode_all(arrival) {
+                        return End::Quit;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return End::Error(e),
+            }
+        }
+    }
+
+    /// Handles every complete request in the buffer; true if the client sent `quit`.
+    fn decode_all(&mut self, arrival: Instant) -> bool {
+        let limits = self.shared.config.limits;
+        loop {
+            match self.decoder.step(&self.rbuf, &limits) {
+                Step::Incomplete => return false,
+                Step::Skipped(n) => self.rbuf.advance(n),
+                Step::Reject { len, error } => {
+                    self.reject(len, error);
+                }
+                Step::Request { len, class } => {
+                    self.shared.net.arrivals.fetch_add(1, Ordering::Relaxed);
+                    match class {
+                        Class::Local(Local::Quit) => {
+                            self.rbuf.advance(len);
+                            return true;
+                        }
+                        Class::Local(local) => {
+                            self.rbuf.advance(len);
+                            self.answer_local(local);
+                        }
+                        Class::Forward(forward) => self.enqueue(len, forward, arrival),
+                    }
+                }
+            }
+        }
+    }
+
+    fn reject(&mut self, len: usize, error: RequestError) {
+        self.errors += 1;
+        self.shared.net.bad_requests.fetch_add(1, Ordering::Relaxed);
+        if self.errors <= LOGGED_ERRORS || self.errors.is_multiple_of(1000) {
+            let shown = &self.rbuf[..len.min(80)];
+            warn!(conn = self.conn.id, peer = %self.conn.peer, %error,
+                  request = %String::from_utf8_lossy(shown).escape_debug(),
+                  count = self.errors, "bad request");
+        }
+        self.rbuf.advance(len);
+        self.conn.reply_now(error.reply_line());
+    }
+
+    fn answer_local(&mut self, local: Local) {
+        match local {
+            Local::Version => self.conn.reply_now(
+                concat!("VERSION cachelab-proxy-", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes(),
+            ),
+            Local::Stats => {
+                let mut out = BytesMut::with_capacity(2048);
+                compose_stats(&self.shared, &mut out);
+                self.conn.reply_now(&out);
+            }
+            Local::StatsUnsupported => self
+                .conn
+                .reply_now(b"CLIENT_ERROR only the general stats are served by the proxy\r\n"),
+            Local::Verbosity { noreply } => {
+                if !noreply {
+                    self.conn.reply_now(b"OK\r\n");
+                }
+            }
+            Local::Quit => unreachable!("quit ends the read loop"),
+        }
+    }
+
+    fn enqueue(&mut self, len: usize, forward: Forward, arrival: Instant) {
+        let frame = if forward.noreply {
+            // The servers must answer so the worker can apply the reply rule and measure
+            // the request; the client's noreply is honoured when replying.
+            let mut stripped = BytesMut::with_capacity(len);
+            match parse_request(&self.rbuf[..len], &self.shared.config.limits) {
+                Ok((Request::Store(store), _)) => {
+                    store.compose_header(&mut stripped, false);
+                    stripped.extend_from_slice(store.data);
+                    stripped.extend_from_slice(b"\r\n");
+                }
+                Ok((mut request, _)) => {
+                    clear_noreply(&mut request);
+                    request.compose(&mut stripped);
+                }
+                Err(_) => unreachable!("the decoder already parsed this request"),
+            }
+            self.rbuf.advance(len);
+            stripped.freeze()
+        } else {
+            self.rbuf.split_to(len).freeze()
+        };
+        let servers = self.shared.config.servers.len();
+        let route = if forward.replicated {
+            Route::All
+        } else if self.shared.config.sharded && forward.keys > 1 && servers > 1 {
+            let parts = (forward.keys as usize).min(servers);
+            Route::Sharded {
+                first: self.shared.rr.take(parts),
+                parts,
+            }
+        } else {
+            Route::One(self.shared.rr.one())
+        };
+        let seq = self.conn.reserve();
+        self.shared.queue.push(Job {
+            conn: Arc::clone(&self.conn),
+            seq,
+            frame,
+            route,
+            op: forward.op,
+            expect: forward.expect,
+            keys: forward.keys,
+            noreply: forward.noreply,
+            arrival,
+            enqueued: Instant::now(),
+        });
+    }
+}
+
+fn clear_noreply(request: &mut Request<'_>) {
+    match request {
+        Request::Delete(d) => d.noreply = false,
+        Request::Arith(a) => a.noreply = false,
+        Request::Touch(t) => t.noreply = false,
+        Request::FlushAll(f) => f.noreply = false,
+        Request::Store(s) => s.noreply = false,
+        Request::Verbosity { noreply } => *noreply = false,
+        Request::Get(_) | Request::Stats(_) | Request::Version | Request::Quit => {}
+    }
+}

@@ -1,0 +1,132 @@
+//! Cumulative counters for the `stats` command. Each worker owns one set (relaxed
+//! atomics on its own cache line); `stats` sums them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crossbeam_utils::CachePadded;
+
+use crate::metrics::{OpKind, Outcome};
+
+#[derive(Debug, Default)]
+pub struct Counters {
+    get_requests: AtomicU64,
+    multiget_requests: AtomicU64,
+    get_keys: AtomicU64,
+    get_hits: AtomicU64,
+    get_misses: AtomicU64,
+    set_requests: AtomicU64,
+    other_requests: AtomicU64,
+    error_replies: AtomicU64,
+    failovers: AtomicU64,
+}
+
+/// The sum of every worker's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub get_requests: u64,
+    pub multiget_requests: u64,
+    pub get_keys: u64,
+    pub get_hits: u64,
+    pub get_misses: u64,
+    pub set_requests: u64,
+    pub other_requests: u64,
+    pub error_replies: u64,
+    pub failovers: u64,
+}
+
+fn bump(counter: &AtomicU64, by: u64) {
+    counter.fetch_add(by, Ordering::Relaxed);
+}
+
+impl Counters {
+    pub fn record(&self, op: OpKind, outcome: &Outcome, failovers: u64) {
+        match op {
+            OpKind::Get | OpKind::MultiGet => {
+                bump(
+                    if op == OpKind::Get {
+                        &self.get_requests
+                    } else {
+                        &self.multiget_requests
+                    },
+                    1,
+                );
+                bump(&self.get_keys, u64::from(outcome.keys));
+                bump(&self.get_hits, u64::from(outcome.hits));
+                bump(
+                    &self.get_misses,
+                    u64::from(outcome.keys.saturating_sub(outcome.hits)),
+                );
+            }
+            OpKind::Set => bump(&self.set_requests, 1),
+            OpKind::Other => bump(&self.other_requests, 1),
+        }
+        if outcome.error {
+            bump(&self.error_replies, 1);
+        }
+        if failovers > 0 {
+            bump(&self.failovers, failovers);
+        }
+    }
+
+    pub fn sum(all: &[CachePadded<Counters>]) -> Totals {
+        let get =
+            |f: fn(&Counters) -> &AtomicU64| all.iter().map(|c| f(c).load(Ordering::Relaxed)).sum();
+        Totals {
+            get_requests: get(|c| &c.get_requests),
+            multiget_requests: get(|c| &c.multiget_requests),
+            get_keys: get(|c| &c.get_keys),
+            get_hits: get(|c| &c.get_hits),
+            get_misses: get(|c| &c.get_misses),
+            set_requests: get(|c| &c.set_requests),
+            other_requests: get(|c| &c.other_requests),
+            error_replies: get(|c| &c.error_replies),
+            failovers: get(|c| &c.failovers),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn totals_sum_every_worker() {
+        let all: Vec<CachePadded<Counters>> = (0..2).map(|_| CachePadded::default()).collect();
+        let hit = Outcome {
+            keys: 3,
+            hits: 2,
+            error: false,
+        };
+        all[0].record(OpKind::MultiGet, &hit, 0);
+        all[1].record(
+            OpKind::Get,
+            &Outcome {
+                keys: 1,
+                hits: 1,
+                error: false,
+            },
+            1,
+        );
+        all[1].record(
+            OpKind::Set,
+            &Outcome {
+                keys: 1,
+                hits: 0,
+                error: true,
+            },
+            0,
+        );
+        let t = Counters::sum(&all);
+        assert_eq!(
+            (
+                t.get_requests,
+                t.multiget_requests,
+                t.get_keys,
+                t.get_hits,
+                t.get_misses
+            ),
+            (1, 1, 4, 3, 1)
+        );
+        assert_eq!((t.set_requests, t.error_replies, t.failovers), (1, 1, 1));
+    }
+}

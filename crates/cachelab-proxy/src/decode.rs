@@ -1,0 +1,268 @@
+//! The net layer's decoding step: bytes in, a classified request, a rejection or a
+//! discard out. Pure: the connection task owns the buffer and does the I/O.
+
+use cachelab_protocol::{
+    parse_request, Discard, Expect, Limits, ParseError, Request, RequestError,
+};
+
+use crate::metrics::OpKind;
+
+/// How a request is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Sent to the servers by a worker.
+    Forward(Forward),
+    /// Answered by the net layer itself.
+    Local(Local),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Forward {
+    pub op: OpKind,
+    pub expect: Expect,
+    pub keys: u32,
+    /// Writes go to every server; reads to one (or, sharded, to several).
+    pub replicated: bool,
+    pub noreply: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Local {
+    Version,
+    Stats,
+    /// `stats <argument>`: only the general statistics are served.
+    StatsUnsupported,
+    Verbosity {
+        noreply: bool,
+    },
+    Quit,
+}
+
+/// One decoding step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Not enough bytes for anything; read more.
+    Incomplete,
+    /// Bytes dropped while resynchronising after a rejected request.
+    Skipped(usize),
+    Reject {
+        len: usize,
+        error: RequestError,
+    },
+    Request {
+        len: usize,
+        class: Class,
+    },
+}
+
+/// The per-connection decoder: the parser plus what is left to discard.
+#[derive(Debug)]
+pub struct Decoder {
+    discard: Discard,
+}
+
+impl Default for Decoder {
+    fn default() -> Self {
+        Decoder {
+            discard: Discard::Nothing,
+        }
+    }
+}
+
+impl Decoder {
+    /// Whether the decoder is skipping the rest of a rejected request.
+    pub fn is_discarding(&self) -> bool {
+        self.discard != Discard::Nothing
+    }
+
+    pub fn step(&mut self, buf: &[u8], limits: &Limits) -> Step {
+        match self.discard {
+            Discard::Nothing => {}
+            Discard::Bytes(remaining) => {
+                let n = usize::try_from(remaining)
+                    .unwrap_or(usize::MAX)
+                    .min(buf.len());
+                if n == 0 {
+                    return Step::Incomplete;
+                }
+                let left = remaining - n as u64;
+                self.discard = if left == 0 {
+                    Discard::Nothing
+                } else {
+                    Discard::Bytes(left)
+                };
+                return Step::Skipped(n);
+            }
+            Discard::ThroughNewline => {
+                return match memchr_newline(buf) {
+                    Some(i) => {
+                        self.discard = Discard::Nothing;
+                        Step::Skipped(i + 1)
+                    }
+                    None if buf.is_empty() => Step::Incomplete,
+                    None => Step::Skipped(buf.len()),
+                }
+            }
+        }
+        match parse_request(buf, limits) {
+            Ok((request, len)) => Step::Request {
+                len,
+                class: classify(&request),
+            },
+            Err(ParseError::Incomplete) => Step::Incomplete,
+            Err(ParseError::Invalid(invalid)) => {
+                self.discard = invalid.then;
+                Step::Reject {
+                    len: invalid.consumed,
+                    error: invalid.error,
+                }
+            }
+        }
+    }
+}
+
+fn memchr_newline(buf: &[u8]) -> Option<usize> {
+    buf.iter().position(|b| *b == b'\n')
+}
+
+pub fn classify(request: &Request<'_>) -> Class {
+    let forward = |op, expect, keys, replicated| {
+        Class::Forward(Forward {
+            op,
+            expect,
+            keys,
+            replicated,
+            noreply: request.noreply(),
+        })
+    };
+    match request {
+        Request::Get(get) => {
+            let keys = get.keys.len() as u32;
+            let op = if keys > 1 {
+                OpKind::MultiGet
+            } else {
+                OpKind::Get
+            };
+            forward(op, Expect::Values, keys, false)
+        }
+        Request::Store(_) => forward(OpKind::Set, Expect::Store, 1, true),
+        Request::Delete(_) => forward(OpKind::Other, Expect::Delete, 1, true),
+        Request::Arith(_) => forward(OpKind::Other, Expect::Arith, 1, true),
+        Request::Touch(_) => forward(OpKind::Other, Expect::Touch, 1, true),
+        Request::FlushAll(_) => forward(OpKind::Other, Expect::Ok, 0, true),
+        Request::Stats([]) => Class::Local(Local::Stats),
+        Request::Stats(_) => Class::Local(Local::StatsUnsupported),
+        Request::Version => Class::Local(Local::Version),
+        Request::Verbosity { noreply } => Class::Local(Local::Verbosity { noreply: *noreply }),
+        Request::Quit => Class::Local(Local::Quit),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn steps(input: &[u8]) -> Vec<Step> {
+        let mut decoder = Decoder::default();
+        let limits = Limits {
+            max_value_len: 8,
+            ..Limits::default()
+        };
+        let mut pos = 0;
+        let mut out = Vec::new();
+        loop {
+            let step = decoder.step(&input[pos..], &limits);
+            out.push(step);
+            pos += match step {
+                Step::Incomplete => return out,
+                Step::Skipped(n) => n,
+                Step::Reject { len, .. } | Step::Request { len, .. } => len,
+            };
+        }
+    }
+
+    #[test]
+    fn gets_are_reads_and_sets_are_replicated() {
+        let s = steps(b"get a b\r\nset k 0 0 1 noreply\r\nx\r\n");
+        let Step::Request {
+            class: Class::Forward(get),
+            ..
+        } = s[0]
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (get.op, get.keys, get.replicated),
+            (OpKind::MultiGet, 2, false)
+        );
+        let Step::Request {
+            class: Class::Forward(set),
+            ..
+        } = s[1]
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (set.op, set.replicated, set.noreply),
+            (OpKind::Set, true, true)
+        );
+    }
+
+    #[test]
+    fn a_value_over_the_limit_is_rejected_and_its_data_skipped() {
+        let s = steps(b"set k 0 0 10\r\n0123456789\r\nversion\r\n");
+        assert_eq!(
+            s[..3],
+            [
+                Step::Reject {
+                    len: 14,
+                    error: RequestError::ValueTooLarge
+                },
+                Step::Skipped(12),
+                Step::Request {
+                    len: 9,
+                    class: Class::Local(Local::Version)
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_discard_spans_reads() {
+        let mut decoder = Decoder::default();
+        let limits = Limits {
+            max_value_len: 4,
+            ..Limits::default()
+        };
+        assert!(matches!(
+            decoder.step(b"set k 0 0 6\r\n", &limits),
+            Step::Reject { .. }
+        ));
+        assert_eq!(decoder.step(b"abc", &limits), Step::Skipped(3));
+        assert!(decoder.is_discarding());
+        assert_eq!(decoder.step(b"", &limits), Step::Incomplete);
+        assert_eq!(decoder.step(b"def\r\nquit\r\n", &limits), Step::Skipped(5));
+        assert!(!decoder.is_discarding());
+    }
+
+    #[test]
+    fn local_commands_are_answered_by_the_net_layer() {
+        let s = steps(b"stats\r\nstats slabs\r\nversion\r\nquit\r\n");
+        let classes: Vec<Class> = s
+            .iter()
+            .filter_map(|s| match s {
+                Step::Request { class, .. } => Some(*class),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            classes,
+            vec![
+                Class::Local(Local::Stats),
+                Class::Local(Local::StatsUnsupported),
+                Class::Local(Local::Version),
+                Class::Local(Local::Quit)
+            ]
+        );
+    }
+}

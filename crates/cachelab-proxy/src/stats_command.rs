@@ -1,0 +1,50 @@
+//! The `stats` command: the middleware's own counters in memcached's `STAT` format.
+
+use std::sync::atomic::Ordering;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::BytesMut;
+use cachelab_protocol::compose_stat;
+
+use crate::counters::Counters;
+use crate::server::Shared;
+
+pub fn compose_stats(shared: &Shared, out: &mut BytesMut) {
+    let totals = Counters::sum(&shared.counters);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let config = &shared.config;
+    let net = &shared.net;
+    let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    compose_stat(out, "pid", std::process::id());
+    compose_stat(out, "uptime", shared.started.elapsed().as_secs());
+    compose_stat(out, "time", now);
+    compose_stat(
+        out,
+        "version",
+        concat!("cachelab-proxy-", env!("CARGO_PKG_VERSION")),
+    );
+    compose_stat(out, "curr_connections", load(&net.curr_connections));
+    compose_stat(out, "total_connections", load(&net.total_connections));
+    compose_stat(out, "workers", config.workers);
+    compose_stat(out, "servers", config.servers.len());
+    compose_stat(out, "sharded", u8::from(config.sharded));
+    compose_stat(out, "queue_length", shared.queue.len());
+    compose_stat(out, "requests_received", load(&net.arrivals));
+    compose_stat(out, "bad_requests", load(&net.bad_requests));
+    // memcached counts keys in cmd_get; the request counts are ours.
+    compose_stat(out, "cmd_get", totals.get_keys);
+    compose_stat(out, "get_hits", totals.get_hits);
+    compose_stat(out, "get_misses", totals.get_misses);
+    compose_stat(out, "get_requests", totals.get_requests);
+    compose_stat(out, "multiget_requests", totals.multiget_requests);
+    compose_stat(out, "cmd_set", totals.set_requests);
+    compose_stat(out, "other_requests", totals.other_requests);
+    compose_stat(out, "error_replies", totals.error_replies);
+    compose_stat(out, "failovers", totals.failovers);
+    for (i, server) in config.servers.iter().enumerate() {
+        compose_stat(out, &format!("server_{i}"), server);
+    }
+    out.extend_from_slice(b"END\r\n");
+}

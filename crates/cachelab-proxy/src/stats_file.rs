@@ -1,0 +1,278 @@
+//! The statistics writer: at every window boundary it swaps out each worker's statistics
+//! unit, writes one JSON line per busy worker and one merged line, and keeps the run's
+//! totals for the end-of-run summary. The schema is documented in docs/stats-file.md.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use cachelab_stats::Welford;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+use tokio::time::MissedTickBehavior;
+use tracing::{error, info};
+
+use crate::metrics::{OpKind, OpStats, WorkerStats};
+use crate::server::Shared;
+
+/// Bumped when a field changes meaning or disappears (adding fields does not bump it).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The merged statistics of the whole run, for the summary.
+pub struct RunSummary {
+    pub duration_s: f64,
+    pub arrivals: u64,
+    pub totals: WorkerStats,
+}
+
+pub struct StatsWriter {
+    shared: Arc<Shared>,
+    out: Option<BufWriter<File>>,
+    window: u64,
+    window_start: Instant,
+    window_start_unix: f64,
+    arrivals_seen: u64,
+    totals: WorkerStats,
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+impl StatsWriter {
+    pub fn create(shared: Arc<Shared>, path: Option<&Path>) -> io::Result<Self> {
+        let out = path.map(File::create).transpose()?.map(BufWriter::new);
+        let now = Instant::now();
+        let servers = shared.config.servers.len();
+        let mut writer = StatsWriter {
+            shared,
+            out,
+            window: 0,
+            window_start: now,
+            window_start_unix: unix_now(),
+            arrivals_seen: 0,
+            totals: WorkerStats::new(servers, now),
+        };
+        let config = &writer.shared.config;
+        let header = json!({
+            "type": "start",
+            "schema": SCHEMA_VERSION,
+            "version": env!("CARGO_PKG_VERSION"),
+            "pid": std::process::id(),
+            "start": writer.window_start_unix,
+            "listen": config.listen.to_string(),
+            "workers": config.workers,
+            "servers": config.servers.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "sharded": config.sharded,
+            "window_s": config.stats_window.as_secs_f64(),
+            "bucket_width_us": crate::metrics::BUCKET_WIDTH_US,
+        });
+        writer.write_line(&header)?;
+        Ok(writer)
+    }
+
+    /// Writes a window every `stats_window` until `stop` turns true, then the last
+    /// (partial) window and the summary.
+    pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> RunSummary {
+        let mut ticks = tokio::time::interval(self.shared.config.stats_window);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        ticks.tick().await;
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => self.flush_window(),
+                _ = stop.changed() => break,
+            }
+        }
+        self.flush_window();
+        self.finish()
+    }
+
+    fn write_line(&mut self, value: &Value) -> io::Result<()> {
+        if let Some(out) = self.out.as_mut() {
+            serde_json::to_writer(&mut *out, value)?;
+            out.write_all(b"\n")?;
+            out.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Swaps every worker's unit for a fresh one and writes the window.
+    pub fn flush_window(&mut self) {
+        let end = Instant::now();
+        let end_unix = unix_now();
+        let servers = self.shared.config.servers.len();
+        let mut merged = WorkerStats::new(servers, self.window_start);
+        let mut lines = Vec::new();
+        for worker in 0..self.shared.config.workers {
+            let fresh = WorkerStats::new(servers, end);
+            let unit = std::mem::replace(&mut *self.shared.lock_worker_stats(worker), fresh);
+            if unit.ops.iter().any(|op| op.count > 0) {
+                lines.push(self.window_json(Some(worker), &unit, end_unix, None));
+            }
+            merged.merge(&unit);
+        }
+        let arrivals = self.shared.net.arrivals.load(Ordering::Relaxed);
+        let window_arrivals = arrivals - self.arrivals_seen;
+        self.arrivals_seen = arrivals;
+        let duration = end.duration_since(self.window_start).as_secs_f64();
+        let completions: u64 = merged.ops.iter().map(|op| op.count).sum();
+        let extra = json!({
+            "arrivals": window_arrivals,
+            "arrival_rate": rate(window_arrivals, duration),
+            "throughput": rate(completions, duration),
+            "queue_len_now": self.shared.queue.len(),
+            "connections": self.shared.net.curr_connections.load(Ordering::Relaxed),
+        });
+        lines.push(self.window_json(None, &merged, end_unix, Some(extra)));
+        for line in &lines {
+            if let Err(e) = self.write_line(line) {
+                error!(error = %e, "cannot write the stats file");
+                break;
+            }
+        }
+        self.totals.merge(&merged);
+        self.window += 1;
+        self.window_start = end;
+        self.window_start_unix = end_unix;
+    }
+
+    fn window_json(
+        &self,
+        worker: Option<usize>,
+        stats: &WorkerStats,
+        end_unix: f64,
+        extra: Option<Value>,
+    ) -> Value {
+        let mut line = json!({
+            "type": "window",
+            "window": self.window,
+            "scope": if worker.is_some() { "worker" } else { "total" },
+            "worker": worker,
+            "start": self.window_start_unix,
+            "end": end_unix,
+            "duration_s": end_unix - self.window_start_unix,
+            "queue_len": welford_json(&stats.queue_len),
+            "failovers": stats.failovers,
+            "ops": ops_json(stats),
+        });
+        if let (Some(Value::Object(extra)), Value::Object(map)) = (extra, &mut line) {
+            map.extend(extra);
+        }
+        line
+    }
+
+    fn finish(mut self) -> RunSummary {
+        let duration_s = self.totals.window_start.elapsed().as_secs_f64();
+        let completions: u64 = self.totals.ops.iter().map(|op| op.count).sum();
+        let summary = json!({
+            "type": "summary",
+            "windows": self.window,
+            "end": unix_now(),
+            "duration_s": duration_s,
+            "arrivals": self.arrivals_seen,
+            "throughput": rate(completions, duration_s),
+            "bad_requests": self.shared.net.bad_requests.load(Ordering::Relaxed),
+            "total_connections": self.shared.net.total_connections.load(Ordering::Relaxed),
+            "queue_len": welford_json(&self.totals.queue_len),
+            "failovers": self.totals.failovers,
+            "ops": ops_json(&self.totals),
+        });
+        if let Err(e) = self.write_line(&summary) {
+            error!(error = %e, "cannot write the stats file summary");
+        }
+        RunSummary {
+            duration_s,
+            arrivals: self.arrivals_seen,
+            totals: self.totals,
+        }
+    }
+}
+
+fn rate(count: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        count as f64 / seconds
+    } else {
+        0.0
+    }
+}
+
+fn welford_json(w: &Welford) -> Value {
+    json!({"count": w.count, "mean": w.mean, "m2": w.m2})
+}
+
+fn ops_json(stats: &WorkerStats) -> Value {
+    let mut ops = serde_json::Map::new();
+    for kind in OpKind::ALL {
+        let op = stats.op(kind);
+        if op.count > 0 {
+            ops.insert(kind.name().to_string(), op_json(op));
+        }
+    }
+    Value::Object(ops)
+}
+
+fn op_json(op: &OpStats) -> Value {
+    let p = op.rt_hdr.percentiles();
+    json!({
+        "count": op.count,
+        "hits": op.hits,
+        "misses": op.misses,
+        "errors": op.errors,
+        "keys": welford_json(&op.keys),
+        "response_us": welford_json(&op.response),
+        "decode_us": welford_json(&op.decode),
+        "queue_wait_us": welford_json(&op.queue_wait),
+        "worker_service_us": welford_json(&op.worker_service),
+        "server_service_us": welford_json(&op.server_service),
+        "worker_processing_us": welford_json(&op.worker_processing),
+        "server_service_us_by_server": op.per_server.iter().map(welford_json).collect::<Vec<_>>(),
+        "rt_hist_100us": op.rt_buckets.trimmed(),
+        "rt_overflow": op.rt_buckets.overflow,
+        "rt_percentiles_us": {"p50": p.p50, "p90": p.p90, "p99": p.p99, "p999": p.p999, "max": p.max},
+        "rt_hdr": op.rt_hdr.encode_base64().unwrap_or_default(),
+    })
+}
+
+/// The human end-of-run summary (also logged).
+pub fn format_summary(summary: &RunSummary) -> String {
+    let mut text = format!(
+        "cachelab-proxy summary: {:.1} s, {} requests received\n{:<9}{:>10}{:>11}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}\n",
+        summary.duration_s,
+        summary.arrivals,
+        "op", "count", "ops/s", "rt_us", "p50", "p99", "decode", "queue", "server", "worker", "errors"
+    );
+    for kind in OpKind::ALL {
+        let op = summary.totals.op(kind);
+        if op.count == 0 {
+            continue;
+        }
+        let p = op.rt_hdr.percentiles();
+        text.push_str(&format!(
+            "{:<9}{:>10}{:>11.1}{:>9.1}{:>9}{:>9}{:>9.1}{:>9.1}{:>9.1}{:>9.1}{:>9}\n",
+            kind.name(),
+            op.count,
+            rate(op.count, summary.duration_s),
+            op.response.mean,
+            p.p50,
+            p.p99,
+            op.decode.mean,
+            op.queue_wait.mean,
+            op.server_service.mean,
+            op.worker_processing.mean,
+            op.errors
+        ));
+    }
+    text
+}
+
+/// Logs the summary line by line.
+pub fn log_summary(summary: &RunSummary) {
+    for line in format_summary(summary).lines() {
+        info!("{line}");
+    }
+}
