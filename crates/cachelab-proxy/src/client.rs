@@ -5,6 +5,11 @@
 //! arrival order; whoever completes the front slot writes it, and any later slots that
 //! are already complete, straight to the socket. Only a reply that finishes ahead of an
 //! earlier one is copied aside. The lock is per connection, never shared by all workers.
+//!
+//! Requests must also *take effect* in order, as on a memcached connection: a pipelined
+//! `set k` then `get k` must see the value. Reads of one connection may be at different
+//! workers at once, but a write waits until every earlier request of its connection is
+//! done, and later requests wait for the write (the write barrier, [`ClientConn::dispatch`]).
 
 use std::collections::VecDeque;
 use std::io;
@@ -14,6 +19,9 @@ use std::sync::{Mutex, MutexGuard};
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
+
+use crate::job::Job;
+use crate::queue::RequestQueue;
 
 enum Slot {
     Waiting,
@@ -35,6 +43,23 @@ struct Outbox {
     dead: bool,
     /// The connection task waits for in-flight requests to finish.
     task_waiting: bool,
+    /// Requests of this connection in the FCFS queue or at a worker.
+    dispatched: usize,
+    /// One of them is a write: nothing else may be dispatched until it is done.
+    write_dispatched: bool,
+    /// Requests held back by the write barrier, in arrival order.
+    held: VecDeque<Job>,
+}
+
+impl Outbox {
+    fn may_dispatch(&self, replicated: bool) -> bool {
+        self.held.is_empty() && !self.write_dispatched && !(replicated && self.dispatched > 0)
+    }
+
+    fn note_dispatch(&mut self, replicated: bool) {
+        self.dispatched += 1;
+        self.write_dispatched |= replicated;
+    }
 }
 
 pub struct ClientConn {
@@ -61,6 +86,9 @@ impl ClientConn {
                 blocked: false,
                 dead: false,
                 task_waiting: false,
+                dispatched: 0,
+                write_dispatched: false,
+                held: VecDeque::new(),
             }),
             wake: Notify::new(),
         }
@@ -83,6 +111,36 @@ impl ClientConn {
         ob.next_seq += 1;
         ob.slots.push_back(Slot::Waiting);
         seq
+    }
+
+    /// Puts a request into the FCFS queue, or holds it behind the write barrier.
+    pub fn dispatch(&self, job: Job, replicated: bool, queue: &RequestQueue<Job>) {
+        let mut ob = self.lock();
+        if ob.may_dispatch(replicated) {
+            ob.note_dispatch(replicated);
+            drop(ob);
+            queue.push(job);
+        } else {
+            ob.held.push_back(job);
+        }
+    }
+
+    /// Records that a dispatched request is done and releases what the barrier held.
+    pub fn finished(&self, replicated: bool, queue: &RequestQueue<Job>) {
+        let mut ob = self.lock();
+        ob.dispatched -= 1;
+        if replicated {
+            ob.write_dispatched = false;
+        }
+        while let Some(front) = ob.held.front() {
+            let front_replicated = front.route == crate::job::Route::All;
+            if ob.write_dispatched || (front_replicated && ob.dispatched > 0) {
+                break;
+            }
+            let job = ob.held.pop_front().expect("front exists");
+            ob.note_dispatch(front_replicated);
+            queue.push(job);
+        }
     }
 
     /// Replies at once, after any replies still owed (for requests answered by the net
@@ -248,6 +306,9 @@ impl ClientConn {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::job::Route;
+    use crate::metrics::OpKind;
+    use std::sync::Arc;
     use tokio::io::AsyncReadExt;
     use tokio::net::TcpListener;
 
@@ -264,6 +325,47 @@ mod tests {
         let mut buf = vec![0; n];
         client.read_exact(&mut buf).await.unwrap();
         buf
+    }
+
+    fn job(conn: &Arc<ClientConn>, route: Route) -> Job {
+        let now = std::time::Instant::now();
+        Job {
+            conn: Arc::clone(conn),
+            seq: conn.reserve(),
+            frame: bytes::Bytes::new(),
+            route,
+            op: OpKind::Get,
+            expect: cachelab_protocol::Expect::Values,
+            keys: 1,
+            noreply: false,
+            arrival: now,
+            enqueued: now,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_write_waits_for_earlier_requests_and_later_ones_wait_for_it() {
+        let (conn, _client) = pair().await;
+        let conn = Arc::new(conn);
+        let queue = RequestQueue::new(1);
+        conn.dispatch(job(&conn, Route::One(0)), false, &queue);
+        conn.dispatch(job(&conn, Route::One(1)), false, &queue);
+        conn.dispatch(job(&conn, Route::All), true, &queue);
+        conn.dispatch(job(&conn, Route::One(2)), false, &queue);
+        assert_eq!(
+            queue.len(),
+            2,
+            "the two reads run in parallel; the write waits"
+        );
+        conn.finished(false, &queue);
+        assert_eq!(queue.len(), 2);
+        let _ = queue.pop(0).await;
+        let _ = queue.pop(0).await;
+        conn.finished(false, &queue);
+        assert_eq!(queue.len(), 1, "both reads done: the write goes");
+        assert_eq!(queue.pop(0).await.unwrap().route, Route::All);
+        conn.finished(true, &queue);
+        assert_eq!(queue.pop(0).await.unwrap().route, Route::One(2));
     }
 
     #[tokio::test]

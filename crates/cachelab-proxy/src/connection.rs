@@ -212,7 +212,7 @@ impl Session {
             Route::One(self.shared.rr.one())
         };
         let seq = self.conn.reserve();
-        self.shared.queue.push(Job {
+        let job = Job {
             conn: Arc::clone(&self.conn),
             seq,
             frame,
@@ -223,7 +223,9 @@ impl Session {
             noreply: forward.noreply,
             arrival,
             enqueued: Instant::now(),
-        });
+        };
+        self.conn
+            .dispatch(job, forward.replicated, &self.shared.queue);
     }
 }
 

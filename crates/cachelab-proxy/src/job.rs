@@ -34,5 +34,7 @@ pub struct Job {
     /// The client asked for no reply.
     pub noreply: bool,
     pub arrival: Instant,
+    /// When it was decoded and queued; a request held behind its connection's write
+    /// barrier counts that wait as queue waiting time.
     pub enqueued: Instant,
 }

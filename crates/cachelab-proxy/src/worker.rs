@@ -112,6 +112,8 @@ impl Worker {
             Route::All => self.serve_replicated(&job).await,
         };
         let reply_sent = Instant::now();
+        job.conn
+            .finished(job.route == Route::All, &self.shared.queue);
         for backend in &mut self.backends {
             backend.finish_request();
         }
