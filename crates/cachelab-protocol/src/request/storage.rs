@@ -78,8 +78,16 @@ pub(super) fn parse<'a>(
     at: LineAt<'a>,
     limits: &Limits,
 ) -> Result<(Request<'a>, usize), ParseError> {
-    let header =
-        parse_header(op, args, limits).map_err(|error| ParseError::invalid(error, at.line_len))?;
+    let header = parse_header(op, args, limits).map_err(|error| {
+        // If the length is readable, the client did send that data block: swallow it too,
+        // so it is not read as a command (memcached answers it with a second ERROR).
+        let then = announced_length(args).map_or(Discard::Nothing, |n| Discard::Bytes(n + 2));
+        ParseError::Invalid(Invalid {
+            error,
+            consumed: at.line_len,
+            then,
+        })
+    })?;
     if header.length > limits.max_value_len as u64 {
         // Like memcached, swallow the announced block so the connection stays in step.
         return Err(ParseError::Invalid(Invalid {
@@ -119,6 +127,14 @@ pub(super) fn parse<'a>(
         }),
         total,
     ))
+}
+
+/// The `<bytes>` token of a storage command line, if it is a valid length.
+fn announced_length(args: &[u8]) -> Option<u64> {
+    tokens(args)
+        .nth(3)
+        .and_then(parse_u64)
+        .filter(|n| *n <= i32::MAX as u64)
 }
 
 struct Header<'a> {
@@ -243,20 +259,33 @@ mod tests {
     }
 
     #[test]
-    fn malformed_set_line_drops_only_the_line() {
+    fn malformed_set_line_without_a_readable_length_drops_only_the_line() {
         for (input, error) in [
             (&b"set k 0 0\r\n"[..], RequestError::BadFormat),
-            (b"set k x 0 1\r\n", RequestError::BadFlags),
-            (b"set k 4294967296 0 1\r\n", RequestError::BadFlags),
-            (b"set k 0 x 1\r\n", RequestError::BadExptime),
             (b"set k 0 0 -1\r\n", RequestError::BadLength),
-            (b"set k 0 0 1 maybe\r\n", RequestError::BadFormat),
-            (b"set k 0 0 1 noreply extra\r\n", RequestError::BadFormat),
+            (b"set k 0 0 x\r\n", RequestError::BadLength),
         ] {
             let inv = rejected(input);
             assert_eq!(inv.error, error, "{input:?}");
             assert_eq!(inv.consumed, input.len());
             assert_eq!(inv.then, Discard::Nothing);
+        }
+    }
+
+    #[test]
+    fn malformed_set_line_with_a_readable_length_also_swallows_its_data_block() {
+        for (input, error) in [
+            (&b"set k x 0 1\r\n"[..], RequestError::BadFlags),
+            (b"set k 4294967296 0 1\r\n", RequestError::BadFlags),
+            (b"set k 0 x 1\r\n", RequestError::BadExptime),
+            (b"set k 0 0 1 maybe\r\n", RequestError::BadFormat),
+            (b"set k 0 0 1 noreply extra\r\n", RequestError::BadFormat),
+            (b"cas k 0 0 1 x\r\n", RequestError::BadCas),
+        ] {
+            let inv = rejected(input);
+            assert_eq!(inv.error, error, "{input:?}");
+            assert_eq!(inv.consumed, input.len());
+            assert_eq!(inv.then, Discard::Bytes(3));
         }
     }
 

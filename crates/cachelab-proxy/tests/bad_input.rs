@@ -1,0 +1,166 @@
+//! Bad input: each case gets the protocol's error line (or a clean close), is logged, and
+//! the same connection then serves a valid GET correctly.
+
+mod common;
+
+use std::thread;
+use std::time::Duration;
+
+use common::{start_servers, values_reply, Proxy};
+
+/// (case, bytes sent, the error line expected)
+const CASES: &[(&str, &[u8], &str)] = &[
+    ("unknown command", b"frobnicate a b\r\n", "ERROR\r\n"),
+    ("empty line", b"\r\n", "ERROR\r\n"),
+    (
+        "malformed set line",
+        b"set k 0 0\r\n",
+        "CLIENT_ERROR bad command line format\r\n",
+    ),
+    (
+        "set with bad flags",
+        b"set k x 0 1\r\nv\r\n",
+        "CLIENT_ERROR invalid flags\r\n",
+    ),
+    (
+        "negative length",
+        b"set k 0 0 -5\r\n",
+        "CLIENT_ERROR invalid data length\r\n",
+    ),
+    (
+        "bad incr delta",
+        b"incr k -1\r\n",
+        "CLIENT_ERROR invalid numeric delta argument\r\n",
+    ),
+    (
+        "data block longer than announced",
+        b"set k 0 0 3\r\nabcdef\r\n",
+        "CLIENT_ERROR bad data chunk\r\n",
+    ),
+    // 8 announced, 3 sent plus the start of the next command: the block ends inside it,
+    // its terminator is wrong, and the rest of that line is dropped.
+    (
+        "data block shorter than announced",
+        b"set k 0 0 8\r\nabc\r\nget zz\r\n",
+        "CLIENT_ERROR bad data chunk\r\n",
+    ),
+    (
+        "control character in key",
+        b"get a\x01b\r\n",
+        "CLIENT_ERROR key contains control characters\r\n",
+    ),
+    (
+        "bare newline line ending",
+        b"get a\n",
+        "CLIENT_ERROR line not terminated by \\r\\n\r\n",
+    ),
+];
+
+#[test]
+fn each_bad_request_gets_its_error_and_the_connection_stays_usable() {
+    let servers = start_servers(3);
+    let proxy = Proxy::start(
+        &servers.iter().collect::<Vec<_>>(),
+        &["-t", "4", "--max-value-size", "1024"],
+    );
+    proxy.client().set("good", "value");
+    let mut long_key = b"get ".to_vec();
+    long_key.extend([b'k'; 251]);
+    long_key.extend(b"\r\n");
+    let mut too_large = b"set big 0 0 2000\r\n".to_vec();
+    too_large.extend([b'x'; 2000]);
+    too_large.extend(b"\r\n");
+    let extra: [(&str, &[u8], &str); 2] = [
+        ("251-byte key", &long_key, "CLIENT_ERROR key too long\r\n"),
+        (
+            "value over the limit",
+            &too_large,
+            "CLIENT_ERROR value too large\r\n",
+        ),
+    ];
+    for (case, bytes, error) in CASES.iter().copied().chain(extra) {
+        let mut client = proxy.client();
+        client.send(bytes);
+        assert_eq!(client.read_line(), error, "{case}");
+        assert_eq!(
+            client.get(&["good"]),
+            values_reply(&[("good", "value")]),
+            "after {case}"
+        );
+    }
+    assert_eq!(
+        proxy.client().get(&["big"]),
+        "END\r\n",
+        "the rejected value was not stored"
+    );
+    // Every rejection is in the log.
+    let log = proxy.log();
+    assert_eq!(log.matches("bad request").count(), CASES.len() + 2, "{log}");
+    assert!(log.contains("value larger than the limit"), "{log}");
+}
+
+#[test]
+fn a_value_at_the_limit_is_accepted() {
+    let servers = start_servers(1);
+    let proxy = Proxy::start(&[&servers[0]], &["--max-value-size", "1024"]);
+    let mut client = proxy.client();
+    let value = "v".repeat(1024);
+    assert_eq!(client.set("edge", &value), "STORED\r\n");
+    assert_eq!(client.get(&["edge"]), values_reply(&[("edge", &value)]));
+}
+
+#[test]
+fn garbage_without_newlines_is_dropped_and_the_connection_recovers() {
+    let servers = start_servers(1);
+    let proxy = Proxy::start(&[&servers[0]], &[]);
+    let mut client = proxy.client();
+    client.set("good", "value");
+    client.send(&vec![b'z'; 200 * 1024]);
+    client.send(b"\r\n");
+    assert_eq!(client.read_line(), "CLIENT_ERROR line too long\r\n");
+    assert_eq!(client.get(&["good"]), values_reply(&[("good", "value")]));
+}
+
+#[test]
+fn a_client_that_sends_half_a_request_and_disconnects_is_closed_cleanly() {
+    let servers = start_servers(3);
+    let proxy = Proxy::start(&servers.iter().collect::<Vec<_>>(), &["-t", "4"]);
+    {
+        let mut half = proxy.client();
+        half.send(b"set k 0 0 10\r\nabc");
+        half.stream.shutdown(std::net::Shutdown::Write).unwrap();
+        assert!(half.reads_eof(), "the proxy closes its side too");
+    }
+    {
+        // A complete request followed by half of one: the first is still answered.
+        let mut half = proxy.client();
+        half.send(b"get nothing\r\nget no");
+        half.stream.shutdown(std::net::Shutdown::Write).unwrap();
+        assert_eq!(half.read_line(), "END\r\n");
+        assert!(half.reads_eof());
+    }
+    let mut client = proxy.client();
+    assert_eq!(client.set("k", "v"), "STORED\r\n");
+    assert_eq!(client.get(&["k"]), values_reply(&[("k", "v")]));
+    thread::sleep(Duration::from_millis(200));
+    let log = proxy.log();
+    assert_eq!(
+        log.matches("in the middle of a request").count(),
+        2,
+        "{log}"
+    );
+}
+
+#[test]
+fn quit_closes_after_answering_what_came_before() {
+    let servers = start_servers(1);
+    let proxy = Proxy::start(&[&servers[0]], &[]);
+    let mut client = proxy.client();
+    client.send(b"set q 0 0 1\r\nx\r\nget q\r\nquit\r\nget q\r\n");
+    assert_eq!(client.read_line(), "STORED\r\n");
+    assert_eq!(
+        client.read_reply(cachelab_protocol::Expect::Values),
+        values_reply(&[("q", "x")]).into_bytes()
+    );
+    assert!(client.reads_eof());
+}
