@@ -285,6 +285,36 @@ impl ClientConn {
         }
     }
 
+    /// Sends FIN after the replies already written (the read side stays open).
+    pub fn shutdown_write(&self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: the descriptor is owned by `self.stream` and open for our lifetime.
+        unsafe {
+            libc::shutdown(self.stream.as_raw_fd(), libc::SHUT_WR);
+        }
+    }
+
+    /// Reads and drops what the client still sends until it closes or `limit` passes.
+    /// Closing a socket with unread input makes the kernel send RST, which can destroy
+    /// replies still in flight to the client; lingering like this avoids that.
+    pub async fn linger(&self, limit: std::time::Duration) {
+        let mut scratch = [0u8; 4096];
+        let _ = tokio::time::timeout(limit, async {
+            loop {
+                if self.stream.readable().await.is_err() {
+                    return;
+                }
+                match self.stream.try_read(&mut scratch) {
+                    Ok(0) => return,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => return,
+                }
+            }
+        })
+        .await;
+    }
+
     /// Waits until every reply owed has been written (or the socket failed).
     pub async fn drain(&self) {
         loop {

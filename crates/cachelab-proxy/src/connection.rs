@@ -21,6 +21,9 @@ use crate::stats_command::compose_stats;
 /// Bad requests per connection logged individually; after that, one line per 1000.
 const LOGGED_ERRORS: u64 = 10;
 
+/// How long a closing connection keeps reading (and dropping) client input.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Why the connection task stopped reading.
 #[derive(Debug)]
 enum End {
@@ -50,8 +53,12 @@ pub async fn serve(conn: Arc<ClientConn>, shared: Arc<Shared>, mut stop: watch::
         }
         _ => {}
     }
-    // Answer everything already received before closing.
+    // Answer everything already received, then close gracefully.
     conn.drain().await;
+    conn.shutdown_write();
+    if !matches!(end, End::Eof | End::Error(_) | End::Dead) {
+        conn.linger(LINGER).await;
+    }
     if session.errors > LOGGED_ERRORS {
         warn!(conn = conn.id, peer = %conn.peer, bad_requests = session.errors,
               "connection closed after many bad requests");
