@@ -1,0 +1,297 @@
+//! Test harness shared by the workspace's integration tests: real memcached servers
+//! and the proxy binary on free loopback ports, and a blocking client that reads replies
+//! with the protocol crate's parser. Every process is killed on drop.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use cachelab_protocol::{parse_reply, Expect, ReplyError};
+
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_until_accepting(addr: SocketAddr) -> bool {
+    let deadline = Instant::now() + START_TIMEOUT;
+    while Instant::now() < deadline {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// A memcached process on a loopback port, killed on drop.
+pub struct Memcached {
+    pub addr: SocketAddr,
+    child: Option<Child>,
+}
+
+impl Memcached {
+    pub fn start() -> Memcached {
+        for _ in 0..5 {
+            let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+            let mut m = Memcached { addr, child: None };
+            if m.spawn() {
+                return m;
+            }
+        }
+        panic!("memcached did not start (is it installed? `make deps` installs it)");
+    }
+
+    fn spawn(&mut self) -> bool {
+        let mut cmd = Command::new("memcached");
+        cmd.args(["-l", "127.0.0.1", "-p", &self.addr.port().to_string()])
+            .args(["-U", "0", "-t", "1", "-m", "64"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // memcached refuses to run as root unless told which user to be.
+        if unsafe { libc::geteuid() } == 0 {
+            cmd.args(["-u", "root"]);
+        }
+        let child = cmd.spawn().expect("cannot run memcached");
+        self.child = Some(child);
+        if wait_until_accepting(self.addr) {
+            true
+        } else {
+            self.stop();
+            false
+        }
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts a fresh memcached on the same port (empty, statistics reset).
+    pub fn restart(&mut self) {
+        self.stop();
+        let deadline = Instant::now() + START_TIMEOUT;
+        while !self.spawn() {
+            assert!(Instant::now() < deadline, "memcached did not restart");
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// One counter from memcached's own `stats`.
+    pub fn stat(&self, name: &str) -> u64 {
+        let mut client = Client::connect(self.addr);
+        let reply = client.request(b"stats\r\n", Expect::Stats);
+        let text = String::from_utf8(reply).unwrap();
+        text.lines()
+            .find_map(|line| {
+                let mut parts = line.split(' ');
+                (parts.next() == Some("STAT") && parts.next() == Some(name))
+                    .then(|| parts.next().unwrap().parse().unwrap())
+            })
+            .unwrap_or_else(|| panic!("memcached has no stat {name}"))
+    }
+}
+
+impl Drop for Memcached {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+pub fn start_servers(n: usize) -> Vec<Memcached> {
+    (0..n).map(|_| Memcached::start()).collect()
+}
+
+/// The cachelab-proxy binary, killed on drop unless stopped.
+pub struct Proxy {
+    pub addr: SocketAddr,
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+    stdout: Option<BufReader<std::process::ChildStdout>>,
+}
+
+impl Proxy {
+    /// Starts `binary` (a cachelab-proxy) in front of `servers`, listening on a free port,
+    /// with its stats file and log in a temporary directory.
+    pub fn start(binary: &str, servers: &[&Memcached], extra: &[&str]) -> Proxy {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(binary);
+        cmd.args(["-l", "127.0.0.1", "-p", "0"]);
+        cmd.arg("-m");
+        for s in servers {
+            cmd.arg(s.addr.to_string());
+        }
+        cmd.arg("--stats-file").arg(dir.path().join("stats.jsonl"));
+        cmd.arg("--log-file").arg(dir.path().join("proxy.log"));
+        cmd.args(extra);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("cannot run cachelab-proxy");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .parse()
+            .unwrap();
+        Proxy {
+            addr,
+            child,
+            dir,
+            stdout: Some(stdout),
+        }
+    }
+
+    pub fn client(&self) -> Client {
+        Client::connect(self.addr)
+    }
+
+    pub fn stats_path(&self) -> PathBuf {
+        self.dir.path().join("stats.jsonl")
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("proxy.log")).unwrap_or_default()
+    }
+
+    pub fn sigterm(&self) {
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+    }
+
+    /// Sends SIGTERM and waits for the exit; returns the exit code and what it printed.
+    pub fn terminate(&mut self) -> (Option<i32>, String) {
+        self.sigterm();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let mut rest = String::new();
+                if let Some(mut out) = self.stdout.take() {
+                    let _ = out.read_to_string(&mut rest);
+                }
+                return (status.code(), rest);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "proxy did not exit after SIGTERM"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The stats file as JSON values, one per line.
+    pub fn stats_lines(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.stats_path())
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A blocking memcached client that reads exactly one reply per request, using the
+/// protocol crate's reply parser.
+pub struct Client {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        stream.set_nodelay(true).unwrap();
+        Client {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
+    }
+
+    /// Reads one reply of the given kind; panics on timeout.
+    pub fn read_reply(&mut self, expect: Expect) -> Vec<u8> {
+        loop {
+            match parse_reply(&self.buf, expect) {
+                Ok((_, len)) => return self.buf.drain(..len).collect(),
+                Err(ReplyError::Incomplete) => {}
+                Err(e) => panic!("bad reply {e}: {:?}", String::from_utf8_lossy(&self.buf)),
+            }
+            let mut chunk = [0u8; 65536];
+            let n = self.stream.read(&mut chunk).expect("reply timed out");
+            assert!(
+                n > 0,
+                "connection closed; have {:?}",
+                String::from_utf8_lossy(&self.buf)
+            );
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// Reads one line, whatever it is (for error lines).
+    pub fn read_line(&mut self) -> String {
+        loop {
+            if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=i).collect();
+                return String::from_utf8_lossy(&line).into_owned();
+            }
+            let mut chunk = [0u8; 4096];
+            let n = self.stream.read(&mut chunk).expect("line timed out");
+            assert!(n > 0, "connection closed");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// True if the server closes the connection (reads EOF) within the timeout.
+    pub fn reads_eof(&mut self) -> bool {
+        let mut chunk = [0u8; 4096];
+        matches!(self.stream.read(&mut chunk), Ok(0))
+    }
+
+    pub fn request(&mut self, bytes: &[u8], expect: Expect) -> Vec<u8> {
+        self.send(bytes);
+        self.read_reply(expect)
+    }
+
+    pub fn set(&mut self, key: &str, value: &str) -> String {
+        let req = format!("set {key} 0 0 {}\r\n{value}\r\n", value.len());
+        String::from_utf8(self.request(req.as_bytes(), Expect::Store)).unwrap()
+    }
+
+    pub fn get(&mut self, keys: &[&str]) -> String {
+        let req = format!("get {}\r\n", keys.join(" "));
+        String::from_utf8(self.request(req.as_bytes(), Expect::Values)).unwrap()
+    }
+}
+
+/// The reply memcached gives for these (key, value) hits, flags 0.
+pub fn values_reply(hits: &[(&str, &str)]) -> String {
+    let mut s = String::new();
+    for (k, v) in hits {
+        s.push_str(&format!("VALUE {k} 0 {}\r\n{v}\r\n", v.len()));
+    }
+    s.push_str("END\r\n");
+    s
+}
