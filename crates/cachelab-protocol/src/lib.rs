@@ -12,11 +12,14 @@
 //! - [`response`]: [`parse_reply`] reads one server reply, given the kind of request it
 //!   answers (a proxy always knows that), without copying it.
 //! - [`limits`]: the explicit limits (key length, value size, line length).
+//! - [`resp`]: the Redis protocol (RESP2): SET/GET/MGET composed as arrays of bulk
+//!   strings, and replies summarised without copying by [`parse_resp_reply`].
 
 pub mod error;
 pub mod limits;
 mod line;
 pub mod request;
+pub mod resp;
 pub mod response;
 
 pub use error::{Discard, Invalid, ParseError, RequestError};
@@ -24,6 +27,7 @@ pub use limits::Limits;
 pub use request::{
     parse_request, Arith, ArithOp, Delete, FlushAll, Get, Keys, Request, Store, StoreOp, Touch,
 };
+pub use resp::{parse_resp_reply, RespReply, RespValue};
 pub use response::{
     compose_stat, compose_value, parse_reply, Expect, Reply, ReplyError, ValueIter,
 };
