@@ -1,0 +1,74 @@
+# cachelab: `make demo` and `make test` do everything on a fresh Debian machine,
+# installing what is missing (Debian packages, the Python virtualenv, the Rust build).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV      := .venv
+PY        := $(VENV)/bin/python
+STAMP     := $(VENV)/.installed
+SUDO      := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+# Debian packages the tests, the demo and the benchmarks run against.
+APT_PKGS  := memcached redis-server nutcracker libmemcached-tools
+# Commands that tell whether each package above is installed.
+APT_CMDS  := memcached redis-server nutcracker memcaslap
+
+.PHONY: help deps system-deps rust-deps build test lint test-rust test-python demo bench clean
+
+help:
+	@echo "make demo   build and run a short real experiment, print where its report is"
+	@echo "make test   build and run every test (Rust and Python) and the linters"
+	@echo "make bench  measure against the peer tools (see README: Performance)"
+	@echo "make build  release build of the Rust binaries"
+
+deps: system-deps rust-deps $(STAMP)
+
+system-deps:
+	@missing=0; for c in $(APT_CMDS); do command -v $$c >/dev/null || missing=1; done; \
+	if [ $$missing -eq 1 ]; then \
+	  echo "installing $(APT_PKGS) from Debian's packages"; \
+	  $(SUDO) apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $(APT_PKGS); \
+	fi
+	@# Debian starts the packaged services; our tests start their own on free ports.
+	@-$(SUDO) systemctl disable --now memcached redis-server nutcracker >/dev/null 2>&1 || true
+
+rust-deps:
+	@command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup"; exit 1; }
+	@rustup component list --installed 2>/dev/null | grep -q clippy || rustup component add clippy rustfmt
+
+$(STAMP): pyproject.toml constraints.txt
+	python3 -m venv $(VENV)
+	PIP_CONSTRAINT=constraints.txt $(PY) -m pip install -q --upgrade pip
+	PIP_CONSTRAINT=constraints.txt $(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+build: rust-deps
+	cargo build --release --workspace
+
+lint: deps
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	$(VENV)/bin/ruff check python bench
+
+# Release profile: the same binaries serve the Rust integration tests, the Python tests
+# and the demo, so the workspace is compiled once.
+test-rust: deps
+	cargo test --release --workspace
+
+test-python: deps
+	cargo build --release --workspace
+	$(VENV)/bin/pytest -q python/tests
+
+test: lint test-rust test-python
+
+demo: deps build
+	$(VENV)/bin/cachelab demo --out demo-out
+
+bench: deps build
+	@ls bench/*_bench.py >/dev/null 2>&1 || { echo "no benchmarks yet"; exit 1; }
+	@for b in bench/*_bench.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	cargo clean
+	rm -rf $(VENV) demo-out .pytest_cache .ruff_cache

@@ -1,0 +1,56 @@
+"""The proxy through the Python process control, the CLI wrapper, and the demo."""
+
+import subprocess
+import sys
+
+from cachelab import proxy_stats
+from cachelab.cli import main
+from cachelab.commands.demo import run_demo
+from cachelab.memcache_client import Client
+from cachelab.procs import start_proxy
+
+
+def test_proxy_started_from_python_replicates_and_reports_its_stats(
+    three_memcached, proxy_binary, tmp_path
+):
+    stats_file = tmp_path / "stats.jsonl"
+    proxy = start_proxy([s.address for s in three_memcached], 4, stats_file=stats_file,
+                        log_file=tmp_path / "proxy.log", stats_window=0.5)
+    with proxy, Client(proxy.host, proxy.port) as c:
+        assert c.set("k", b"v") == "STORED"
+        for _ in range(30):
+            assert c.get("k") == b"v"
+    assert proxy.stop() == 0
+    for server in three_memcached:
+        with Client(server.host, server.port) as direct:
+            assert direct.get("k") == b"v"
+            assert direct.stats()["cmd_get"] == "11"  # 30 GETs round-robin, plus ours
+    stats = proxy_stats.load(stats_file)
+    counts = {r.op: r.count for r in proxy_stats.stage_rows(stats.summary["ops"])}
+    assert counts == {"get": 30, "set": 1}
+
+
+def test_cachelab_proxy_runs_the_binary(proxy_binary):
+    result = subprocess.run([sys.executable, "-m", "cachelab.cli", "proxy", "--help"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0
+    assert "--workers" in result.stdout and "--sharded" in result.stdout
+
+
+def test_a_missing_binary_is_one_line_and_exit_1(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("CACHELAB_BIN_DIR", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr("cachelab.binaries.REPO_ROOT", tmp_path)
+    assert main(["proxy", "--version"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cachelab-proxy not found" in err
+
+
+def test_the_demo_sends_real_requests_and_writes_its_report(proxy_binary, tmp_path):
+    result = run_demo(tmp_path, requests=400, clients=2, workers=4)
+    assert result.errors == 0 and result.requests == 400
+    text = result.report.read_text()
+    assert "decode" in text and "multiget" in text
+    stats = proxy_stats.load(tmp_path / "proxy-stats.jsonl")
+    total = sum(r.count for r in proxy_stats.stage_rows(stats.summary["ops"]))
+    assert total == 400 + 1000  # the requests plus the populate sets
