@@ -1,6 +1,6 @@
-//! Test harness shared by the workspace's integration tests: real memcached servers
-//! and the proxy binary on free loopback ports, and a blocking client that reads replies
-//! with the protocol crate's parser. Every process is killed on drop.
+//! Test harness shared by the workspace's integration tests: real memcached and Redis
+//! servers and the proxy binary on free loopback ports, and blocking clients that read
+//! replies with the protocol crate's parsers. Every process is killed on drop.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -9,7 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use cachelab_protocol::{parse_reply, Expect, ReplyError};
+use cachelab_protocol::resp::compose_command;
+use cachelab_protocol::{parse_reply, parse_resp_reply, Expect, ReplyError, RespValue};
 
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -104,6 +105,114 @@ impl Memcached {
 }
 
 impl Drop for Memcached {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A redis-server process on a loopback port, without persistence, killed on drop.
+pub struct Redis {
+    pub addr: SocketAddr,
+    child: Option<Child>,
+}
+
+impl Redis {
+    pub fn start() -> Redis {
+        for _ in 0..5 {
+            let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+            let mut r = Redis { addr, child: None };
+            if r.spawn() {
+                return r;
+            }
+        }
+        panic!("redis-server did not start (is it installed? `make deps` installs it)");
+    }
+
+    fn spawn(&mut self) -> bool {
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &self.addr.port().to_string(),
+                "--bind",
+                "127.0.0.1",
+            ])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("cannot run redis-server");
+        self.child = Some(child);
+        if wait_until_accepting(self.addr) {
+            true
+        } else {
+            self.stop();
+            false
+        }
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Sends one command on a fresh connection and returns the reply.
+    pub fn command(&self, args: &[&str]) -> RespValue {
+        let mut stream = TcpStream::connect(self.addr).unwrap();
+        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        let mut out = Vec::new();
+        compose_command(&mut out, &args);
+        stream.write_all(&out).unwrap();
+        let mut buf = Vec::new();
+        loop {
+            match parse_resp_reply(&buf) {
+                Ok((reply, _)) => return reply.to_value(),
+                Err(ReplyError::Incomplete) => {}
+                Err(e) => panic!("bad reply {e}: {:?}", String::from_utf8_lossy(&buf)),
+            }
+            let mut chunk = [0u8; 65536];
+            let n = stream.read(&mut chunk).expect("reply timed out");
+            assert!(n > 0, "redis closed the connection");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// One `name:value` field of `INFO <section>` (e.g. `keyspace_hits` in `stats`, or
+    /// `cmdstat_get` in `commandstats`, whose value is `calls=N,...`).
+    pub fn info(&self, section: &str, name: &str) -> String {
+        let RespValue::Bulk(Some(text)) = self.command(&["INFO", section]) else {
+            panic!("INFO did not answer with a bulk string");
+        };
+        let text = String::from_utf8(text).unwrap();
+        text.lines()
+            .find_map(|line| {
+                line.strip_prefix(name)?
+                    .strip_prefix(':')
+                    .map(str::to_owned)
+            })
+            .unwrap_or_default()
+    }
+
+    /// How many times a command ran, from `INFO commandstats` (0 if never).
+    pub fn calls(&self, command: &str) -> u64 {
+        let field = self.info("commandstats", &format!("cmdstat_{command}"));
+        field
+            .split(',')
+            .find_map(|kv| kv.strip_prefix("calls="))
+            .map_or(0, |n| n.parse().unwrap())
+    }
+
+    pub fn dbsize(&self) -> i64 {
+        match self.command(&["DBSIZE"]) {
+            RespValue::Integer(n) => n,
+            other => panic!("DBSIZE answered {other:?}"),
+        }
+    }
+}
+
+impl Drop for Redis {
     fn drop(&mut self) {
         self.stop();
     }
@@ -294,4 +403,25 @@ pub fn values_reply(hits: &[(&str, &str)]) -> String {
     }
     s.push_str("END\r\n");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redis_starts_answers_and_counts_commands() {
+        let redis = Redis::start();
+        assert_eq!(
+            redis.command(&["SET", "k", "v"]),
+            RespValue::Simple(b"OK".to_vec())
+        );
+        assert_eq!(
+            redis.command(&["GET", "k"]),
+            RespValue::Bulk(Some(b"v".to_vec()))
+        );
+        assert_eq!(redis.calls("set"), 1);
+        assert_eq!(redis.calls("mget"), 0);
+        assert_eq!(redis.dbsize(), 1);
+    }
 }
