@@ -164,3 +164,88 @@ fn quit_closes_after_answering_what_came_before() {
     );
     assert!(client.reads_eof());
 }
+
+/// A small deterministic generator (xorshift), so a failure can be replayed.
+struct Noise(u64);
+
+impl Noise {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Random bytes mixed with protocol fragments, so the parser's deeper states are hit.
+    fn chunk(&mut self) -> Vec<u8> {
+        const FRAGMENTS: &[&[u8]] = &[
+            b"get ",
+            b"gets ",
+            b"set ",
+            b"cas ",
+            b"incr ",
+            b"delete ",
+            b"touch ",
+            b"\r\n",
+            b"\n",
+            b" ",
+            b"0 ",
+            b"5 ",
+            b"-1 ",
+            b"noreply",
+            b"k",
+            b"1048577 ",
+            b"stats\r\n",
+            b"99999999999999999999 ",
+            b"flush_all ",
+            b"verbosity ",
+        ];
+        let mut out = Vec::new();
+        for _ in 0..(self.next() % 64) {
+            if self.next() % 3 == 0 {
+                out.extend((0..self.next() % 16).map(|_| self.next() as u8));
+            } else {
+                out.extend_from_slice(FRAGMENTS[(self.next() % FRAGMENTS.len() as u64) as usize]);
+            }
+        }
+        out
+    }
+}
+
+#[test]
+fn arbitrary_bytes_from_many_clients_do_not_hurt_the_proxy() {
+    let servers = start_servers(3);
+    let proxy = Proxy::start(
+        &servers.iter().collect::<Vec<_>>(),
+        &["-t", "4", "-s", "--max-value-size", "4096"],
+    );
+    let addr = proxy.addr;
+    let clients: Vec<_> = (0..8u64)
+        .map(|seed| {
+            thread::spawn(move || {
+                let mut noise = Noise(0x9e37_79b9_7f4a_7c15 ^ (seed + 1));
+                let mut stream = std::net::TcpStream::connect(addr).unwrap();
+                stream
+                    .set_read_timeout(Some(Duration::from_millis(5)))
+                    .unwrap();
+                let mut sink = [0u8; 65536];
+                for _ in 0..300 {
+                    if std::io::Write::write_all(&mut stream, &noise.chunk()).is_err() {
+                        break; // the proxy may close a connection after quit-like input
+                    }
+                    let _ = std::io::Read::read(&mut stream, &mut sink);
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    // The noise may hold valid commands (flush_all, delete k, ...): write, then read back.
+    let mut client = proxy.client();
+    assert_eq!(client.set("good", "value"), "STORED\r\n");
+    assert_eq!(client.get(&["good"]), values_reply(&[("good", "value")]));
+    let stats =
+        String::from_utf8(client.request(b"stats\r\n", cachelab_protocol::Expect::Stats)).unwrap();
+    assert!(stats.contains("STAT bad_requests "), "{stats}");
+}
