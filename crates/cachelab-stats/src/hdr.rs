@@ -76,6 +76,16 @@ impl LatencyHistogram {
         }
     }
 
+    /// How many recorded values are at or above `value_us` (to the histogram's precision:
+    /// values within the same 3-significant-digit bucket count as equal).
+    pub fn count_at_or_above(&self, value_us: u64) -> u64 {
+        if self.inner.is_empty() || value_us > self.inner.max() {
+            0
+        } else {
+            self.inner.count_between(value_us, self.inner.max())
+        }
+    }
+
     pub fn percentiles(&self) -> Percentiles {
         Percentiles {
             p50: self.quantile(0.5),
@@ -141,6 +151,17 @@ mod tests {
         a.merge(&b).unwrap();
         assert_eq!(a.len(), 200);
         assert_eq!(a.percentiles().p50, 100);
+    }
+
+    #[test]
+    fn count_at_or_above_counts_the_tail() {
+        let mut h = LatencyHistogram::default();
+        (1..=1000).for_each(|v| h.record(v));
+        h.record(200_000);
+        assert_eq!(h.count_at_or_above(991), 11);
+        assert_eq!(h.count_at_or_above(100_000), 1);
+        assert_eq!(h.count_at_or_above(300_000), 0);
+        assert_eq!(LatencyHistogram::default().count_at_or_above(1), 0);
     }
 
     #[test]

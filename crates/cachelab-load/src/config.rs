@@ -1,0 +1,470 @@
+//! The validated configuration of a run, built from [`Args`]; every error names the
+//! option at fault.
+
+use std::time::Duration;
+
+use cachelab_protocol::limits::MAX_KEY_LEN;
+use thiserror::Error;
+
+use crate::args::{Args, ArrivalArg, ProtocolArg, DEFAULT_REQUESTS};
+use crate::keys::{KeyPattern, KeyRange};
+use crate::schedule::Arrival;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    MemcacheText,
+    Redis,
+}
+
+impl Protocol {
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::MemcacheText => "memcache_text",
+            Protocol::Redis => "redis",
+        }
+    }
+}
+
+/// Sets and gets are issued in repeating runs of `sets` then `gets` on each connection,
+/// so counts follow the ratio exactly rather than on average.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ratio {
+    pub sets: u32,
+    pub gets: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataSize {
+    Fixed(usize),
+    /// Uniform over the inclusive range.
+    Range(usize, usize),
+}
+
+impl DataSize {
+    pub fn max(self) -> usize {
+        match self {
+            DataSize::Fixed(n) | DataSize::Range(_, n) => n,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requests {
+    PerClient(u64),
+    /// Each client covers its share of the key range (see [`crate::keys::KeyGen::allkeys_count`]).
+    AllKeys,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OpenLoop {
+    /// Total requests per second over all connections.
+    pub rate: f64,
+    pub arrival: Arrival,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    pub protocol: Protocol,
+    pub ratio: Ratio,
+    /// Keys per GET; 1 means plain GETs.
+    pub multiget_keys: usize,
+    pub data_size: DataSize,
+    pub random_data: bool,
+    pub key_prefix: String,
+    pub keys: KeyRange,
+    pub set_pattern: KeyPattern,
+    pub get_pattern: KeyPattern,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub server: String,
+    pub port: u16,
+    pub threads: usize,
+    pub clients: usize,
+    pub pipeline: usize,
+    pub test_time: Option<Duration>,
+    pub requests: Option<Requests>,
+    pub workload: Workload,
+    pub open_loop: Option<OpenLoop>,
+    pub warmup: Duration,
+    pub cooldown: Duration,
+    pub seed: u64,
+    pub reply_timeout: Duration,
+    pub connect_timeout: Duration,
+}
+
+impl Config {
+    pub fn connections(&self) -> usize {
+        self.threads * self.clients
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ConfigError {
+    #[error("--{option}: {reason}")]
+    Invalid {
+        option: &'static str,
+        reason: String,
+    },
+}
+
+fn invalid(option: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        option,
+        reason: reason.into(),
+    }
+}
+
+fn seconds(option: &'static str, secs: f64) -> Result<Duration, ConfigError> {
+    Duration::try_from_secs_f64(secs)
+        .map_err(|_| invalid(option, format!("{secs} is not a number of seconds")))
+}
+
+pub fn parse_ratio(text: &str) -> Result<Ratio, ConfigError> {
+    let bad = || invalid("ratio", format!("{text:?} is not S:G with whole numbers"));
+    let (s, g) = text.split_once(':').ok_or_else(bad)?;
+    let ratio = Ratio {
+        sets: s.trim().parse().map_err(|_| bad())?,
+        gets: g.trim().parse().map_err(|_| bad())?,
+    };
+    if ratio.sets == 0 && ratio.gets == 0 {
+        return Err(invalid("ratio", "0:0 sends nothing"));
+    }
+    Ok(ratio)
+}
+
+fn parse_data_size_range(text: &str) -> Result<DataSize, ConfigError> {
+    let bad = || invalid("data-size-range", format!("{text:?} is not MIN-MAX"));
+    let (lo, hi) = text.split_once('-').ok_or_else(bad)?;
+    let (lo, hi): (usize, usize) = (
+        lo.trim().parse().map_err(|_| bad())?,
+        hi.trim().parse().map_err(|_| bad())?,
+    );
+    if lo > hi {
+        return Err(invalid(
+            "data-size-range",
+            format!("minimum {lo} is above maximum {hi}"),
+        ));
+    }
+    Ok(DataSize::Range(lo, hi))
+}
+
+fn parse_requests(text: &str) -> Result<Requests, ConfigError> {
+    if text == "allkeys" {
+        return Ok(Requests::AllKeys);
+    }
+    match text.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(Requests::PerClient(n)),
+        _ => Err(invalid(
+            "requests",
+            format!("{text:?} is not a positive number or allkeys"),
+        )),
+    }
+}
+
+/// `R`, `G`, `Z`, `S`, `P`, or `SET:GET` with one letter on each side.
+fn parse_key_patterns(
+    args: &Args,
+    range: KeyRange,
+) -> Result<(KeyPattern, KeyPattern), ConfigError> {
+    let letters: Vec<&str> = args.key_pattern.split(':').collect();
+    let (set, get) = match letters.as_slice() {
+        [both] => (*both, *both),
+        [set, get] => (*set, *get),
+        _ => {
+            return Err(invalid(
+                "key-pattern",
+                format!("{:?} is not SET:GET", args.key_pattern),
+            ))
+        }
+    };
+    Ok((pattern(set, args, range)?, pattern(get, args, range)?))
+}
+
+fn pattern(letter: &str, args: &Args, range: KeyRange) -> Result<KeyPattern, ConfigError> {
+    match letter.trim() {
+        "R" => Ok(KeyPattern::Uniform),
+        "S" => Ok(KeyPattern::Sequential),
+        "P" => Ok(KeyPattern::Parallel),
+        "G" => {
+            let median = args
+                .key_median
+                .unwrap_or((range.min as f64 + range.max as f64) / 2.0);
+            let stddev = args
+                .key_stddev
+                .unwrap_or((range.max - range.min) as f64 / 6.0);
+            if !(stddev > 0.0 && stddev.is_finite()) {
+                return Err(invalid(
+                    "key-stddev",
+                    format!("{stddev} must be positive (is the key range a single key?)"),
+                ));
+            }
+            if !(median >= range.min as f64 && median <= range.max as f64) {
+                return Err(invalid(
+                    "key-median",
+                    format!("{median} is outside the key range"),
+                ));
+            }
+            Ok(KeyPattern::Gaussian { median, stddev })
+        }
+        "Z" => {
+            let exponent = args.zipf_exponent;
+            if !(exponent > 0.0 && exponent.is_finite()) {
+                return Err(invalid(
+                    "zipf-exponent",
+                    format!("{exponent} must be positive"),
+                ));
+            }
+            Ok(KeyPattern::Zipf { exponent })
+        }
+        other => Err(invalid(
+            "key-pattern",
+            format!("{other:?} is not one of R, G, Z, S, P"),
+        )),
+    }
+}
+
+impl TryFrom<&Args> for Config {
+    type Error = ConfigError;
+
+    fn try_from(args: &Args) -> Result<Config, ConfigError> {
+        let mut args = args.clone();
+        if args.populate {
+            args.ratio = "1:0".into();
+            args.key_pattern = "P:P".into();
+            args.requests = Some("allkeys".into());
+        }
+        let args = &args;
+        if args.threads == 0 {
+            return Err(invalid("threads", "must be at least 1"));
+        }
+        if args.clients == 0 {
+            return Err(invalid("clients", "must be at least 1"));
+        }
+        if args.pipeline == 0 {
+            return Err(invalid("pipeline", "must be at least 1"));
+        }
+        if args.key_minimum > args.key_maximum {
+            return Err(invalid("key-maximum", "is below --key-minimum"));
+        }
+        let keys = KeyRange::new(args.key_minimum, args.key_maximum);
+        let longest_key = args.key_prefix.len() + args.key_maximum.to_string().len();
+        if longest_key > MAX_KEY_LEN {
+            return Err(invalid(
+                "key-prefix",
+                format!("keys would be {longest_key} bytes, over memcached's {MAX_KEY_LEN}"),
+            ));
+        }
+        if args.key_prefix.bytes().any(|b| b <= b' ' || b == 0x7f) {
+            return Err(invalid(
+                "key-prefix",
+                "must not contain spaces or control characters",
+            ));
+        }
+        let (set_pattern, get_pattern) = parse_key_patterns(args, keys)?;
+        let connections = args.threads * args.clients;
+        for p in [set_pattern, get_pattern] {
+            if p == KeyPattern::Parallel && (connections as u64) > keys.len() {
+                return Err(invalid(
+                    "key-pattern",
+                    format!(
+                        "P splits {} keys over {connections} clients: fewer keys than clients",
+                        keys.len()
+                    ),
+                ));
+            }
+        }
+        let data_size = match &args.data_size_range {
+            Some(range) => parse_data_size_range(range)?,
+            None => DataSize::Fixed(args.data_size),
+        };
+        let test_time = args
+            .test_time
+            .map(|t| seconds("test-time", t))
+            .transpose()?;
+        if test_time == Some(Duration::ZERO) {
+            return Err(invalid("test-time", "must be positive"));
+        }
+        let requests = match (&args.requests, test_time) {
+            (Some(text), _) => Some(parse_requests(text)?),
+            (None, None) => Some(Requests::PerClient(DEFAULT_REQUESTS)),
+            (None, Some(_)) => None,
+        };
+        let warmup = seconds("warmup", args.warmup)?;
+        let cooldown = seconds("cooldown", args.cooldown)?;
+        match test_time {
+            Some(t) if warmup + cooldown >= t => {
+                return Err(invalid(
+                    "warmup",
+                    "warm-up plus cool-down leave nothing of --test-time",
+                ));
+            }
+            None if !cooldown.is_zero() => {
+                return Err(invalid(
+                    "cooldown",
+                    "needs --test-time: the end of a --requests run is not known in advance",
+                ));
+            }
+            _ => {}
+        }
+        let open_loop = match args.rate {
+            None => None,
+            Some(rate) if rate > 0.0 && rate.is_finite() => {
+                if args.pipeline != 1 {
+                    return Err(invalid("pipeline", "has no meaning with --rate: an open loop sends on schedule, however many requests are outstanding"));
+                }
+                let arrival = match args.arrival {
+                    ArrivalArg::Poisson => Arrival::Poisson,
+                    ArrivalArg::Fixed => Arrival::Fixed,
+                };
+                Some(OpenLoop { rate, arrival })
+            }
+            Some(rate) => {
+                return Err(invalid(
+                    "rate",
+                    format!("{rate} must be a positive number of requests per second"),
+                ))
+            }
+        };
+        let seed = if args.randomize {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(args.seed, |d| d.as_nanos() as u64)
+        } else {
+            args.seed
+        };
+        Ok(Config {
+            server: args.server.clone(),
+            port: args.port,
+            threads: args.threads,
+            clients: args.clients,
+            pipeline: args.pipeline,
+            test_time,
+            requests,
+            workload: Workload {
+                protocol: match args.protocol {
+                    ProtocolArg::MemcacheText => Protocol::MemcacheText,
+                    ProtocolArg::Redis => Protocol::Redis,
+                },
+                ratio: parse_ratio(&args.ratio)?,
+                multiget_keys: args.multiget_keys.max(1),
+                data_size,
+                random_data: args.random_data,
+                key_prefix: args.key_prefix.clone(),
+                keys,
+                set_pattern,
+                get_pattern,
+            },
+            open_loop,
+            warmup,
+            cooldown,
+            seed,
+            reply_timeout: seconds("reply-timeout", args.reply_timeout)?,
+            connect_timeout: seconds("connect-timeout", args.connect_timeout)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn config(line: &str) -> Result<Config, ConfigError> {
+        let args =
+            Args::try_parse_from(std::iter::once("cachelab-load").chain(line.split_whitespace()))
+                .unwrap();
+        Config::try_from(&args)
+    }
+
+    #[test]
+    fn defaults_are_memtiers() {
+        let c = config("").unwrap();
+        assert_eq!(
+            (c.server.as_str(), c.port, c.threads, c.clients),
+            ("localhost", 6379, 4, 50)
+        );
+        assert_eq!(c.workload.protocol, Protocol::Redis);
+        assert_eq!(c.workload.ratio, Ratio { sets: 1, gets: 10 });
+        assert_eq!(c.requests, Some(Requests::PerClient(10_000)));
+        assert_eq!(c.workload.key_prefix, "memtier-");
+        assert_eq!(c.workload.keys, KeyRange::new(0, 10_000_000));
+        assert_eq!(c.workload.data_size, DataSize::Fixed(32));
+        assert_eq!(c.workload.set_pattern, KeyPattern::Uniform);
+        assert!(c.open_loop.is_none());
+    }
+
+    #[test]
+    fn a_memtier_command_line_parses_unchanged() {
+        let c = config(
+            "-h 127.0.0.1 -p 11211 -P memcache_text -t 2 -c 8 --test-time=30 --ratio=1:9 \
+             --multi-key-get=3 -d 100 -R --key-prefix=k: --key-minimum=1 --key-maximum=1000 \
+             --key-pattern=Z:G --key-zipf-exp=0.99 --pipeline=4 --hide-histogram --distinct-client-seed",
+        )
+        .unwrap();
+        assert_eq!(
+            (c.server.as_str(), c.port, c.threads, c.clients, c.pipeline),
+            ("127.0.0.1", 11211, 2, 8, 4)
+        );
+        assert_eq!(c.test_time, Some(Duration::from_secs(30)));
+        assert_eq!(c.requests, None);
+        assert_eq!(c.workload.multiget_keys, 3);
+        assert_eq!(c.workload.set_pattern, KeyPattern::Zipf { exponent: 0.99 });
+        assert_eq!(
+            c.workload.get_pattern,
+            KeyPattern::Gaussian {
+                median: 500.5,
+                stddev: 999.0 / 6.0
+            }
+        );
+        assert!(c.workload.random_data);
+    }
+
+    #[test]
+    fn populate_is_memtiers_allkeys_idiom() {
+        let a = config("--populate --key-maximum=99 -t 1 -c 2").unwrap();
+        let b =
+            config("--ratio=1:0 --key-pattern=P:P --requests=allkeys --key-maximum=99 -t 1 -c 2")
+                .unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.requests, Some(Requests::AllKeys));
+    }
+
+    #[test]
+    fn open_loop_needs_a_positive_rate_and_no_pipeline() {
+        let c = config("--rate 1000 --arrival fixed --test-time 1").unwrap();
+        assert_eq!(
+            c.open_loop,
+            Some(OpenLoop {
+                rate: 1000.0,
+                arrival: Arrival::Fixed
+            })
+        );
+        assert!(config("--rate 0").is_err());
+        assert!(config("--rate 100 --pipeline 2").is_err());
+    }
+
+    #[test]
+    fn errors_name_the_option_at_fault() {
+        for (line, option) in [
+            ("--ratio=0:0", "--ratio"),
+            ("--ratio=1-10", "--ratio"),
+            ("--key-pattern=X:R", "--key-pattern"),
+            ("--key-minimum=10 --key-maximum=5", "--key-maximum"),
+            ("--data-size-range=9-3", "--data-size-range"),
+            ("--requests=some", "--requests"),
+            ("--cooldown=1", "--cooldown"),
+            ("--test-time=2 --warmup=1 --cooldown=1", "--warmup"),
+            (
+                "--key-pattern=P:P --key-maximum=3 -t 1 -c 5",
+                "--key-pattern",
+            ),
+            ("--key-pattern=Z:Z --zipf-exponent=0", "--zipf-exponent"),
+            ("--key-prefix=a\x01b", "--key-prefix"),
+        ] {
+            let e = config(line).unwrap_err().to_string();
+            assert!(e.starts_with(option), "{line}: {e}");
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! cachelab-load: a load generator for memcached, Redis and the cachelab middleware,
+//! with memtier_benchmark's options, closed or open loop.
+//!
+//! Pure modules, unit-tested without sockets:
+//! - [`args`] (the memtier-compatible command line) and [`config`] (its validation);
+//! - [`keys`]: key patterns R, G, Z, S, P over a key range;
+//! - [`workload`]: the set:get cycle, values, requests composed with the protocol crate,
+//!   and what each reply means;
+//! - [`schedule`]: open-loop send times (Poisson or fixed);
+//! - [`record`]: per-thread measurements, the summary window and the per-second series;
+//! - [`report`]: the JSON report, the human summary, the HdrHistogram log.
+//!
+//! [`runner`] is the I/O shell: threads, connections, the precise open-loop timer and the
+//! watchdog that keeps every run within its time.
+
+pub mod args;
+pub mod config;
+pub mod keys;
+pub mod record;
+pub mod report;
+pub mod runner;
+pub mod schedule;
+pub mod workload;

@@ -1,0 +1,336 @@
+//! Per-thread measurements: the summary window's statistics per operation type, run
+//! totals, the per-second series, and the open-loop send lag. Pure and mergeable, so each
+//! thread records without sharing anything and the threads are merged at the end.
+//!
+//! Timers (all from the monotonic clock, in nanoseconds since the run started):
+//! - **latency** starts at the request's *start*: in closed loop, just before the write
+//!   that carries its bytes; in open loop, its scheduled send time (so time spent waiting
+//!   behind a stalled server or a late client counts). It stops when the reply has been
+//!   parsed.
+//! - **send lag** (open loop) starts at the scheduled send time and stops just before the
+//!   write that carries the request.
+//!
+//! A request belongs to the summary when it *completes* inside the window
+//! `[warmup, test_time - cooldown)`; the per-second series counts completions by second
+//! over the whole run.
+
+use cachelab_stats::{LatencyHistogram, Welford};
+
+use crate::workload::{Op, Outcome};
+
+/// Nanoseconds to whole microseconds, rounded to nearest (the histograms' unit).
+pub fn ns_to_us(ns: u64) -> u64 {
+    (ns + 500) / 1000
+}
+
+/// The part of the run that the summary covers, in ns since the start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub start_ns: u64,
+    /// `u64::MAX` when the run ends by count rather than time.
+    pub end_ns: u64,
+}
+
+impl Window {
+    pub fn contains(&self, at_ns: u64) -> bool {
+        at_ns >= self.start_ns && at_ns < self.end_ns
+    }
+}
+
+/// The summary statistics of one operation type.
+#[derive(Debug, Clone, Default)]
+pub struct OpStats {
+    /// Requests answered (error replies included).
+    pub completed: u64,
+    pub hits: u64,
+    pub misses: u64,
+    /// Error replies, plus requests lost to a broken connection or a reply timeout.
+    pub errors: u64,
+    /// Latency in µs of every answered request.
+    pub latency: LatencyHistogram,
+    /// The same latencies for an exact mean and deviation.
+    pub moments: Welford,
+}
+
+impl OpStats {
+    fn merge(&mut self, other: &OpStats) {
+        self.completed += other.completed;
+        self.hits += other.hits;
+        self.misses += other.misses;
+        self.errors += other.errors;
+        self.latency
+            .merge(&other.latency)
+            .expect("histograms of one unit merge");
+        self.moments.merge(&other.moments);
+    }
+}
+
+/// One operation type during one second.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SecondOp {
+    pub completed: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub errors: u64,
+    /// Latency in µs.
+    pub latency: Welford,
+    pub max_us: u64,
+}
+
+impl SecondOp {
+    fn merge(&mut self, other: &SecondOp) {
+        self.completed += other.completed;
+        self.hits += other.hits;
+        self.misses += other.misses;
+        self.errors += other.errors;
+        self.latency.merge(&other.latency);
+        self.max_us = self.max_us.max(other.max_us);
+    }
+}
+
+/// Whole-run counts, window or not.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub sent: u64,
+    pub completed: u64,
+    pub errors: u64,
+    /// Requests that had no reply within `--reply-timeout`, or were still unanswered when
+    /// the run's hard deadline passed.
+    pub timeouts: u64,
+    /// Connections that broke (reset, closed, malformed reply) or could not be re-opened.
+    pub connection_errors: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    pub window: Window,
+    pub ops: [OpStats; 3],
+    pub totals: Totals,
+    pub series: Vec<[SecondOp; 3]>,
+    /// Open loop: send lag in µs of requests sent inside the window.
+    pub send_lag: LatencyHistogram,
+    pub send_lag_moments: Welford,
+    /// Requests sent inside the window (the achieved offered load).
+    pub sent_in_window: u64,
+    /// When the last request completed or failed.
+    pub last_event_ns: u64,
+}
+
+impl Recorder {
+    pub fn new(window: Window) -> Recorder {
+        Recorder {
+            window,
+            ops: Default::default(),
+            totals: Totals::default(),
+            series: Vec::new(),
+            send_lag: LatencyHistogram::default(),
+            send_lag_moments: Welford::default(),
+            sent_in_window: 0,
+            last_event_ns: 0,
+        }
+    }
+
+    fn second(&mut self, at_ns: u64) -> &mut [SecondOp; 3] {
+        let index = (at_ns / 1_000_000_000) as usize;
+        if index >= self.series.len() {
+            self.series.resize(index + 1, Default::default());
+        }
+        &mut self.series[index]
+    }
+
+    /// A request is written at `at_ns`; `lag_ns` is its send lag in open loop.
+    pub fn sent(&mut self, at_ns: u64, lag_ns: Option<u64>) {
+        self.totals.sent += 1;
+        if self.window.contains(at_ns) {
+            self.sent_in_window += 1;
+            if let Some(lag) = lag_ns {
+                let us = ns_to_us(lag);
+                self.send_lag.record(us);
+                self.send_lag_moments.add(us as f64);
+            }
+        }
+    }
+
+    /// A reply to a request that started at `start_ns` was parsed at `done_ns`.
+    pub fn completed(&mut self, op: Op, start_ns: u64, done_ns: u64, outcome: Outcome) {
+        let us = ns_to_us(done_ns.saturating_sub(start_ns));
+        self.totals.completed += 1;
+        self.totals.errors += u64::from(outcome.error);
+        self.last_event_ns = self.last_event_ns.max(done_ns);
+        let second = &mut self.second(done_ns)[op.index()];
+        second.completed += 1;
+        second.hits += u64::from(outcome.hits);
+        second.misses += u64::from(outcome.misses);
+        second.errors += u64::from(outcome.error);
+        second.latency.add(us as f64);
+        second.max_us = second.max_us.max(us);
+        if self.window.contains(done_ns) {
+            let stats = &mut self.ops[op.index()];
+            stats.completed += 1;
+            stats.hits += u64::from(outcome.hits);
+            stats.misses += u64::from(outcome.misses);
+            stats.errors += u64::from(outcome.error);
+            stats.latency.record(us);
+            stats.moments.add(us as f64);
+        }
+    }
+
+    /// A request got no reply: its connection broke, or it timed out (`timeout`).
+    pub fn failed(&mut self, op: Op, at_ns: u64, timeout: bool) {
+        self.totals.errors += 1;
+        self.totals.timeouts += u64::from(timeout);
+        self.last_event_ns = self.last_event_ns.max(at_ns);
+        self.second(at_ns)[op.index()].errors += 1;
+        if self.window.contains(at_ns) {
+            self.ops[op.index()].errors += 1;
+        }
+    }
+
+    pub fn connection_error(&mut self) {
+        self.totals.connection_errors += 1;
+    }
+
+    pub fn merge(&mut self, other: &Recorder) {
+        for (mine, theirs) in self.ops.iter_mut().zip(&other.ops) {
+            mine.merge(theirs);
+        }
+        let t = &other.totals;
+        self.totals.sent += t.sent;
+        self.totals.completed += t.completed;
+        self.totals.errors += t.errors;
+        self.totals.timeouts += t.timeouts;
+        self.totals.connection_errors += t.connection_errors;
+        if other.series.len() > self.series.len() {
+            self.series.resize(other.series.len(), Default::default());
+        }
+        for (mine, theirs) in self.series.iter_mut().zip(&other.series) {
+            for (m, t) in mine.iter_mut().zip(theirs) {
+                m.merge(t);
+            }
+        }
+        self.send_lag
+            .merge(&other.send_lag)
+            .expect("histograms of one unit merge");
+        self.send_lag_moments.merge(&other.send_lag_moments);
+        self.sent_in_window += other.sent_in_window;
+        self.last_event_ns = self.last_event_ns.max(other.last_event_ns);
+    }
+
+    /// All operation types together.
+    pub fn total(&self) -> OpStats {
+        let mut all = OpStats::default();
+        for stats in &self.ops {
+            all.merge(stats);
+        }
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    fn hit() -> Outcome {
+        Outcome {
+            hits: 1,
+            misses: 0,
+            error: false,
+        }
+    }
+
+    #[test]
+    fn only_completions_inside_the_window_reach_the_summary() {
+        let mut r = Recorder::new(Window {
+            start_ns: S,
+            end_ns: 3 * S,
+        });
+        r.completed(Op::Get, 0, S / 2, hit());
+        r.completed(Op::Get, S, S + 1000, hit());
+        r.completed(Op::Get, 2 * S, 3 * S, hit());
+        assert_eq!(r.ops[Op::Get.index()].completed, 1);
+        assert_eq!(r.totals.completed, 3);
+        let per_second: Vec<u64> = r
+            .series
+            .iter()
+            .map(|s| s[Op::Get.index()].completed)
+            .collect();
+        assert_eq!(per_second, vec![1, 1, 0, 1]);
+    }
+
+    #[test]
+    fn latency_runs_from_start_to_completion_in_microseconds() {
+        let mut r = Recorder::new(Window {
+            start_ns: 0,
+            end_ns: u64::MAX,
+        });
+        r.completed(Op::Set, 1_000, 251_400, Outcome::default());
+        let stats = &r.ops[Op::Set.index()];
+        assert_eq!(stats.latency.percentiles().max, 250);
+        assert_eq!(stats.moments.mean, 250.0);
+        assert_eq!(r.series[0][0].max_us, 250);
+    }
+
+    #[test]
+    fn failures_count_as_errors_without_a_latency() {
+        let mut r = Recorder::new(Window {
+            start_ns: 0,
+            end_ns: u64::MAX,
+        });
+        r.failed(Op::MultiGet, 5, true);
+        r.failed(Op::MultiGet, 6, false);
+        let stats = &r.ops[Op::MultiGet.index()];
+        assert_eq!(
+            (stats.errors, stats.completed, stats.latency.len()),
+            (2, 0, 0)
+        );
+        assert_eq!((r.totals.errors, r.totals.timeouts), (2, 1));
+    }
+
+    #[test]
+    fn send_lag_and_offered_load_count_only_the_window() {
+        let mut r = Recorder::new(Window {
+            start_ns: S,
+            end_ns: 2 * S,
+        });
+        r.sent(10, Some(5_000));
+        r.sent(S + 10, Some(2_000_000));
+        r.sent(S + 20, None);
+        assert_eq!((r.totals.sent, r.sent_in_window), (3, 2));
+        assert_eq!(r.send_lag.len(), 1);
+        assert_eq!(r.send_lag.percentiles().max, 2000);
+    }
+
+    #[test]
+    fn merging_threads_adds_everything() {
+        let window = Window {
+            start_ns: 0,
+            end_ns: u64::MAX,
+        };
+        let mut a = Recorder::new(window);
+        let mut b = Recorder::new(window);
+        a.completed(Op::Get, 0, 100_000, hit());
+        b.completed(
+            Op::Get,
+            0,
+            300_000,
+            Outcome {
+                hits: 0,
+                misses: 1,
+                error: false,
+            },
+        );
+        b.completed(Op::Set, 0, 2 * S + 1, Outcome::default());
+        b.connection_error();
+        a.merge(&b);
+        let get = &a.ops[Op::Get.index()];
+        assert_eq!((get.completed, get.hits, get.misses), (2, 1, 1));
+        assert_eq!(get.moments.mean, 200.0);
+        assert_eq!(a.series.len(), 3);
+        assert_eq!(a.series[0][Op::Get.index()].completed, 2);
+        assert_eq!(a.totals.connection_errors, 1);
+        assert_eq!(a.total().completed, 3);
+        assert_eq!(a.last_event_ns, 2 * S + 1);
+    }
+}

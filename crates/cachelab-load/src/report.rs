@@ -1,0 +1,461 @@
+//! The run's report: built from the configuration and the merged measurements, written as
+//! JSON (`--json-out-file`, schema in `schema/load-report.schema.json` and
+//! `docs/load-generator.md`) and as the human summary. Pure.
+
+use cachelab_stats::{LatencyHistogram, Welford};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Config, DataSize, Requests};
+use crate::keys::KeyPattern;
+use crate::record::{OpStats, Recorder, SecondOp};
+use crate::workload::Op;
+
+/// Bumped whenever a field changes meaning or disappears.
+pub const SCHEMA: &str = "cachelab-load/1";
+
+/// An open-loop run "fell behind" when it sent less than this share of its target rate...
+pub const FELL_BEHIND_RATE_SHARE: f64 = 0.99;
+/// ...or when its p99 send lag exceeded this (µs): latencies are then inflated by the
+/// client, not the server.
+pub const FELL_BEHIND_P99_LAG_US: u64 = 1000;
+/// Send lags above this (µs) count as late requests.
+pub const LATE_LAG_US: u64 = 1000;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Report {
+    pub schema: String,
+    pub tool: Tool,
+    pub configuration: Configuration,
+    pub run: Run,
+    pub summary: Summary,
+    pub totals: Totals,
+    pub open_loop: Option<OpenLoopReport>,
+    pub series: Vec<Second>,
+    pub histograms: Histograms,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Configuration {
+    pub server: String,
+    pub port: u16,
+    pub protocol: String,
+    pub threads: usize,
+    pub clients: usize,
+    pub connections: usize,
+    pub mode: String,
+    pub pipeline: usize,
+    pub rate: Option<f64>,
+    pub arrival: Option<String>,
+    pub ratio: String,
+    pub multiget_keys: usize,
+    pub data_size_min: usize,
+    pub data_size_max: usize,
+    pub random_data: bool,
+    pub key_prefix: String,
+    pub key_minimum: u64,
+    pub key_maximum: u64,
+    pub key_pattern: String,
+    pub key_median: Option<f64>,
+    pub key_stddev: Option<f64>,
+    pub zipf_exponent: Option<f64>,
+    pub test_time_s: Option<f64>,
+    pub requests: Option<String>,
+    pub warmup_s: f64,
+    pub cooldown_s: f64,
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Run {
+    pub started_unix_ms: u64,
+    pub duration_s: f64,
+    pub window_start_s: f64,
+    pub window_end_s: f64,
+    pub window_s: f64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct LatencyMs {
+    pub avg: f64,
+    pub stddev: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+impl LatencyMs {
+    fn of(histogram: &LatencyHistogram, moments: &Welford) -> LatencyMs {
+        let p = histogram.percentiles();
+        let ms = |us: u64| us as f64 / 1000.0;
+        LatencyMs {
+            avg: moments.mean / 1000.0,
+            stddev: moments.std_dev().unwrap_or(0.0) / 1000.0,
+            p50: ms(p.p50),
+            p90: ms(p.p90),
+            p99: ms(p.p99),
+            p999: ms(p.p999),
+            max: ms(p.max),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct OpSummary {
+    pub ops: u64,
+    pub ops_per_sec: f64,
+    pub hits: u64,
+    pub misses: u64,
+    pub hits_per_sec: f64,
+    pub misses_per_sec: f64,
+    pub errors: u64,
+    pub latency_ms: LatencyMs,
+}
+
+impl OpSummary {
+    fn of(stats: &OpStats, window_s: f64) -> OpSummary {
+        let rate = |n: u64| {
+            if window_s > 0.0 {
+                n as f64 / window_s
+            } else {
+                0.0
+            }
+        };
+        OpSummary {
+            ops: stats.completed,
+            ops_per_sec: rate(stats.completed),
+            hits: stats.hits,
+            misses: stats.misses,
+            hits_per_sec: rate(stats.hits),
+            misses_per_sec: rate(stats.misses),
+            errors: stats.errors,
+            latency_ms: LatencyMs::of(&stats.latency, &stats.moments),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    pub set: OpSummary,
+    pub get: OpSummary,
+    pub multiget: OpSummary,
+    pub total: OpSummary,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct Totals {
+    pub sent: u64,
+    pub completed: u64,
+    pub errors: u64,
+    pub timeouts: u64,
+    pub connection_errors: u64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct OpenLoopReport {
+    pub target_rate: f64,
+    pub achieved_rate: f64,
+    pub completed_rate: f64,
+    pub send_lag_ms: LatencyMs,
+    pub late_requests: u64,
+    pub fell_behind: bool,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct SecondStats {
+    pub ops: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub errors: u64,
+    pub latency_ms_avg: f64,
+    pub latency_ms_max: f64,
+}
+
+impl SecondStats {
+    fn of(s: &SecondOp) -> SecondStats {
+        SecondStats {
+            ops: s.completed,
+            hits: s.hits,
+            misses: s.misses,
+            errors: s.errors,
+            latency_ms_avg: s.latency.mean / 1000.0,
+            latency_ms_max: s.max_us as f64 / 1000.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct Second {
+    pub second: u64,
+    pub ops: u64,
+    pub set: SecondStats,
+    pub get: SecondStats,
+    pub multiget: SecondStats,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Histograms {
+    pub unit: String,
+    pub encoding: String,
+    pub set: String,
+    pub get: String,
+    pub multiget: String,
+    pub total: String,
+}
+
+fn pattern_text(config: &Config) -> String {
+    let w = &config.workload;
+    format!("{}:{}", w.set_pattern.letter(), w.get_pattern.letter())
+}
+
+fn configuration(config: &Config) -> Configuration {
+    let w = &config.workload;
+    let patterns = [w.set_pattern, w.get_pattern];
+    let gaussian = patterns.iter().find_map(|p| match p {
+        KeyPattern::Gaussian { median, stddev } => Some((*median, *stddev)),
+        _ => None,
+    });
+    let zipf = patterns.iter().find_map(|p| match p {
+        KeyPattern::Zipf { exponent } => Some(*exponent),
+        _ => None,
+    });
+    let (data_size_min, data_size_max) = match w.data_size {
+        DataSize::Fixed(n) => (n, n),
+        DataSize::Range(lo, hi) => (lo, hi),
+    };
+    Configuration {
+        server: config.server.clone(),
+        port: config.port,
+        protocol: w.protocol.name().into(),
+        threads: config.threads,
+        clients: config.clients,
+        connections: config.connections(),
+        mode: if config.open_loop.is_some() {
+            "open"
+        } else {
+            "closed"
+        }
+        .into(),
+        pipeline: config.pipeline,
+        rate: config.open_loop.map(|o| o.rate),
+        arrival: config.open_loop.map(|o| o.arrival.name().into()),
+        ratio: format!("{}:{}", w.ratio.sets, w.ratio.gets),
+        multiget_keys: w.multiget_keys,
+        data_size_min,
+        data_size_max,
+        random_data: w.random_data,
+        key_prefix: w.key_prefix.clone(),
+        key_minimum: w.keys.min,
+        key_maximum: w.keys.max,
+        key_pattern: pattern_text(config),
+        key_median: gaussian.map(|g| g.0),
+        key_stddev: gaussian.map(|g| g.1),
+        zipf_exponent: zipf,
+        test_time_s: config.test_time.map(|t| t.as_secs_f64()),
+        requests: config.requests.map(|r| match r {
+            Requests::PerClient(n) => n.to_string(),
+            Requests::AllKeys => "allkeys".into(),
+        }),
+        warmup_s: config.warmup.as_secs_f64(),
+        cooldown_s: config.cooldown.as_secs_f64(),
+        seed: config.seed,
+    }
+}
+
+/// Builds the report. `duration_ns` is the whole run; the window is clipped to it.
+pub fn build(
+    config: &Config,
+    recorder: &Recorder,
+    started_unix_ms: u64,
+    duration_ns: u64,
+) -> Report {
+    let start_ns = recorder.window.start_ns.min(duration_ns);
+    let end_ns = recorder.window.end_ns.min(duration_ns).max(start_ns);
+    let window_s = (end_ns - start_ns) as f64 / 1e9;
+    let total = recorder.total();
+    let op = |o: Op| OpSummary::of(&recorder.ops[o.index()], window_s);
+    let summary = Summary {
+        set: op(Op::Set),
+        get: op(Op::Get),
+        multiget: op(Op::MultiGet),
+        total: OpSummary::of(&total, window_s),
+    };
+    let open_loop = config.open_loop.map(|o| {
+        let achieved_rate = if window_s > 0.0 {
+            recorder.sent_in_window as f64 / window_s
+        } else {
+            0.0
+        };
+        let send_lag_ms = LatencyMs::of(&recorder.send_lag, &recorder.send_lag_moments);
+        let late_requests = recorder.send_lag.count_at_or_above(LATE_LAG_US + 1);
+        let fell_behind = achieved_rate < FELL_BEHIND_RATE_SHARE * o.rate
+            || recorder.send_lag.quantile(0.99) > FELL_BEHIND_P99_LAG_US;
+        OpenLoopReport {
+            target_rate: o.rate,
+            achieved_rate,
+            completed_rate: summary.total.ops_per_sec,
+            send_lag_ms,
+            late_requests,
+            fell_behind,
+        }
+    });
+    let series = recorder
+        .series
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Second {
+            second: i as u64,
+            ops: s.iter().map(|o| o.completed).sum(),
+            set: SecondStats::of(&s[Op::Set.index()]),
+            get: SecondStats::of(&s[Op::Get.index()]),
+            multiget: SecondStats::of(&s[Op::MultiGet.index()]),
+        })
+        .collect();
+    let encode = |h: &LatencyHistogram| h.encode_base64().expect("a histogram always encodes");
+    let t = recorder.totals;
+    Report {
+        schema: SCHEMA.into(),
+        tool: Tool {
+            name: "cachelab-load".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        configuration: configuration(config),
+        run: Run {
+            started_unix_ms,
+            duration_s: duration_ns as f64 / 1e9,
+            window_start_s: start_ns as f64 / 1e9,
+            window_end_s: end_ns as f64 / 1e9,
+            window_s,
+        },
+        summary,
+        totals: Totals {
+            sent: t.sent,
+            completed: t.completed,
+            errors: t.errors,
+            timeouts: t.timeouts,
+            connection_errors: t.connection_errors,
+        },
+        open_loop,
+        series,
+        histograms: Histograms {
+            unit: "us".into(),
+            encoding: "HdrHistogram V2 compressed (deflate), base64".into(),
+            set: encode(&recorder.ops[Op::Set.index()].latency),
+            get: encode(&recorder.ops[Op::Get.index()].latency),
+            multiget: encode(&recorder.ops[Op::MultiGet.index()].latency),
+            total: encode(&total.latency),
+        },
+    }
+}
+
+/// The human summary, memtier-like: one row per operation type.
+pub fn format_summary(report: &Report) -> String {
+    let c = &report.configuration;
+    let r = &report.run;
+    let mut out = String::new();
+    let mode = match (c.rate, &c.arrival) {
+        (Some(rate), Some(arrival)) => format!("open loop at {rate:.0} ops/s ({arrival} arrivals)"),
+        _ => format!("closed loop, pipeline {}", c.pipeline),
+    };
+    out += &format!(
+        "cachelab-load {}: {} on {}:{}, {} threads x {} clients, {}\n",
+        report.tool.version, c.protocol, c.server, c.port, c.threads, c.clients, mode
+    );
+    out += &format!(
+        "run {:.2} s, summary over {:.2}..{:.2} s ({:.2} s)\n\n",
+        r.duration_s, r.window_start_s, r.window_end_s, r.window_s
+    );
+    out += &format!(
+        "{:<10}{:>12}{:>12}{:>10}{:>10}{:>8}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}\n",
+        "Type",
+        "Ops",
+        "Ops/sec",
+        "Hits",
+        "Misses",
+        "Errors",
+        "Avg(ms)",
+        "p50(ms)",
+        "p90(ms)",
+        "p99(ms)",
+        "p99.9(ms)",
+        "Max(ms)"
+    );
+    out += &format!("{}\n", "-".repeat(122));
+    let s = &report.summary;
+    for (name, op) in [
+        ("Sets", &s.set),
+        ("Gets", &s.get),
+        ("MultiGets", &s.multiget),
+        ("Totals", &s.total),
+    ] {
+        let l = &op.latency_ms;
+        out += &format!(
+            "{:<10}{:>12}{:>12.2}{:>10}{:>10}{:>8}{:>10.3}{:>10.3}{:>10.3}{:>10.3}{:>10.3}{:>10.3}\n",
+            name, op.ops, op.ops_per_sec, op.hits, op.misses, op.errors, l.avg, l.p50, l.p90, l.p99, l.p999, l.max
+        );
+    }
+    let t = &report.totals;
+    out += &format!(
+        "\nwhole run: {} sent, {} answered, {} errors ({} timeouts), {} connection errors\n",
+        t.sent, t.completed, t.errors, t.timeouts, t.connection_errors
+    );
+    if let Some(o) = &report.open_loop {
+        out += &format!(
+            "open loop: target {:.2} ops/s, achieved {:.2} ops/s ({:+.2}%), answered {:.2} ops/s\n",
+            o.target_rate,
+            o.achieved_rate,
+            100.0 * (o.achieved_rate / o.target_rate - 1.0),
+            o.completed_rate
+        );
+        let l = &o.send_lag_ms;
+        out += &format!(
+            "send lag (actual - scheduled send time): avg {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms, max {:.3} ms; {} requests over {} ms late\n",
+            l.avg, l.p99, l.p999, l.max, o.late_requests, LATE_LAG_US / 1000
+        );
+    }
+    out
+}
+
+/// The loud warning printed when an open-loop run could not keep to its schedule.
+pub fn fell_behind_warning(report: &Report) -> Option<String> {
+    let o = report.open_loop.as_ref().filter(|o| o.fell_behind)?;
+    let bar = "!".repeat(78);
+    Some(format!(
+        "{bar}\nWARNING: the load generator FELL BEHIND its schedule: it sent {:.2} ops/s of the \
+         {:.2} asked, with a p99 send lag of {:.3} ms. Latencies include time the client could \
+         not send; use more threads, a lower --rate, or more CPU for the client.\n{bar}\n",
+        o.achieved_rate, o.target_rate, o.send_lag_ms.p99
+    ))
+}
+
+/// HdrHistogram log format (as written by HdrHistogram's `HistogramLogWriter`): one
+/// tagged interval per operation type covering the summary window; values in µs,
+/// `Interval_Max` in ms.
+pub fn hdr_log(report: &Report) -> String {
+    let r = &report.run;
+    let mut out = format!(
+        "#[StartTime: {:.3} (seconds since epoch)]\n\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n",
+        r.started_unix_ms as f64 / 1000.0
+    );
+    let h = &report.histograms;
+    let s = &report.summary;
+    for (tag, encoded, op) in [
+        ("set", &h.set, &s.set),
+        ("get", &h.get, &s.get),
+        ("multiget", &h.multiget, &s.multiget),
+        ("total", &h.total, &s.total),
+    ] {
+        out += &format!(
+            "Tag={tag},{:.3},{:.3},{:.3},{encoded}\n",
+            r.window_start_s, r.window_s, op.latency_ms.max
+        );
+    }
+    out
+}

@@ -1,0 +1,371 @@
+//! One client connection: composes requests, writes them in batches, parses replies in
+//! order and records each one. Closed loop keeps `--pipeline` requests outstanding; open
+//! loop sends each request at its scheduled time whatever is outstanding. A broken
+//! connection counts its outstanding requests as errors and is re-opened.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use cachelab_protocol::ReplyError;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+use super::clock::Clock;
+use super::timer::PreciseTimer;
+use crate::config::Protocol;
+use crate::record::Recorder;
+use crate::schedule::Schedule;
+use crate::workload::{read_reply, Generator, Sent};
+
+/// Read buffer size to start with; it grows for large multi-get replies.
+const READ_BUFFER: usize = 64 * 1024;
+/// Free space kept before each read, so a read is never tiny.
+const MIN_READ_SPACE: usize = 16 * 1024;
+/// Reconnection backoff: first wait and cap.
+const BACKOFF_FIRST: Duration = Duration::from_millis(10);
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// What a thread's connections share (one thread, so `Rc`/`RefCell`, no locks).
+pub struct Shared {
+    pub clock: Clock,
+    pub recorder: RefCell<Recorder>,
+    pub protocol: Protocol,
+    pub addrs: Vec<SocketAddr>,
+    pub pipeline: usize,
+    /// No request starts (closed loop) or is scheduled (open loop) at or after this time.
+    pub stop_issuing_ns: u64,
+    pub connect_timeout: Duration,
+    /// Runs bounded only by count give up reconnecting after this long.
+    pub reply_timeout: Duration,
+}
+
+/// Why the watchdog interrupted a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kill {
+    /// The oldest outstanding request has waited longer than `--reply-timeout`.
+    ReplyTimeout,
+    /// The run's hard deadline passed: give up on what is outstanding and stop.
+    Deadline,
+}
+
+/// The watchdog's view of a connection and its way to interrupt it.
+#[derive(Default)]
+pub struct Watch {
+    /// Start time of the oldest outstanding request, or `None` when nothing waits.
+    pub waiting_since: Cell<Option<u64>>,
+    pub kill: Notify,
+    pub reason: Cell<Option<Kill>>,
+    pub finished: Cell<bool>,
+}
+
+impl Watch {
+    pub fn interrupt(&self, reason: Kill) {
+        self.reason.set(Some(reason));
+        self.kill.notify_one();
+    }
+}
+
+struct Pending {
+    sent: Sent,
+    start_ns: u64,
+}
+
+enum End {
+    /// Nothing more to send and nothing outstanding.
+    Done,
+    /// Reset, closed by the server, unreadable reply, or failed write.
+    Broken,
+    Killed(Kill),
+}
+
+pub struct Connection {
+    gen: Generator,
+    /// Requests left to send, when the run is bounded by count.
+    budget: Option<u64>,
+    schedule: Option<Schedule>,
+    timer: Option<PreciseTimer>,
+    pending: VecDeque<Pending>,
+    wbuf: Vec<u8>,
+    written: usize,
+    rbuf: Vec<u8>,
+    rstart: usize,
+    rend: usize,
+    pub watch: Rc<Watch>,
+}
+
+/// Opens a connection to the first address that accepts, with `TCP_NODELAY` (requests
+/// are written whole; Nagle would hold back a pipelined or open-loop request).
+pub async fn connect(addrs: &[SocketAddr], timeout: Duration) -> io::Result<TcpStream> {
+    let mut last = io::Error::new(io::ErrorKind::NotFound, "no address to connect to");
+    for addr in addrs {
+        match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) => {
+                stream.set_nodelay(true)?;
+                return Ok(stream);
+            }
+            Ok(Err(e)) => last = io::Error::new(e.kind(), format!("{addr}: {e}")),
+            Err(_) => {
+                last = io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("{addr}: connection timed out"),
+                )
+            }
+        }
+    }
+    Err(last)
+}
+
+impl Connection {
+    pub fn new(
+        gen: Generator,
+        budget: Option<u64>,
+        schedule: Option<Schedule>,
+    ) -> io::Result<Connection> {
+        let timer = schedule.as_ref().map(|_| PreciseTimer::new()).transpose()?;
+        Ok(Connection {
+            gen,
+            budget,
+            schedule,
+            timer,
+            pending: VecDeque::new(),
+            wbuf: Vec::with_capacity(4096),
+            written: 0,
+            rbuf: vec![0; READ_BUFFER],
+            rstart: 0,
+            rend: 0,
+            watch: Rc::new(Watch::default()),
+        })
+    }
+
+    /// Drives the connection until its requests are done or the run's time is up.
+    pub async fn run(mut self, shared: Rc<Shared>, first: TcpStream) {
+        let mut stream = Some(first);
+        loop {
+            let Some(s) = stream.take() else { break };
+            let end = self.session(&shared, s).await;
+            let now = shared.clock.now();
+            let timed_out = matches!(end, End::Killed(_));
+            {
+                let mut recorder = shared.recorder.borrow_mut();
+                for p in self.pending.drain(..) {
+                    recorder.failed(p.sent.op, now, timed_out);
+                }
+                if matches!(end, End::Broken) {
+                    recorder.connection_error();
+                }
+            }
+            self.watch.waiting_since.set(None);
+            match end {
+                End::Done | End::Killed(Kill::Deadline) => break,
+                End::Broken | End::Killed(Kill::ReplyTimeout) => {
+                    stream = self.reconnect(&shared).await
+                }
+            }
+        }
+        self.watch.finished.set(true);
+    }
+
+    fn more_to_issue(&self, shared: &Shared, now: u64) -> bool {
+        if self.budget == Some(0) {
+            return false;
+        }
+        match &self.schedule {
+            Some(schedule) => schedule.peek() < shared.stop_issuing_ns,
+            None => now < shared.stop_issuing_ns,
+        }
+    }
+
+    async fn reconnect(&mut self, shared: &Shared) -> Option<TcpStream> {
+        let give_up = shared.clock.now() + shared.reply_timeout.as_nanos() as u64;
+        let mut backoff = BACKOFF_FIRST;
+        loop {
+            let now = shared.clock.now();
+            if !self.more_to_issue(shared, now) || now >= give_up {
+                return None;
+            }
+            // Never wait past the end of the run: --test-time is always honoured.
+            let left = Duration::from_nanos(shared.stop_issuing_ns.min(give_up) - now);
+            match connect(&shared.addrs, shared.connect_timeout.min(left)).await {
+                Ok(stream) => return Some(stream),
+                Err(_) => shared.recorder.borrow_mut().connection_error(),
+            }
+            tokio::time::sleep(backoff.min(left)).await;
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+    }
+
+    /// Composes every request that may go now into the write buffer and records it sent.
+    fn issue(&mut self, shared: &Shared, now: u64) {
+        let first_new = self.pending.len();
+        match &mut self.schedule {
+            None => {
+                while self.pending.len() < shared.pipeline
+                    && self.budget != Some(0)
+                    && now < shared.stop_issuing_ns
+                {
+                    let sent = self.gen.compose(&mut self.wbuf);
+                    self.pending.push_back(Pending { sent, start_ns: 0 });
+                    self.budget = self.budget.map(|n| n - 1);
+                }
+            }
+            Some(schedule) => {
+                while self.budget != Some(0)
+                    && schedule.peek() <= now
+                    && schedule.peek() < shared.stop_issuing_ns
+                {
+                    let due = schedule.advance(self.gen.rng());
+                    let sent = self.gen.compose(&mut self.wbuf);
+                    self.pending.push_back(Pending {
+                        sent,
+                        start_ns: due,
+                    });
+                    self.budget = self.budget.map(|n| n - 1);
+                }
+            }
+        }
+        if self.pending.len() == first_new {
+            return;
+        }
+        // The closed-loop timer starts here, just before the write that carries the batch.
+        let write_ns = shared.clock.now();
+        let open = self.schedule.is_some();
+        let mut recorder = shared.recorder.borrow_mut();
+        for p in self.pending.range_mut(first_new..) {
+            if open {
+                recorder.sent(write_ns, Some(write_ns.saturating_sub(p.start_ns)));
+            } else {
+                p.start_ns = write_ns;
+                recorder.sent(write_ns, None);
+            }
+        }
+    }
+
+    async fn session(&mut self, shared: &Shared, stream: TcpStream) -> End {
+        let (mut rd, mut wr) = stream.into_split();
+        self.wbuf.clear();
+        self.written = 0;
+        self.rstart = 0;
+        self.rend = 0;
+        loop {
+            let now = shared.clock.now();
+            self.issue(shared, now);
+            if self.written < self.wbuf.len() {
+                match wr.try_write(&self.wbuf[self.written..]) {
+                    Ok(n) => self.written += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => return End::Broken,
+                }
+                if self.written == self.wbuf.len() {
+                    self.wbuf.clear();
+                    self.written = 0;
+                }
+            }
+            if self.pending.is_empty() && !self.more_to_issue(shared, now) {
+                return End::Done;
+            }
+            self.watch
+                .waiting_since
+                .set(self.pending.front().map(|p| p.start_ns));
+            let timer_armed = match (&mut self.timer, &self.schedule) {
+                (Some(timer), Some(schedule))
+                    if self.budget != Some(0) && schedule.peek() < shared.stop_issuing_ns =>
+                {
+                    if timer.arm(shared.clock.absolute(schedule.peek())).is_err() {
+                        return End::Broken;
+                    }
+                    true
+                }
+                _ => false,
+            };
+            if self.rbuf.len() - self.rend < MIN_READ_SPACE {
+                self.make_read_space();
+            }
+            let want_write = self.written < self.wbuf.len();
+            let timer = self.timer.as_ref();
+            tokio::select! {
+                biased;
+                _ = self.watch.kill.notified() => {
+                    if let Some(kill) = self.watch.reason.take() {
+                        if kill == Kill::Deadline || !self.pending.is_empty() {
+                            return End::Killed(kill);
+                        }
+                    }
+                }
+                read = rd.read(&mut self.rbuf[self.rend..]) => match read {
+                    Ok(0) | Err(_) => return End::Broken,
+                    Ok(n) => {
+                        self.rend += n;
+                        if self.parse_replies(shared).is_err() {
+                            return End::Broken;
+                        }
+                    }
+                },
+                written = wr.write(&self.wbuf[self.written..]), if want_write => match written {
+                    Ok(n) => {
+                        self.written += n;
+                        if self.written == self.wbuf.len() {
+                            self.wbuf.clear();
+                            self.written = 0;
+                        }
+                    }
+                    Err(_) => return End::Broken,
+                },
+                fired = async { timer.expect("armed timer").fired().await }, if timer_armed => {
+                    if fired.is_err() {
+                        return End::Broken;
+                    }
+                    if let Some(t) = self.timer.as_mut() {
+                        t.disarmed();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Parses every complete reply in the read buffer, in request order.
+    fn parse_replies(&mut self, shared: &Shared) -> Result<(), ReplyError> {
+        // Every reply in this read arrived together: one clock reading serves them all.
+        let done_ns = shared.clock.now();
+        let mut recorder = shared.recorder.borrow_mut();
+        while self.rstart < self.rend {
+            let Some(front) = self.pending.front() else {
+                return Err(ReplyError::Malformed("reply to no request"));
+            };
+            match read_reply(
+                shared.protocol,
+                front.sent,
+                &self.rbuf[self.rstart..self.rend],
+            ) {
+                Ok((outcome, used)) => {
+                    recorder.completed(front.sent.op, front.start_ns, done_ns, outcome);
+                    self.pending.pop_front();
+                    self.rstart += used;
+                }
+                Err(ReplyError::Incomplete) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        if self.rstart == self.rend {
+            self.rstart = 0;
+            self.rend = 0;
+        }
+        Ok(())
+    }
+
+    fn make_read_space(&mut self) {
+        if self.rstart > 0 {
+            self.rbuf.copy_within(self.rstart..self.rend, 0);
+            self.rend -= self.rstart;
+            self.rstart = 0;
+        }
+        if self.rbuf.len() - self.rend < MIN_READ_SPACE {
+            let grown = self.rbuf.len() * 2;
+            self.rbuf.resize(grown, 0);
+        }
+    }
+}

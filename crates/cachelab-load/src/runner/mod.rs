@@ -1,0 +1,137 @@
+//! The I/O shell around the pure modules: `--threads` OS threads, each with its own
+//! current-thread tokio runtime driving its `--clients` connections (memtier's structure,
+//! without locks on the hot path). Threads connect first; the clock starts only when every
+//! connection is open, so connection set-up is never measured.
+
+mod clock;
+mod conn;
+mod thread;
+mod timer;
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use thiserror::Error;
+
+use crate::config::Config;
+use crate::record::{Recorder, Window};
+
+pub use clock::monotonic_ns;
+
+/// How long, after `--test-time`, outstanding requests may still be answered before they
+/// count as timeouts and the run ends (never more than `--reply-timeout`).
+pub const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Error)]
+pub enum RunError {
+    #[error("cannot resolve {server}: {source}")]
+    Resolve {
+        server: String,
+        source: std::io::Error,
+    },
+    #[error("cannot connect to {server}: {source}")]
+    Connect {
+        server: String,
+        source: std::io::Error,
+    },
+    #[error("cannot start a load thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// What a run measured.
+#[derive(Debug)]
+pub struct RunResult {
+    pub recorder: Recorder,
+    pub started_unix_ms: u64,
+    /// From the start of the clock until every connection finished.
+    pub duration_ns: u64,
+}
+
+/// Everything one thread needs to run its share.
+pub(crate) struct ThreadPlan {
+    pub index: usize,
+    pub config: Config,
+    pub addrs: Vec<SocketAddr>,
+    pub window: Window,
+    /// Set when any thread failed to connect: then nobody runs.
+    pub failure: Arc<Mutex<Option<RunError>>>,
+    pub barrier: Arc<Barrier>,
+    pub origin_ns: Arc<AtomicU64>,
+}
+
+/// The summary window for a configuration.
+pub fn window(config: &Config) -> Window {
+    Window {
+        start_ns: config.warmup.as_nanos() as u64,
+        end_ns: config
+            .test_time
+            .map_or(u64::MAX, |t| (t - config.cooldown).as_nanos() as u64),
+    }
+}
+
+pub fn resolve(config: &Config) -> Result<Vec<SocketAddr>, RunError> {
+    let server = format!("{}:{}", config.server, config.port);
+    let mut addrs: Vec<SocketAddr> = (config.server.as_str(), config.port)
+        .to_socket_addrs()
+        .map_err(|source| RunError::Resolve {
+            server: server.clone(),
+            source,
+        })?
+        .collect();
+    // memcached and redis usually listen on IPv4 loopback while "localhost" may resolve
+    // to ::1 first: try IPv4 addresses first.
+    addrs.sort_by_key(|a| a.is_ipv6());
+    Ok(addrs)
+}
+
+/// Runs the load described by `config` and returns the merged measurements.
+pub fn run(config: &Config) -> Result<RunResult, RunError> {
+    let addrs = resolve(config)?;
+    let failure = Arc::new(Mutex::new(None));
+    let barrier = Arc::new(Barrier::new(config.threads + 1));
+    let origin_ns = Arc::new(AtomicU64::new(0));
+    let window = window(config);
+    let mut handles = Vec::with_capacity(config.threads);
+    for index in 0..config.threads {
+        let plan = ThreadPlan {
+            index,
+            config: config.clone(),
+            addrs: addrs.clone(),
+            window,
+            failure: failure.clone(),
+            barrier: barrier.clone(),
+            origin_ns: origin_ns.clone(),
+        };
+        let handle = std::thread::Builder::new()
+            .name(format!("load-{index}"))
+            .spawn(move || thread::run(plan))
+            .map_err(RunError::Thread)?;
+        handles.push(handle);
+    }
+    // Every thread has connected (or failed): start the clock and release them.
+    barrier.wait();
+    let started_unix_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let origin = monotonic_ns();
+    origin_ns.store(origin, Ordering::SeqCst);
+    barrier.wait();
+    let mut merged = Recorder::new(window);
+    for handle in handles {
+        let recorder = handle.join().expect("a load thread panicked");
+        if let Some(recorder) = recorder {
+            merged.merge(&recorder);
+        }
+    }
+    let duration_ns = monotonic_ns() - origin;
+    if let Some(error) = failure.lock().expect("failure lock").take() {
+        return Err(error);
+    }
+    Ok(RunResult {
+        recorder: merged,
+        started_unix_ms,
+        duration_ns,
+    })
+}

@@ -1,0 +1,143 @@
+//! One load thread: a current-thread runtime, its connections, and a watchdog that
+//! enforces reply timeouts and the run's hard deadline, so a run never hangs.
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::task::LocalSet;
+
+use super::clock::Clock;
+use super::conn::{connect, Connection, Kill, Shared, Watch};
+use super::{RunError, ThreadPlan, DRAIN_GRACE};
+use crate::record::Recorder;
+use crate::schedule::Schedule;
+use crate::workload::{Generator, Values};
+
+/// How often the watchdog looks at its connections.
+const WATCHDOG_TICK: Duration = Duration::from_millis(10);
+
+fn fail(plan: &ThreadPlan, error: RunError) {
+    plan.failure
+        .lock()
+        .expect("failure lock")
+        .get_or_insert(error);
+}
+
+/// Connects, waits for the start, runs, and returns this thread's measurements (`None`
+/// if the run did not start).
+pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    let prepared = match runtime {
+        Ok(runtime) => match runtime.block_on(prepare(&plan)) {
+            Ok(connections) => Some((runtime, connections)),
+            Err(error) => {
+                fail(&plan, error);
+                None
+            }
+        },
+        Err(error) => {
+            fail(&plan, RunError::Thread(error));
+            None
+        }
+    };
+    plan.barrier.wait();
+    plan.barrier.wait();
+    let (runtime, connections) = prepared?;
+    if plan.failure.lock().expect("failure lock").is_some() {
+        return None;
+    }
+    let config = &plan.config;
+    if config.open_loop.is_some() {
+        // Let the kernel wake us as close to each scheduled time as it can.
+        // SAFETY: prctl with PR_SET_TIMERSLACK takes a plain integer.
+        unsafe {
+            libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+        }
+    }
+    let test_ns = config.test_time.map(|t| t.as_nanos() as u64);
+    let shared = Rc::new(Shared {
+        clock: Clock::starting_at(plan.origin_ns.load(Ordering::SeqCst)),
+        recorder: std::cell::RefCell::new(Recorder::new(plan.window)),
+        protocol: config.workload.protocol,
+        addrs: plan.addrs.clone(),
+        pipeline: config.pipeline,
+        stop_issuing_ns: test_ns.unwrap_or(u64::MAX),
+        connect_timeout: config.connect_timeout,
+        reply_timeout: config.reply_timeout,
+    });
+    let hard_deadline =
+        test_ns.map(|t| t + DRAIN_GRACE.min(config.reply_timeout).as_nanos() as u64);
+    let reply_timeout_ns = config.reply_timeout.as_nanos() as u64;
+    LocalSet::new().block_on(&runtime, async {
+        let watches: Vec<Rc<Watch>> = connections.iter().map(|(c, _)| c.watch.clone()).collect();
+        for (connection, stream) in connections {
+            tokio::task::spawn_local(connection.run(shared.clone(), stream));
+        }
+        watchdog(&shared, &watches, hard_deadline, reply_timeout_ns).await;
+    });
+    let recorder = shared.recorder.replace(Recorder::new(plan.window));
+    Some(recorder)
+}
+
+async fn prepare(plan: &ThreadPlan) -> Result<Vec<(Connection, tokio::net::TcpStream)>, RunError> {
+    let config = &plan.config;
+    let total = config.connections();
+    let server = format!("{}:{}", config.server, config.port);
+    let workload = &config.workload;
+    let values = Rc::new(Values::new(
+        workload.data_size,
+        workload.random_data,
+        config.seed ^ plan.index as u64,
+    ));
+    let mut connections = Vec::with_capacity(config.clients);
+    for c in 0..config.clients {
+        let client = plan.index * config.clients + c;
+        let mut gen = Generator::new(workload, config.seed, client, total, values.clone());
+        let budget = gen.budget(config.requests);
+        let schedule = config
+            .open_loop
+            .map(|o| Schedule::new(o.arrival, o.rate, client, total, gen.rng()));
+        let connection = Connection::new(gen, budget, schedule).map_err(RunError::Thread)?;
+        let stream = connect(&plan.addrs, config.connect_timeout)
+            .await
+            .map_err(|source| RunError::Connect {
+                server: server.clone(),
+                source,
+            })?;
+        connections.push((connection, stream));
+    }
+    Ok(connections)
+}
+
+/// Interrupts connections whose oldest request waited past the reply timeout, and all of
+/// them at the hard deadline; returns when every connection has finished.
+async fn watchdog(
+    shared: &Shared,
+    watches: &[Rc<Watch>],
+    hard_deadline: Option<u64>,
+    reply_timeout_ns: u64,
+) {
+    let mut tick = tokio::time::interval(WATCHDOG_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tick.tick().await;
+        if watches.iter().all(|w| w.finished.get()) {
+            return;
+        }
+        let now = shared.clock.now();
+        for watch in watches.iter().filter(|w| !w.finished.get()) {
+            if hard_deadline.is_some_and(|d| now >= d) {
+                watch.interrupt(Kill::Deadline);
+            } else if watch
+                .waiting_since
+                .get()
+                .is_some_and(|since| now.saturating_sub(since) > reply_timeout_ns)
+            {
+                watch.interrupt(Kill::ReplyTimeout);
+            }
+        }
+    }
+}

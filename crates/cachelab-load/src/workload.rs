@@ -1,0 +1,482 @@
+//! What each connection sends: the operation (set:get ratio), its keys, its value, composed
+//! with the protocol crate; and what a reply means (hit, miss, error). Pure.
+
+use std::rc::Rc;
+
+use cachelab_protocol::resp::{compose_get, compose_mget, compose_set};
+use cachelab_protocol::{
+    parse_reply, parse_resp_reply, Expect, Get, Keys, Reply, ReplyError, RespReply, Store, StoreOp,
+};
+use rand::{Rng, RngExt, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+use crate::config::{DataSize, Protocol, Requests, Workload};
+use crate::keys::KeyGen;
+
+/// The operation types reported separately.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Set = 0,
+    Get = 1,
+    /// A GET of more than one key (memcached `get k1 k2 ...`, Redis MGET).
+    MultiGet = 2,
+}
+
+impl Op {
+    pub const ALL: [Op; 3] = [Op::Set, Op::Get, Op::MultiGet];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Set => "set",
+            Op::Get => "get",
+            Op::MultiGet => "multiget",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A composed request: its type and how many keys it asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    pub op: Op,
+    pub keys: u32,
+}
+
+/// What one reply said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Outcome {
+    pub hits: u32,
+    pub misses: u32,
+    /// An error reply (memcached's ERROR/CLIENT_ERROR/SERVER_ERROR, a RESP error, or an
+    /// answer that does not fit the request, such as NOT_STORED to a set).
+    pub error: bool,
+}
+
+/// The value bytes shared by a thread's connections, made once so that sending a value
+/// costs a slice, not a fill. Random data is a pool twice the largest value; each value
+/// is a slice at a random offset.
+#[derive(Debug)]
+pub struct Values {
+    bytes: Vec<u8>,
+    max: usize,
+    random: bool,
+}
+
+impl Values {
+    pub fn new(size: DataSize, random: bool, seed: u64) -> Values {
+        let max = size.max();
+        let bytes = if random {
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+            // Printable bytes, so values can be read back and logged.
+            (0..2 * max + 1)
+                .map(|_| rng.random_range(b'!'..=b'~'))
+                .collect()
+        } else {
+            vec![b'x'; max]
+        };
+        Values { bytes, max, random }
+    }
+
+    fn value<R: Rng + ?Sized>(&self, size: usize, rng: &mut R) -> &[u8] {
+        let offset = if self.random {
+            rng.random_range(0..=self.max)
+        } else {
+            0
+        };
+        &self.bytes[offset..offset + size]
+    }
+}
+
+/// One connection's request stream.
+pub struct Generator {
+    protocol: Protocol,
+    sets: u32,
+    cycle: u32,
+    position: u32,
+    multiget_keys: usize,
+    data_size: DataSize,
+    set_keys: KeyGen,
+    get_keys: KeyGen,
+    values: Rc<Values>,
+    rng: Xoshiro256PlusPlus,
+    prefix: Vec<u8>,
+    /// The current request's keys, space-separated (reused, so composing allocates nothing).
+    keys: Vec<u8>,
+}
+
+impl Generator {
+    /// The generator of client `client` of `clients`. Each client's stream has its own
+    /// seed derived from `seed`, so clients draw different keys and a run is repeatable.
+    pub fn new(
+        workload: &Workload,
+        seed: u64,
+        client: usize,
+        clients: usize,
+        values: Rc<Values>,
+    ) -> Generator {
+        let ratio = workload.ratio;
+        Generator {
+            protocol: workload.protocol,
+            sets: ratio.sets,
+            cycle: ratio.sets + ratio.gets,
+            position: 0,
+            multiget_keys: workload.multiget_keys,
+            data_size: workload.data_size,
+            set_keys: KeyGen::new(workload.set_pattern, workload.keys, client, clients),
+            get_keys: KeyGen::new(workload.get_pattern, workload.keys, client, clients),
+            values,
+            rng: Xoshiro256PlusPlus::seed_from_u64(
+                seed ^ (client as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            ),
+            prefix: workload.key_prefix.as_bytes().to_vec(),
+            keys: Vec::with_capacity(64),
+        }
+    }
+
+    /// How many requests this client sends, if the run is bounded by count: with
+    /// `allkeys`, the keys of its share for the pattern that writes (or reads, when the
+    /// ratio has no sets).
+    pub fn budget(&self, requests: Option<Requests>) -> Option<u64> {
+        match requests? {
+            Requests::PerClient(n) => Some(n),
+            Requests::AllKeys if self.sets > 0 => Some(self.set_keys.allkeys_count()),
+            Requests::AllKeys => Some(self.get_keys.allkeys_count()),
+        }
+    }
+
+    /// The random stream, for the open-loop schedule of this connection.
+    pub fn rng(&mut self) -> &mut Xoshiro256PlusPlus {
+        &mut self.rng
+    }
+
+    /// Composes the next request into `out`.
+    pub fn compose(&mut self, out: &mut Vec<u8>) -> Sent {
+        let is_set = self.position < self.sets;
+        self.position = (self.position + 1) % self.cycle;
+        if is_set {
+            self.compose_set(out)
+        } else {
+            self.compose_get(out)
+        }
+    }
+
+    fn push_key(&mut self, number: u64) {
+        if !self.keys.is_empty() {
+            self.keys.push(b' ');
+        }
+        self.keys.extend_from_slice(&self.prefix);
+        self.keys
+            .extend_from_slice(itoa::Buffer::new().format(number).as_bytes());
+    }
+
+    fn compose_set(&mut self, out: &mut Vec<u8>) -> Sent {
+        self.keys.clear();
+        let number = self.set_keys.next(&mut self.rng);
+        self.push_key(number);
+        let size = match self.data_size {
+            DataSize::Fixed(n) => n,
+            DataSize::Range(lo, hi) => self.rng.random_range(lo..=hi),
+        };
+        let data = self.values.value(size, &mut self.rng);
+        match self.protocol {
+            Protocol::MemcacheText => Store {
+                op: StoreOp::Set,
+                key: &self.keys,
+                flags: 0,
+                exptime: 0,
+                data,
+                cas_unique: None,
+                noreply: false,
+            }
+            .compose(out),
+            Protocol::Redis => compose_set(out, &self.keys, data),
+        }
+        Sent {
+            op: Op::Set,
+            keys: 1,
+        }
+    }
+
+    fn compose_get(&mut self, out: &mut Vec<u8>) -> Sent {
+        self.keys.clear();
+        for _ in 0..self.multiget_keys {
+            let number = self.get_keys.next(&mut self.rng);
+            self.push_key(number);
+        }
+        let n = self.multiget_keys;
+        match self.protocol {
+            Protocol::MemcacheText => Get {
+                keys: Keys::from_raw(&self.keys),
+                cas: false,
+            }
+            .compose(out),
+            Protocol::Redis if n == 1 => compose_get(out, &self.keys),
+            Protocol::Redis => compose_mget(out, self.keys.split(|b| *b == b' ')),
+        }
+        let op = if n == 1 { Op::Get } else { Op::MultiGet };
+        Sent { op, keys: n as u32 }
+    }
+}
+
+/// Reads the reply to `sent` at the front of `buf`: what it said and its length.
+pub fn read_reply(
+    protocol: Protocol,
+    sent: Sent,
+    buf: &[u8],
+) -> Result<(Outcome, usize), ReplyError> {
+    let error = Outcome {
+        error: true,
+        ..Outcome::default()
+    };
+    match protocol {
+        Protocol::MemcacheText => {
+            let expect = if sent.op == Op::Set {
+                Expect::Store
+            } else {
+                Expect::Values
+            };
+            let (reply, used) = parse_reply(buf, expect)?;
+            let outcome = match reply {
+                Reply::Stored => Outcome::default(),
+                Reply::Values { hits, .. } => Outcome {
+                    hits,
+                    misses: sent.keys.saturating_sub(hits),
+                    error: false,
+                },
+                _ => error,
+            };
+            Ok((outcome, used))
+        }
+        Protocol::Redis => {
+            let (reply, used) = parse_resp_reply(buf)?;
+            let outcome = match (sent.op, reply) {
+                (Op::Set, RespReply::Simple(b"OK")) => Outcome::default(),
+                (Op::Get, RespReply::Bulk(value)) => Outcome {
+                    hits: u32::from(value.is_some()),
+                    misses: u32::from(value.is_none()),
+                    error: false,
+                },
+                (Op::MultiGet, RespReply::Array(Some(elements))) => Outcome {
+                    hits: (elements.len() - elements.nulls()) as u32,
+                    misses: elements.nulls() as u32,
+                    error: false,
+                },
+                _ => error,
+            };
+            Ok((outcome, used))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Ratio;
+    use crate::keys::{KeyPattern, KeyRange};
+
+    fn workload(protocol: Protocol, sets: u32, gets: u32, multiget_keys: usize) -> Workload {
+        Workload {
+            protocol,
+            ratio: Ratio { sets, gets },
+            multiget_keys,
+            data_size: DataSize::Fixed(4),
+            random_data: false,
+            key_prefix: "k:".into(),
+            keys: KeyRange::new(0, 99),
+            set_pattern: KeyPattern::Sequential,
+            get_pattern: KeyPattern::Sequential,
+        }
+    }
+
+    fn generator(w: &Workload) -> Generator {
+        Generator::new(
+            w,
+            1,
+            0,
+            1,
+            Rc::new(Values::new(w.data_size, w.random_data, 1)),
+        )
+    }
+
+    #[test]
+    fn the_ratio_is_exact_in_every_cycle() {
+        let w = workload(Protocol::MemcacheText, 1, 10, 1);
+        let mut g = generator(&w);
+        let mut out = Vec::new();
+        let ops: Vec<Op> = (0..22).map(|_| g.compose(&mut out).op).collect();
+        let sets = ops.iter().filter(|op| **op == Op::Set).count();
+        assert_eq!(sets, 2);
+        assert_eq!((ops[0], ops[11]), (Op::Set, Op::Set));
+    }
+
+    #[test]
+    fn memcached_requests_are_set_and_multi_key_get() {
+        let w = workload(Protocol::MemcacheText, 1, 1, 3);
+        let mut g = generator(&w);
+        let mut out = Vec::new();
+        assert_eq!(
+            g.compose(&mut out),
+            Sent {
+                op: Op::Set,
+                keys: 1
+            }
+        );
+        assert_eq!(out, b"set k:0 0 0 4\r\nxxxx\r\n");
+        out.clear();
+        assert_eq!(
+            g.compose(&mut out),
+            Sent {
+                op: Op::MultiGet,
+                keys: 3
+            }
+        );
+        assert_eq!(out, b"get k:0 k:1 k:2\r\n");
+    }
+
+    #[test]
+    fn redis_requests_are_set_get_and_mget() {
+        let mut out = Vec::new();
+        let mut g = generator(&workload(Protocol::Redis, 1, 1, 1));
+        g.compose(&mut out);
+        assert_eq!(out, b"*3\r\n$3\r\nSET\r\n$3\r\nk:0\r\n$4\r\nxxxx\r\n");
+        out.clear();
+        assert_eq!(g.compose(&mut out).op, Op::Get);
+        assert_eq!(out, b"*2\r\n$3\r\nGET\r\n$3\r\nk:0\r\n");
+        let mut g = generator(&workload(Protocol::Redis, 0, 1, 2));
+        out.clear();
+        assert_eq!(g.compose(&mut out).op, Op::MultiGet);
+        assert_eq!(out, b"*3\r\n$4\r\nMGET\r\n$3\r\nk:0\r\n$3\r\nk:1\r\n");
+    }
+
+    #[test]
+    fn ranged_random_values_have_sizes_within_the_range() {
+        let mut w = workload(Protocol::Redis, 1, 0, 1);
+        w.data_size = DataSize::Range(10, 20);
+        w.random_data = true;
+        let mut g = generator(&w);
+        let mut sizes = std::collections::BTreeSet::new();
+        for _ in 0..2000 {
+            let mut out = Vec::new();
+            g.compose(&mut out);
+            let Ok((RespReply::Array(Some(args)), _)) = parse_resp_reply(&out) else {
+                panic!("not a command")
+            };
+            let Some(RespReply::Bulk(Some(value))) = args.iter().nth(2) else {
+                panic!()
+            };
+            assert!(value.iter().all(u8::is_ascii_graphic));
+            sizes.insert(value.len());
+        }
+        assert_eq!(sizes, (10..=20).collect());
+    }
+
+    #[test]
+    fn allkeys_budget_is_the_writing_patterns_share() {
+        let mut w = workload(Protocol::Redis, 1, 0, 1);
+        w.set_pattern = KeyPattern::Parallel;
+        let values = Rc::new(Values::new(w.data_size, false, 1));
+        let g = Generator::new(&w, 1, 2, 3, values);
+        // Client 2 of 3 over keys 0..=99 holds keys 66..=99.
+        assert_eq!(g.budget(Some(Requests::AllKeys)), Some(34));
+        assert_eq!(g.budget(Some(Requests::PerClient(5))), Some(5));
+        assert_eq!(g.budget(None), None);
+    }
+
+    #[test]
+    fn memcached_replies_count_hits_misses_and_errors() {
+        let get3 = Sent {
+            op: Op::MultiGet,
+            keys: 3,
+        };
+        let reply = b"VALUE k:1 0 1\r\nx\r\nEND\r\n";
+        assert_eq!(
+            read_reply(Protocol::MemcacheText, get3, reply),
+            Ok((
+                Outcome {
+                    hits: 1,
+                    misses: 2,
+                    error: false
+                },
+                reply.len()
+            ))
+        );
+        let set = Sent {
+            op: Op::Set,
+            keys: 1,
+        };
+        assert_eq!(
+            read_reply(Protocol::MemcacheText, set, b"STORED\r\n"),
+            Ok((Outcome::default(), 8))
+        );
+        assert!(
+            read_reply(
+                Protocol::MemcacheText,
+                set,
+                b"SERVER_ERROR out of memory\r\n"
+            )
+            .unwrap()
+            .0
+            .error
+        );
+        assert_eq!(
+            read_reply(Protocol::MemcacheText, set, b"STOR"),
+            Err(ReplyError::Incomplete)
+        );
+    }
+
+    #[test]
+    fn redis_replies_count_hits_misses_and_errors() {
+        let get = Sent {
+            op: Op::Get,
+            keys: 1,
+        };
+        assert_eq!(
+            read_reply(Protocol::Redis, get, b"$-1\r\n").unwrap().0,
+            Outcome {
+                hits: 0,
+                misses: 1,
+                error: false
+            }
+        );
+        assert_eq!(
+            read_reply(Protocol::Redis, get, b"$1\r\nx\r\n").unwrap().0,
+            Outcome {
+                hits: 1,
+                misses: 0,
+                error: false
+            }
+        );
+        let mget = Sent {
+            op: Op::MultiGet,
+            keys: 3,
+        };
+        let reply = b"*3\r\n$1\r\na\r\n$-1\r\n$-1\r\n";
+        assert_eq!(
+            read_reply(Protocol::Redis, mget, reply).unwrap().0,
+            Outcome {
+                hits: 1,
+                misses: 2,
+                error: false
+            }
+        );
+        let set = Sent {
+            op: Op::Set,
+            keys: 1,
+        };
+        assert!(
+            read_reply(Protocol::Redis, set, b"-OOM command not allowed\r\n")
+                .unwrap()
+                .0
+                .error
+        );
+        assert!(
+            !read_reply(Protocol::Redis, set, b"+OK\r\n")
+                .unwrap()
+                .0
+                .error
+        );
+    }
+}
