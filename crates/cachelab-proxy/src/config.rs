@@ -83,6 +83,10 @@ pub struct Args {
     #[arg(long, default_value_t = DEFAULT_DRAIN_TIMEOUT_SECS, value_name = "SECS")]
     pub drain_timeout: f64,
 
+    /// Serve Prometheus metrics over HTTP on this address (e.g. 127.0.0.1:9150).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_addr: Option<SocketAddr>,
+
     /// Client connections accepted at once; further ones wait in the listen backlog.
     #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
@@ -116,6 +120,7 @@ pub struct Config {
     pub threads: Option<usize>,
     pub stats_file: Option<PathBuf>,
     pub stats_window: Duration,
+    pub metrics_addr: Option<SocketAddr>,
     pub limits: Limits,
     pub server_timeout: Duration,
     pub backoff_max: Duration,
@@ -135,6 +140,7 @@ impl Config {
             threads: None,
             stats_file: None,
             stats_window: Duration::from_secs_f64(DEFAULT_STATS_WINDOW_SECS),
+            metrics_addr: None,
             limits: Limits::default(),
             server_timeout: Duration::from_millis(DEFAULT_SERVER_TIMEOUT_MS),
             backoff_max: Duration::from_millis(DEFAULT_BACKOFF_MAX_MS),
@@ -180,6 +186,7 @@ impl TryFrom<&Args> for Config {
             threads: args.threads,
             stats_file: args.stats_file.clone(),
             stats_window: seconds(args.stats_window, "stats-window")?,
+            metrics_addr: args.metrics_addr,
             limits: Limits {
                 max_key_len: MAX_KEY_LEN,
                 max_value_len: args.max_value_size,

@@ -23,6 +23,7 @@ pub mod decode;
 pub mod job;
 pub mod logging;
 pub mod metrics;
+pub mod metrics_http;
 pub mod queue;
 pub mod routing;
 pub mod server;

@@ -79,6 +79,8 @@ impl Shared {
 pub enum ServerError {
     #[error("cannot create the stats file: {0}")]
     StatsFile(std::io::Error),
+    #[error("cannot listen for metrics on {0}: {1}")]
+    Metrics(std::net::SocketAddr, std::io::Error),
 }
 
 /// Serves until `shutdown` resolves, then stops accepting, answers every request already
@@ -96,6 +98,20 @@ pub async fn run(
     let (stats_stop_tx, stats_stop_rx) = watch::channel(false);
     let stats_task = tokio::spawn(stats.run(stats_stop_rx));
 
+    let metrics = match shared.config.metrics_addr {
+        Some(addr) => {
+            let listener = TcpListener::bind(addr)
+                .await
+                .map_err(|e| ServerError::Metrics(addr, e))?;
+            info!(addr = %listener.local_addr().map_err(|e| ServerError::Metrics(addr, e))?,
+                  "serving Prometheus metrics");
+            Some(tokio::spawn(crate::metrics_http::serve(
+                listener,
+                Arc::clone(&shared),
+            )))
+        }
+        None => None,
+    };
     let mut workers = JoinSet::new();
     for id in 0..shared.config.workers {
         workers.spawn(Worker::new(id, Arc::clone(&shared)).run());
@@ -128,6 +144,9 @@ pub async fn run(
         connections.abort_all();
         shared.queue.close();
         workers.abort_all();
+    }
+    if let Some(metrics) = metrics {
+        metrics.abort();
     }
     let _ = stats_stop_tx.send(true);
     let summary = match stats_task.await {

@@ -202,7 +202,7 @@ impl Noise {
         ];
         let mut out = Vec::new();
         for _ in 0..(self.next() % 64) {
-            if self.next() % 3 == 0 {
+            if self.next().is_multiple_of(3) {
                 out.extend((0..self.next() % 16).map(|_| self.next() as u8));
             } else {
                 out.extend_from_slice(FRAGMENTS[(self.next() % FRAGMENTS.len() as u64) as usize]);

@@ -200,3 +200,36 @@ fn the_stats_file_counts_every_request_and_the_components_add_up() {
     assert_eq!(by_server("get"), vec![100, 100, 100]);
     assert_eq!(by_server("multiget"), vec![50, 50, 50]);
 }
+
+#[test]
+fn the_metrics_endpoint_serves_the_counters_in_prometheus_format() {
+    use std::io::Write;
+    let servers = start_servers(1);
+    let metrics_addr = format!("127.0.0.1:{}", common::free_port());
+    let proxy = Proxy::start(&[&servers[0]], &["--metrics-addr", &metrics_addr]);
+    let mut client = proxy.client();
+    client.set("k", "v");
+    client.get(&["k"]);
+    client.get(&["k", "missing"]);
+    let scrape = || {
+        let mut http = std::net::TcpStream::connect(&metrics_addr).unwrap();
+        http.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        http.read_to_string(&mut text).unwrap();
+        text
+    };
+    let text = scrape();
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    for line in [
+        "cachelab_proxy_requests_total{op=\"get\"} 1",
+        "cachelab_proxy_requests_total{op=\"multiget\"} 1",
+        "cachelab_proxy_requests_total{op=\"set\"} 1",
+        "cachelab_proxy_get_hits_total 2",
+        "cachelab_proxy_get_misses_total 1",
+        "cachelab_proxy_connections 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line}: {text}");
+    }
+    assert!(scrape().contains("cachelab_proxy_received_total 3"));
+}

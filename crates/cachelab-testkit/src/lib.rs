@@ -15,7 +15,8 @@ use cachelab_protocol::{parse_reply, parse_resp_reply, Expect, ReplyError, RespV
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn free_port() -> u16 {
+/// A port that was free a moment ago on 127.0.0.1.
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
