@@ -112,6 +112,8 @@ pub struct Recorder {
     pub send_lag_moments: Welford,
     /// Requests sent inside the window (the achieved offered load).
     pub sent_in_window: u64,
+    /// Open loop: requests whose scheduled time falls inside the window, sent or not.
+    pub scheduled_in_window: u64,
     /// When the last request completed or failed.
     pub last_event_ns: u64,
 }
@@ -126,6 +128,7 @@ impl Recorder {
             send_lag: LatencyHistogram::default(),
             send_lag_moments: Welford::default(),
             sent_in_window: 0,
+            scheduled_in_window: 0,
             last_event_ns: 0,
         }
     }
@@ -149,6 +152,11 @@ impl Recorder {
                 self.send_lag_moments.add(us as f64);
             }
         }
+    }
+
+    /// Open loop: a request was due at `due_ns` (called whether or not it could be sent).
+    pub fn scheduled(&mut self, due_ns: u64) {
+        self.scheduled_in_window += u64::from(self.window.contains(due_ns));
     }
 
     /// A reply to a request that started at `start_ns` was parsed at `done_ns`.
@@ -213,6 +221,7 @@ impl Recorder {
             .expect("histograms of one unit merge");
         self.send_lag_moments.merge(&other.send_lag_moments);
         self.sent_in_window += other.sent_in_window;
+        self.scheduled_in_window += other.scheduled_in_window;
         self.last_event_ns = self.last_event_ns.max(other.last_event_ns);
     }
 
@@ -298,6 +307,9 @@ mod tests {
         r.sent(S + 10, Some(2_000_000));
         r.sent(S + 20, None);
         assert_eq!((r.totals.sent, r.sent_in_window), (3, 2));
+        r.scheduled(S - 1);
+        r.scheduled(S);
+        assert_eq!(r.scheduled_in_window, 1);
         assert_eq!(r.send_lag.len(), 1);
         assert_eq!(r.send_lag.percentiles().max, 2000);
     }

@@ -167,7 +167,21 @@ impl Connection {
                 }
             }
         }
+        self.account_unsent(&shared);
         self.watch.finished.set(true);
+    }
+
+    /// Open loop: requests still due before the end that the connection could not send
+    /// (its server was gone) count as scheduled, so the shortfall shows in the report.
+    fn account_unsent(&mut self, shared: &Shared) {
+        let Some(schedule) = &mut self.schedule else {
+            return;
+        };
+        let mut recorder = shared.recorder.borrow_mut();
+        while self.budget != Some(0) && schedule.peek() < shared.stop_issuing_ns {
+            recorder.scheduled(schedule.advance(self.gen.rng()));
+            self.budget = self.budget.map(|n| n - 1);
+        }
     }
 
     fn more_to_issue(&self, shared: &Shared, now: u64) -> bool {
@@ -219,6 +233,7 @@ impl Connection {
                     && schedule.peek() < shared.stop_issuing_ns
                 {
                     let due = schedule.advance(self.gen.rng());
+                    shared.recorder.borrow_mut().scheduled(due);
                     let sent = self.gen.compose(&mut self.wbuf);
                     self.pending.push_back(Pending {
                         sent,
