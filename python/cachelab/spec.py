@@ -1,0 +1,453 @@
+"""Experiment files (TOML) parsed into frozen dataclasses; every mistake names its field.
+
+The file describes one run configuration (sections `servers`, `middleware`, `load`,
+`workload`) and a sweep over it (`[sweep.factors]`: the cross product of the levels of
+each factor, and/or `[[sweep.points]]`: an explicit list of partial configurations, each
+crossed with the factors). docs/experiments.md is the reference for every field.
+
+Parsing is two steps: the document's fields are checked against the dataclasses below
+(unknown key, wrong type, out of range), then each sweep point is the base configuration
+with the point's values written over it, checked the same way plus the rules that tie
+fields together (`_check_run`).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import math
+import os
+import tomllib
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cachelab import sweep as sweep_mod
+from cachelab.errors import UserError
+
+SERVER_KINDS = ("memcached", "redis")
+#: Topologies of SPEC section 3; only `local` is implemented.
+TOPOLOGIES = ("local", "netns", "ssh")
+MODES = ("closed", "open")
+#: Key patterns by name, as the load generator's letters.
+KEY_PATTERNS = {"uniform": "R", "gaussian": "G", "zipf": "Z", "sequential": "S", "split": "P"}
+
+
+def _at_least(low: float) -> Callable[[object], str | None]:
+    return lambda v: None if v is None or v >= low else f"must be >= {low:g}, got {v!r}"
+
+
+def _positive(v: object) -> str | None:
+    return None if v is None or v > 0 else f"must be > 0, got {v!r}"
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[object], str | None]:
+    return lambda v: None if v in choices else \
+        f"must be one of {', '.join(choices)}, got {v!r}"
+
+
+def _ratio(v: object) -> str | None:
+    parts = str(v).split(":")
+    if len(parts) == 2 and all(p.isdigit() for p in parts) and any(int(p) for p in parts):
+        return None
+    return f'expected "S:G" with integers, not both 0 (e.g. "1:10"), got {v!r}'
+
+
+def _pattern(v: object) -> str | None:
+    if v in KEY_PATTERNS or v in KEY_PATTERNS.values():
+        return None
+    return f"must be one of {', '.join(KEY_PATTERNS)} (or R, G, Z, S, P), got {v!r}"
+
+
+def _cpus(v: tuple[int, ...]) -> str | None:
+    return next((f"CPU numbers must be >= 0, got {c}" for c in v if c < 0), None)
+
+
+def _f(default: object, check: Callable[[object], str | None] | None = None) -> object:
+    return field(default=default, metadata={"check": check})
+
+
+@dataclass(frozen=True)
+class Servers:
+    kind: str = _f("memcached", _one_of(SERVER_KINDS))
+    #: Server instances; without a middleware each load generator instance uses one.
+    count: int = _f(1, _at_least(1))
+    #: memcached `-t`; Redis `--io-threads`.
+    threads: int = _f(1, _at_least(1))
+    memory_mb: int = _f(1024, _at_least(1))
+    #: Server i is pinned to cpus[i % len(cpus)]; empty: not pinned.
+    cpus: tuple[int, ...] = _f((), _cpus)
+
+
+@dataclass(frozen=True)
+class Middleware:
+    #: 0: the load generators talk to the servers directly.
+    count: int = _f(1, _at_least(0))
+    workers: int = _f(16, _at_least(1))
+    sharded: bool = _f(False)
+    #: The proxy's runtime threads; None: its default (one per CPU).
+    threads: int | None = _f(None, _at_least(1))
+    cpus: tuple[int, ...] = _f((), _cpus)
+
+
+@dataclass(frozen=True)
+class Load:
+    #: Load generator processes; None: one per target (middleware, or server without one).
+    instances: int | None = _f(None, _at_least(1))
+    threads: int = _f(1, _at_least(1))
+    #: Connections per thread; the clients are instances x threads x clients.
+    clients: int = _f(1, _at_least(1))
+    mode: str = _f("closed", _one_of(MODES))
+    #: Open loop: offered requests per second over all instances.
+    rate: float | None = _f(None, _positive)
+    pipeline: int = _f(1, _at_least(1))
+    cpus: tuple[int, ...] = _f((), _cpus)
+
+
+@dataclass(frozen=True)
+class Workload:
+    ratio: str = _f("1:10", _ratio)
+    #: Keys per GET; above 1 every GET is a multi-GET.
+    multiget_keys: int = _f(0, _at_least(0))
+    data_size: int = _f(4096, _at_least(1))
+    key_maximum: int = _f(10000, _at_least(1))
+    key_pattern: str = _f("uniform", _pattern)
+    key_stddev: float | None = _f(None, _positive)
+    key_median: float | None = _f(None, _at_least(0))
+    zipf_exponent: float = _f(1.0, _positive)
+    seed: int = _f(5381, _at_least(0))
+
+    @property
+    def pattern_letter(self) -> str:
+        return KEY_PATTERNS.get(self.key_pattern, self.key_pattern)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one run needs to know about what to start and what load to send."""
+
+    servers: Servers
+    middleware: Middleware
+    load: Load
+    workload: Workload
+
+    @property
+    def targets(self) -> int:
+        """What the load generators connect to: the middlewares, or else the servers."""
+        return self.middleware.count or self.servers.count
+
+    @property
+    def instances(self) -> int:
+        return self.load.instances or self.targets
+
+    @property
+    def total_clients(self) -> int:
+        return self.instances * self.load.threads * self.load.clients
+
+
+@dataclass(frozen=True)
+class Validation:
+    #: Largest coefficient of variation of throughput accepted, as a fraction.
+    cv_threshold: float = _f(0.05, _positive)
+    #: Bound on the runs of one point; None: repetitions + 2.
+    max_repetitions: int | None = _f(None, _at_least(1))
+
+
+@dataclass(frozen=True)
+class Point:
+    """One point of the sweep: the factor values that define it, and its configuration."""
+
+    index: int
+    factors: tuple[tuple[str, object], ...]
+    config: RunConfig
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{path}={_show(v)}" for path, v in self.factors) or "base"
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    description: str
+    topology: str
+    repetitions: int
+    run_time_s: float
+    warmup_s: float
+    cooldown_s: float
+    stats_window_s: float
+    qos_target_ms: float
+    validation: Validation
+    #: The factor on the report's x axis (a path such as `load.clients`), or None to choose.
+    report_x: str | None
+    points: tuple[Point, ...]
+    #: The file as written (stored with the results) and its hash (checked by --resume).
+    source: str
+
+    @property
+    def max_repetitions(self) -> int:
+        return max(self.validation.max_repetitions or self.repetitions + 2, self.repetitions)
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()
+
+    @property
+    def factor_paths(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(p for pt in self.points for p, _ in pt.factors))
+
+
+_SECTIONS: dict[str, type] = {"servers": Servers, "middleware": Middleware, "load": Load,
+                              "workload": Workload}
+_TOP = {"name", "description", "topology", "repetitions", "run_time_s", "warmup_s",
+        "cooldown_s", "stats_window_s", "qos_target_ms", "validation", "report", "sweep",
+        *_SECTIONS}
+
+
+def load(path: Path) -> Experiment:
+    """Reads an experiment file; every mistake is a UserError `FILE: field: problem`."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read {path}: {exc}") from exc
+    try:
+        return parse(text)
+    except UserError as exc:
+        raise UserError(f"{path}: {exc}") from None
+
+
+def parse(text: str) -> Experiment:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"invalid TOML: {exc}") from None
+    for key in doc:
+        if key not in _TOP:
+            raise UserError(f"{key}: unknown field (expected one of {', '.join(sorted(_TOP))})")
+    name = _get(doc, "name", str, None)
+    if not name or not name.strip():
+        raise UserError("name: missing (every experiment needs a name)")
+    topology = _get(doc, "topology", str, "local")
+    if topology not in TOPOLOGIES:
+        raise UserError(f"topology: must be one of {', '.join(TOPOLOGIES)}, got {topology!r}")
+    if topology != "local":
+        raise UserError(f"topology: {topology!r} is not supported yet; use \"local\" "
+                        "(every process on this host)")
+    run_time = _get(doc, "run_time_s", float, 60.0)
+    warmup = _get(doc, "warmup_s", float, 10.0)
+    cooldown = _get(doc, "cooldown_s", float, 5.0)
+    for key, value in (("run_time_s", run_time), ("warmup_s", warmup),
+                       ("cooldown_s", cooldown)):
+        if value < 0 or (key == "run_time_s" and value <= 0):
+            raise UserError(f"{key}: must be {'> 0' if key == 'run_time_s' else '>= 0'}, "
+                            f"got {value!r}")
+    if warmup + cooldown >= run_time:
+        raise UserError(f"warmup_s: warm-up ({warmup:g} s) plus cool-down ({cooldown:g} s) "
+                        f"must be shorter than run_time_s ({run_time:g} s)")
+    repetitions = _get(doc, "repetitions", int, 3)
+    if repetitions < 1:
+        raise UserError(f"repetitions: must be >= 1, got {repetitions}")
+    window = _get(doc, "stats_window_s", float, 1.0)
+    qos = _get(doc, "qos_target_ms", float, 1.0)
+    for key, value in (("stats_window_s", window), ("qos_target_ms", qos)):
+        if value <= 0:
+            raise UserError(f"{key}: must be > 0, got {value!r}")
+    validation = _build(Validation, _table(doc, "validation"), "validation")
+    report = _table(doc, "report")
+    _no_unknown("report.", report, ("x",))
+    report_x = _get(report, "x", str, None, "report.")
+    raw = {s: _table(doc, s) for s in _SECTIONS}
+    _fields(raw, "")
+    points = _expand(raw, _table(doc, "sweep"))
+    if report_x is not None and report_x not in _paths():
+        raise UserError(f"report.x: {report_x!r} is not a field (e.g. \"load.clients\")")
+    return Experiment(name.strip(), _get(doc, "description", str, ""), topology, repetitions,
+                      run_time, warmup, cooldown, window, qos, validation, report_x,
+                      points, text)
+
+
+def _expand(raw: dict[str, dict], sweep: dict) -> tuple[Point, ...]:
+    """The points of the sweep: each explicit point crossed with every factor combination."""
+    _no_unknown("sweep.", sweep, ("factors", "points"))
+    factors = _flatten(_table(sweep, "factors", "sweep."))
+    explicit = sweep.get("points", [])
+    if not isinstance(explicit, list):
+        raise UserError("sweep.points: must be an array of tables ([[sweep.points]])")
+    if not explicit and not factors:
+        raise UserError("sweep: empty sweep; give [sweep.factors] with levels to cross, "
+                        "or [[sweep.points]]")
+    levels: list[tuple[str, list]] = []
+    for path, values in factors.items():
+        where = f"sweep.factors.{path}"
+        if not isinstance(values, list):
+            raise UserError(f"{where}: must be a list of levels, got {values!r}")
+        if not values:
+            raise UserError(f"{where}: empty list of levels")
+        for i, value in enumerate(values):
+            _fields(_override(raw, {path: value}, "sweep.factors"), f"{where}[{i}]: ")
+        levels.append((path, values))
+    overrides = []
+    for i, table in enumerate(explicit, start=1):
+        if not isinstance(table, dict):
+            raise UserError(f"sweep.points[{i}]: must be a table")
+        flat = _flatten(table)
+        if not flat:
+            raise UserError(f"sweep.points[{i}]: empty point (give at least one field)")
+        clash = next((p for p in flat if p in factors), None)
+        if clash:
+            raise UserError(f"sweep.points[{i}].{clash}: also a factor in [sweep.factors]")
+        _fields(_override(raw, flat, f"sweep.points[{i}]"), f"sweep.points[{i}]: ")
+        overrides.append(flat)
+    points = []
+    for index, values in enumerate(sweep_mod.expand(overrides, levels)):
+        label = ", ".join(f"{p}={_show(v)}" for p, v in values.items())
+        config = _config(_override(raw, values, ""), f"sweep point {index + 1} ({label}): ")
+        points.append(Point(index, tuple((p, _plain(v)) for p, v in values.items()), config))
+    return tuple(points)
+
+
+def _override(raw: dict[str, dict], values: dict[str, object], where: str) -> dict[str, dict]:
+    merged = copy.deepcopy(raw)
+    for path, value in values.items():
+        section, _, name = path.partition(".")
+        if path not in _paths():
+            raise UserError(f"{where}.{path}: unknown field (a factor is a field such as "
+                            "load.clients or middleware.workers)")
+        merged[section][name] = value
+    return merged
+
+
+def _fields(raw: dict[str, dict], prefix: str) -> RunConfig:
+    """The configuration with every field checked on its own (type, range)."""
+    try:
+        return RunConfig(**{s: _build(cls, raw[s], s) for s, cls in _SECTIONS.items()})
+    except UserError as exc:
+        raise UserError(f"{prefix}{exc}") from None
+
+
+def _config(raw: dict[str, dict], prefix: str) -> RunConfig:
+    """The configuration with its fields and the rules between them checked."""
+    config = _fields(raw, prefix)
+    try:
+        _check_run(config)
+    except UserError as exc:
+        raise UserError(f"{prefix}{exc}") from None
+    return config
+
+
+def _check_run(c: RunConfig) -> None:
+    """Rules between fields."""
+    if c.servers.kind == "redis" and c.middleware.count:
+        raise UserError('middleware.count: the middleware speaks the memcached protocol; '
+                        'with servers.kind = "redis" set middleware.count = 0')
+    if c.load.mode == "open" and c.load.rate is None:
+        raise UserError('load.rate: missing (load.mode = "open" needs an offered rate)')
+    if c.load.mode == "closed" and c.load.rate is not None:
+        raise UserError('load.rate: only for load.mode = "open"')
+    cpus = os.cpu_count() or 1
+    for section in ("servers", "middleware", "load"):
+        for cpu in getattr(c, section).cpus:
+            if cpu >= cpus:
+                raise UserError(f"{section}.cpus: CPU {cpu} does not exist here "
+                                f"(this host has {cpus}: 0-{cpus - 1})")
+
+
+def _build(cls: type, table: dict, section: str):
+    """One dataclass from its TOML table: unknown keys, types and ranges checked."""
+    hints = typing.get_type_hints(cls)
+    known = tuple(f.name for f in dataclasses.fields(cls))
+    _no_unknown(f"{section}.", table, known)
+    values = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in table:
+            continue
+        where = f"{section}.{f.name}"
+        value = _coerce(table[f.name], hints[f.name], where)
+        problem = f.metadata.get("check") and f.metadata["check"](value)
+        if problem:
+            raise UserError(f"{where}: {problem}")
+        values[f.name] = value
+    return cls(**values)
+
+
+def _coerce(value: object, hint: object, where: str) -> object:
+    """Checks a TOML value against a field's annotation (int, float, str, bool, optional,
+    tuple of ints); ints are accepted for floats."""
+    args = typing.get_args(hint)
+    if isinstance(hint, types.UnionType) and type(None) in args:
+        (inner,) = (a for a in args if a is not type(None))
+        return _coerce(value, inner, where)
+    if typing.get_origin(hint) is tuple:
+        if not isinstance(value, list):
+            raise UserError(f"{where}: expected a list of integers, got {_kind(value)}")
+        return tuple(_coerce(v, args[0], where) for v in value)
+    if hint is float and isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise UserError(f"{where}: expected a finite number, got {value!r}")
+        return float(value)
+    if hint is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if hint in (str, bool) and isinstance(value, hint):
+        return value
+    expected = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+    raise UserError(f"{where}: expected {expected[hint]}, got {_kind(value)} {value!r}")
+
+
+def _get(table: dict, key: str, kind: type, default: object, prefix: str = "") -> object:
+    if key not in table:
+        return default
+    return _coerce(table[key], kind, prefix + key)
+
+
+def _table(doc: dict, key: str, prefix: str = "") -> dict:
+    value = doc.get(key, {})
+    if not isinstance(value, dict):
+        raise UserError(f"{prefix}{key}: must be a table ([{prefix}{key}]), got {_kind(value)}")
+    return value
+
+
+def _flatten(table: dict, prefix: str = "") -> dict[str, object]:
+    """{"load": {"clients": [1, 2]}} and {"load.clients": [1, 2]} both give the path
+    "load.clients" (TOML's dotted keys make nested tables; quoted keys do not)."""
+    flat: dict[str, object] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[prefix + key] = value
+    return flat
+
+
+def _paths() -> set[str]:
+    return {f"{s}.{f.name}" for s, cls in _SECTIONS.items() for f in dataclasses.fields(cls)}
+
+
+def _no_unknown(prefix: str, table: dict, known: tuple[str, ...]) -> None:
+    for key in table:
+        if key not in known:
+            raise UserError(f"{prefix}{key}: unknown field (expected one of {', '.join(known)})")
+
+
+def _kind(value: object) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "a table"}.get(type(value), type(value).__name__)
+
+
+def _plain(value: object) -> object:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _show(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def config_dict(config: RunConfig) -> dict:
+    """The configuration as plain data (for the database and the report)."""
+    return dataclasses.asdict(config)

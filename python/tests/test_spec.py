@@ -1,0 +1,146 @@
+"""Experiment files: valid ones load, each kind of mistake is one line naming the field."""
+
+from pathlib import Path
+
+import pytest
+
+from cachelab import spec, sweep
+from cachelab.errors import UserError
+
+EXPERIMENTS = Path(__file__).parents[2] / "experiments"
+
+MINIMAL = """
+name = "t"
+run_time_s = 3
+warmup_s = 0.5
+cooldown_s = 0.5
+[sweep.factors]
+"load.clients" = [1, 2]
+"""
+
+
+def top(line: str) -> str:
+    """MINIMAL with a top-level line (before its first table)."""
+    return line + "\n" + MINIMAL
+
+
+def parse_error(text: str) -> str:
+    with pytest.raises(UserError) as info:
+        spec.parse(text)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize("path", sorted(EXPERIMENTS.glob("*.toml")), ids=lambda p: p.name)
+def test_every_shipped_experiment_loads(path):
+    experiment = spec.load(path)
+    assert experiment.points and experiment.name
+    assert "run time" in path.read_text().lower()  # each file states how long it takes
+
+
+def test_a_minimal_file_gets_the_defaults():
+    e = spec.parse(MINIMAL)
+    assert (e.repetitions, e.topology, e.qos_target_ms, e.max_repetitions) == (3, "local", 1, 5)
+    assert e.validation.cv_threshold == 0.05
+    assert [p.factors for p in e.points] == [(("load.clients", 1),), (("load.clients", 2),)]
+    c = e.points[1].config
+    assert (c.servers.kind, c.middleware.count, c.middleware.workers) == ("memcached", 1, 16)
+    assert c.total_clients == 2 and c.targets == 1
+    assert e.digest == spec.parse(MINIMAL).digest != spec.parse(MINIMAL + "\n#").digest
+
+
+def test_dotted_and_quoted_factor_keys_mean_the_same():
+    quoted = spec.parse(MINIMAL)
+    dotted = spec.parse(MINIMAL.replace('"load.clients"', "load.clients"))
+    assert [p.factors for p in quoted.points] == [p.factors for p in dotted.points]
+
+
+def test_points_are_crossed_with_the_factors_in_file_order():
+    e = spec.parse(MINIMAL + """
+"middleware.workers" = [8, 32]
+[[sweep.points]]
+servers.count = 1
+[[sweep.points]]
+servers.count = 3
+middleware.sharded = true
+""")
+    assert len(e.points) == 2 * 2 * 2
+    assert e.points[0].label == "servers.count=1, load.clients=1, middleware.workers=8"
+    assert e.points[1].label == "servers.count=1, load.clients=1, middleware.workers=32"
+    last = e.points[-1]
+    assert last.config.servers.count == 3 and last.config.middleware.sharded
+    assert last.config.load.clients == 2 and last.config.middleware.workers == 32
+    assert [p.index for p in e.points] == list(range(8))
+
+
+def test_sweep_expand_is_a_nested_loop():
+    assert sweep.expand([], [("a", [1, 2]), ("b", ["x", "y"])]) == [
+        {"a": 1, "b": "x"}, {"a": 1, "b": "y"}, {"a": 2, "b": "x"}, {"a": 2, "b": "y"}]
+    assert sweep.expand([{"c": 0}, {"c": 1}], []) == [{"c": 0}, {"c": 1}]
+
+
+def test_open_loop_and_redis_parse():
+    e = spec.parse(MINIMAL.replace("[sweep.factors]", """
+[servers]
+kind = "redis"
+threads = 2
+[middleware]
+count = 0
+[load]
+mode = "open"
+rate = 1000
+[sweep.factors]"""))
+    c = e.points[0].config
+    assert (c.servers.kind, c.load.mode, c.load.rate, c.targets) == ("redis", "open", 1000.0, 1)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (top("colour = 1"), "colour: unknown field"),
+    (MINIMAL + "[servers]\nthread = 2\n", "servers.thread: unknown field"),
+    (MINIMAL + "[servers]\nthreads = \"two\"\n",
+     "servers.threads: expected an integer, got a string 'two'"),
+    (MINIMAL + "[middleware]\nsharded = 1\n",
+     "middleware.sharded: expected true or false, got an integer 1"),
+    (MINIMAL + "[servers]\nkind = \"mongodb\"\n",
+     "servers.kind: must be one of memcached, redis, got 'mongodb'"),
+    (MINIMAL + "[workload]\nratio = \"1-10\"\n",
+     'workload.ratio: expected "S:G" with integers'),
+    (MINIMAL.replace("[1, 2]", "[]"), "sweep.factors.load.clients: empty list of levels"),
+    (MINIMAL.split("[sweep")[0], "sweep: empty sweep"),
+    (MINIMAL.replace("[1, 2]", "[1, 0]"),
+     "sweep.factors.load.clients[1]: load.clients: must be >= 1, got 0"),
+    (MINIMAL + '"load.clinets" = [1]\n',
+     "sweep.factors.load.clinets: unknown field"),
+    (MINIMAL + "[[sweep.points]]\n", "sweep.points[1]: empty point"),
+    (MINIMAL + '[[sweep.points]]\n"load.clients" = 3\n',
+     "sweep.points[1].load.clients: also a factor"),
+    (MINIMAL.replace("name = \"t\"", ""), "name: missing"),
+    (top('topology = "netns"'), "topology: 'netns' is not supported yet"),
+    (top('topology = "cloud"'), "topology: must be one of local, netns, ssh"),
+    (MINIMAL.replace("run_time_s = 3", "run_time_s = 1"), "warmup_s: warm-up (0.5 s) plus"),
+    (MINIMAL + "[servers]\nkind = \"redis\"\n", "middleware.count: the middleware speaks"),
+    (MINIMAL + "[load]\nmode = \"open\"\n", "load.rate: missing"),
+    (MINIMAL + "[load]\ncpus = [4096]\n", "load.cpus: CPU 4096 does not exist here"),
+    (MINIMAL + "[validation]\ncv_threshold = 0\n", "validation.cv_threshold: must be > 0"),
+    (MINIMAL + "[report]\nx = \"load.speed\"\n", "report.x: 'load.speed' is not a field"),
+    (top("repetitions = 1.5"), "repetitions: expected an integer, got a number 1.5"),
+    ("name = [", "invalid TOML"),
+])
+def test_each_mistake_is_one_line_naming_the_field(text, expected):
+    assert expected in parse_error(text)
+
+
+def test_a_combination_error_names_the_point():
+    message = parse_error(MINIMAL.replace('"load.clients" = [1, 2]',
+                                          '"servers.kind" = ["memcached", "redis"]\n'
+                                          '"middleware.count" = [0, 1]'))
+    assert message.startswith(
+        "sweep point 4 (servers.kind=redis, middleware.count=1): middleware.count:")
+
+
+def test_load_prefixes_the_file_name(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text(MINIMAL + "[servers]\nkind = 3\n")
+    with pytest.raises(UserError, match=r"bad\.toml: servers\.kind: expected a string"):
+        spec.load(path)
