@@ -1,0 +1,197 @@
+//! Open loop: the achieved rate against a real memcached, and coordinated omission
+//! against a tiny in-test server that stalls once for 200 ms.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use cachelab_protocol::{parse_request, Limits, ParseError, Request};
+use cachelab_stats::LatencyHistogram;
+use common::*;
+
+const STALL: Duration = Duration::from_millis(200);
+
+/// A memcached-protocol server that answers at once (`END` to gets, `STORED` to sets),
+/// except that when its `stall_after`-th request arrives it stops answering anything for
+/// [`STALL`]: every request that arrives meanwhile waits until the stall ends.
+struct StallServer {
+    addr: SocketAddr,
+}
+
+struct StallState {
+    requests: AtomicU64,
+    stall_after: u64,
+    stall_until: Mutex<Option<Instant>>,
+}
+
+impl StallServer {
+    fn start(stall_after: u64) -> StallServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state = Arc::new(StallState {
+            requests: AtomicU64::new(0),
+            stall_after,
+            stall_until: Mutex::new(None),
+        });
+        thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                let state = state.clone();
+                thread::spawn(move || serve(stream, &state));
+            }
+        });
+        StallServer { addr }
+    }
+}
+
+fn serve(mut stream: TcpStream, state: &StallState) {
+    stream.set_nodelay(true).unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16384];
+    loop {
+        let n = match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        let mut out = Vec::new();
+        let mut used = 0;
+        loop {
+            match parse_request(&buf[used..], &Limits::default()) {
+                Ok((request, len)) => {
+                    used += len;
+                    let count = state.requests.fetch_add(1, Ordering::SeqCst) + 1;
+                    let mut stall = state.stall_until.lock().unwrap();
+                    if count == state.stall_after {
+                        *stall = Some(Instant::now() + STALL);
+                    }
+                    let until = *stall;
+                    drop(stall);
+                    if let Some(until) = until {
+                        let now = Instant::now();
+                        if now < until {
+                            // Answer what is ready first, then hold this request.
+                            if !out.is_empty() && stream.write_all(&out).is_err() {
+                                return;
+                            }
+                            out.clear();
+                            thread::sleep(until - now);
+                        }
+                    }
+                    out.extend_from_slice(match request {
+                        Request::Store(_) => b"STORED\r\n".as_slice(),
+                        _ => b"END\r\n",
+                    });
+                }
+                Err(ParseError::Incomplete) => break,
+                Err(e) => panic!("stall server got a bad request: {e}"),
+            }
+        }
+        buf.drain(..used);
+        if stream.write_all(&out).is_err() {
+            return;
+        }
+    }
+}
+
+fn histogram(report: &serde_json::Value) -> LatencyHistogram {
+    LatencyHistogram::decode_base64(report["histograms"]["total"].as_str().unwrap()).unwrap()
+}
+
+#[test]
+fn open_loop_achieves_the_target_rate_within_2_percent() {
+    let server = Memcached::start();
+    for arrival in ["fixed", "poisson"] {
+        let run = load(
+            server.addr,
+            &[
+                "-P",
+                "memcache_text",
+                "-t",
+                "1",
+                "-c",
+                "4",
+                "--key-maximum=999",
+                "--test-time=2",
+                "--rate=2000",
+                &format!("--arrival={arrival}"),
+            ],
+        );
+        let report = run.ok();
+        let achieved = f(report, "/open_loop/achieved_rate");
+        assert!(
+            (achieved / 2000.0 - 1.0).abs() < 0.02,
+            "{arrival}: achieved {achieved} ops/s"
+        );
+        assert_eq!(u(report, "/totals/errors"), 0);
+        assert_eq!(u(report, "/totals/sent"), u(report, "/totals/completed"));
+    }
+}
+
+#[test]
+fn open_loop_counts_the_stall_against_every_request_scheduled_during_it() {
+    // 1000 requests/s at fixed intervals; the stall starts at the 600th request.
+    let server = StallServer::start(600);
+    let run = load(
+        server.addr,
+        &[
+            "-P",
+            "memcache_text",
+            "-t",
+            "1",
+            "-c",
+            "2",
+            "--test-time=2",
+            "--rate=1000",
+            "--arrival=fixed",
+            "--ratio=0:1",
+        ],
+    );
+    let report = run.ok();
+    let h = histogram(report);
+    // The requests scheduled in the stall's first 195 ms waited at least 5 ms: 1000/s x
+    // 0.195 s = 195 of them (give or take the client's own jitter).
+    let stalled = h.count_at_or_above(5_000);
+    assert!(
+        (180..=215).contains(&stalled),
+        "{stalled} requests waited 5 ms or more"
+    );
+    assert!(f(report, "/summary/total/latency_ms/max") >= 190.0);
+    assert!(f(report, "/summary/total/latency_ms/p999") >= 150.0);
+    assert!(f(report, "/summary/total/latency_ms/p99") >= 100.0);
+}
+
+#[test]
+fn closed_loop_shows_the_stall_once_per_client() {
+    let clients = 4;
+    let server = StallServer::start(2000);
+    let run = load(
+        server.addr,
+        &[
+            "-P",
+            "memcache_text",
+            "-t",
+            "1",
+            "-c",
+            &clients.to_string(),
+            "--test-time=1.5",
+            "--ratio=0:1",
+        ],
+    );
+    let report = run.ok();
+    let h = histogram(report);
+    // Each client had one request outstanding when the stall began, and sent nothing
+    // more until it was answered: the stall is seen exactly once per client.
+    assert_eq!(h.count_at_or_above(100_000), clients);
+    assert!(f(report, "/summary/total/latency_ms/max") >= 190.0);
+    assert!(u(report, "/summary/total/ops") > 2000);
+    assert!(
+        f(report, "/summary/total/latency_ms/p99") < 100.0,
+        "4 stalled requests of thousands stay out of p99"
+    );
+}
