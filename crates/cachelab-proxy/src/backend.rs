@@ -4,8 +4,8 @@
 //! server counts as down until its retry time; the next request that needs it after that
 //! reconnects. Each failure doubles the wait, up to the configured maximum.
 
-use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -128,28 +128,21 @@ impl Backend {
     }
 
     /// Reads more reply bytes; `Ready(Err)` carries why the connection is unusable.
+    ///
+    /// Goes through `AsyncRead`, which clears the socket's readiness after a short read,
+    /// so a drained socket costs no extra `recv` returning EAGAIN.
     pub fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), String>> {
-        let Some(stream) = self.stream.as_ref() else {
+        let Some(stream) = self.stream.as_mut() else {
             return Poll::Ready(Err(self.reason.clone()));
         };
-        loop {
-            if self.rbuf.capacity() - self.rbuf.len() < 4096 {
-                self.rbuf.reserve(16 * 1024);
-            }
-            match stream.try_read_buf(&mut self.rbuf) {
-                Ok(0) => return Poll::Ready(Err("server closed the connection".into())),
-                Ok(_) => return Poll::Ready(Ok(())),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    match stream.poll_read_ready(cx) {
-                        Poll::Ready(Ok(())) => continue,
-                        Poll::Ready(Err(e)) => {
-                            return Poll::Ready(Err(format!("read failed: {e}")))
-                        }
-                        Poll::Pending => return Poll::Pending,
-                    }
-                }
-                Err(e) => return Poll::Ready(Err(format!("read failed: {e}"))),
-            }
+        if self.rbuf.capacity() - self.rbuf.len() < 4096 {
+            self.rbuf.reserve(16 * 1024);
+        }
+        match tokio_util::io::poll_read_buf(Pin::new(stream), cx, &mut self.rbuf) {
+            Poll::Ready(Ok(0)) => Poll::Ready(Err("server closed the connection".into())),
+            Poll::Ready(Ok(_)) => Poll::Ready(Ok(())),
+            Poll::Ready(Err(e)) => Poll::Ready(Err(format!("read failed: {e}"))),
+            Poll::Pending => Poll::Pending,
         }
     }
 

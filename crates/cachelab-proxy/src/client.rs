@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard};
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::net::TcpStream;
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::Notify;
 
 use crate::job::Job;
@@ -65,7 +65,8 @@ impl Outbox {
 pub struct ClientConn {
     pub id: u64,
     pub peer: SocketAddr,
-    stream: TcpStream,
+    /// The write half; the connection task owns the read half.
+    stream: OwnedWriteHalf,
     outbox: Mutex<Outbox>,
     /// Wakes the connection task: the socket is blocked, or a slot was completed while it
     /// waited.
@@ -73,7 +74,7 @@ pub struct ClientConn {
 }
 
 impl ClientConn {
-    pub fn new(id: u64, peer: SocketAddr, stream: TcpStream) -> Self {
+    pub fn new(id: u64, peer: SocketAddr, stream: OwnedWriteHalf) -> Self {
         ClientConn {
             id,
             peer,
@@ -92,10 +93,6 @@ impl ClientConn {
             }),
             wake: Notify::new(),
         }
-    }
-
-    pub fn stream(&self) -> &TcpStream {
-        &self.stream
     }
 
     fn lock(&self) -> MutexGuard<'_, Outbox> {
@@ -290,29 +287,8 @@ impl ClientConn {
         use std::os::fd::AsRawFd;
         // SAFETY: the descriptor is owned by `self.stream` and open for our lifetime.
         unsafe {
-            libc::shutdown(self.stream.as_raw_fd(), libc::SHUT_WR);
+            libc::shutdown(self.stream.as_ref().as_raw_fd(), libc::SHUT_WR);
         }
-    }
-
-    /// Reads and drops what the client still sends until it closes or `limit` passes.
-    /// Closing a socket with unread input makes the kernel send RST, which can destroy
-    /// replies still in flight to the client; lingering like this avoids that.
-    pub async fn linger(&self, limit: std::time::Duration) {
-        let mut scratch = [0u8; 4096];
-        let _ = tokio::time::timeout(limit, async {
-            loop {
-                if self.stream.readable().await.is_err() {
-                    return;
-                }
-                match self.stream.try_read(&mut scratch) {
-                    Ok(0) => return,
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(_) => return,
-                }
-            }
-        })
-        .await;
     }
 
     /// Waits until every reply owed has been written (or the socket failed).
@@ -340,15 +316,16 @@ mod tests {
     use crate::metrics::OpKind;
     use std::sync::Arc;
     use tokio::io::AsyncReadExt;
-    use tokio::net::TcpListener;
+    use tokio::net::{TcpListener, TcpStream};
 
-    async fn pair() -> (ClientConn, TcpStream) {
+    /// A connection, the client's socket, and the read half (kept open by the caller:
+    /// dropping it would not close the socket, but keeping it mirrors the server).
+    async fn pair() -> (ClientConn, TcpStream, tokio::net::tcp::OwnedReadHalf) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let client = TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
         let (server, peer) = listener.accept().await.unwrap();
-        (ClientConn::new(1, peer, server), client)
+        let (read_half, write_half) = server.into_split();
+        (ClientConn::new(1, peer, write_half), client, read_half)
     }
 
     async fn read_exactly(client: &mut TcpStream, n: usize) -> Vec<u8> {
@@ -375,7 +352,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_write_waits_for_earlier_requests_and_later_ones_wait_for_it() {
-        let (conn, _client) = pair().await;
+        let (conn, _client, _read) = pair().await;
         let conn = Arc::new(conn);
         let queue = RequestQueue::new(1);
         conn.dispatch(job(&conn, Route::One(0)), false, &queue);
@@ -400,7 +377,7 @@ mod tests {
 
     #[tokio::test]
     async fn replies_leave_in_request_order_whatever_order_they_complete_in() {
-        let (conn, mut client) = pair().await;
+        let (conn, mut client, _read) = pair().await;
         let a = conn.reserve();
         let b = conn.reserve();
         let c = conn.reserve();
@@ -414,7 +391,7 @@ mod tests {
 
     #[tokio::test]
     async fn local_replies_wait_behind_owed_replies() {
-        let (conn, mut client) = pair().await;
+        let (conn, mut client, _read) = pair().await;
         let a = conn.reserve();
         conn.reply_now(b"ERROR\r\n");
         conn.complete(a, |out| out.extend_from_slice(b"END\r\n"));
@@ -427,7 +404,7 @@ mod tests {
 
     #[tokio::test]
     async fn silent_slots_release_the_replies_behind_them() {
-        let (conn, mut client) = pair().await;
+        let (conn, mut client, _read) = pair().await;
         let a = conn.reserve();
         let b = conn.reserve();
         conn.complete(b, |out| out.extend_from_slice(b"B"));
@@ -438,7 +415,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_socket_is_flushed_once_the_client_reads() {
-        let (conn, mut client) = pair().await;
+        let (conn, mut client, _read) = pair().await;
         let big = vec![b'x'; 8 << 20];
         let seq = conn.reserve();
         conn.complete(seq, |out| out.extend_from_slice(&big));

@@ -9,6 +9,8 @@ use std::time::Instant;
 
 use bytes::{Buf, BytesMut};
 use cachelab_protocol::{parse_request, Request, RequestError};
+use tokio::io::AsyncReadExt;
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
@@ -34,9 +36,15 @@ enum End {
     Dead,
 }
 
-pub async fn serve(conn: Arc<ClientConn>, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+pub async fn serve(
+    conn: Arc<ClientConn>,
+    reader: OwnedReadHalf,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut session = Session {
         conn: Arc::clone(&conn),
+        reader,
         shared: Arc::clone(&shared),
         decoder: Decoder::default(),
         rbuf: BytesMut::with_capacity(16 * 1024),
@@ -57,7 +65,7 @@ pub async fn serve(conn: Arc<ClientConn>, shared: Arc<Shared>, mut stop: watch::
     conn.drain().await;
     conn.shutdown_write();
     if !matches!(end, End::Eof | End::Error(_) | End::Dead) {
-        conn.linger(LINGER).await;
+        session.linger().await;
     }
     if session.errors > LOGGED_ERRORS {
         warn!(conn = conn.id, peer = %conn.peer, bad_requests = session.errors,
@@ -68,6 +76,7 @@ pub async fn serve(conn: Arc<ClientConn>, shared: Arc<Shared>, mut stop: watch::
 
 struct Session {
     conn: Arc<ClientConn>,
+    reader: OwnedReadHalf,
     shared: Arc<Shared>,
     decoder: Decoder,
     rbuf: BytesMut,
@@ -94,20 +103,18 @@ impl Session {
                 }
                 continue;
             }
-            tokio::select! {
-                biased;
-                _ = stop.changed() => return End::Shutdown,
-                _ = self.conn.woken() => continue,
-                ready = self.conn.stream().readable() => {
-                    if let Err(e) = ready {
-                        return End::Error(e);
-                    }
-                }
-            }
             if self.rbuf.capacity() - self.rbuf.len() < 4096 {
                 self.rbuf.reserve(16 * 1024);
             }
-            match self.conn.stream().try_read_buf(&mut self.rbuf) {
+            // `read_buf` is cancel-safe, and clears the socket's readiness after a short
+            // read, so a drained socket costs no extra `recv` returning EAGAIN.
+            let read = tokio::select! {
+                biased;
+                _ = stop.changed() => return End::Shutdown,
+                _ = self.conn.woken() => continue,
+                read = self.reader.read_buf(&mut self.rbuf) => read,
+            };
+            match read {
                 Ok(0) => return End::Eof,
                 Ok(_) => {
                     let arrival = Instant::now();
@@ -115,10 +122,24 @@ impl Session {
                         return End::Quit;
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return End::Error(e),
             }
         }
+    }
+
+    /// Reads and drops what the client still sends until it closes or LINGER passes.
+    /// Closing a socket with unread input makes the kernel send RST, which can destroy
+    /// replies still in flight to the client; lingering like this avoids that.
+    async fn linger(&mut self) {
+        let mut scratch = [0u8; 4096];
+        let _ = tokio::time::timeout(LINGER, async {
+            while let Ok(n) = self.reader.read(&mut scratch).await {
+                if n == 0 {
+                    return;
+                }
+            }
+        })
+        .await;
     }
 
     /// Handles every complete request in the buffer; true if the client sent `quit`.

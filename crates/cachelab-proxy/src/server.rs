@@ -195,11 +195,12 @@ async fn accept_loop(
         next_id += 1;
         shared.net.total_connections.fetch_add(1, Ordering::Relaxed);
         shared.net.curr_connections.fetch_add(1, Ordering::Relaxed);
-        let conn = Arc::new(ClientConn::new(next_id, peer, stream));
+        let (read_half, write_half) = stream.into_split();
+        let conn = Arc::new(ClientConn::new(next_id, peer, write_half));
         let shared = Arc::clone(shared);
         let stop = stop_rx.clone();
         connections.spawn(async move {
-            connection::serve(conn, shared, stop).await;
+            connection::serve(conn, read_half, shared, stop).await;
             drop(permit);
         });
     }
