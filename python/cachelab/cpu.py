@@ -1,0 +1,110 @@
+"""CPU utilisation of this host, sampled every second from /proc/stat, like mpstat.
+
+`/proc/stat` holds, per CPU and for all CPUs together (`cpu`), cumulative jiffies spent in
+each state since boot. Utilisation over an interval is the difference of two readings,
+each state's share of the total difference. As mpstat does, guest time (already counted in
+user and nice by the kernel) is taken out of usr and nice so nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The columns of a `cpuN` line, in the kernel's order (proc(5)).
+COLUMNS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest",
+           "guest_nice")
+#: The shares reported per sample, in percent; they add up to 100.
+SHARES = ("usr", "nice", "sys", "iowait", "irq", "softirq", "steal", "idle")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One CPU's (or `all`) utilisation over one interval, in percent."""
+
+    t: float  # seconds from the sampler's start to the end of the interval
+    cpu: str  # "all", or the CPU number
+    usr: float
+    nice: float
+    sys: float
+    iowait: float
+    irq: float
+    softirq: float
+    steal: float
+    idle: float
+
+
+def parse_stat(text: str) -> dict[str, tuple[int, ...]]:
+    """The jiffy counters of every `cpu` line of /proc/stat, keyed "all", "0", "1", ...
+
+    Older kernels have fewer columns; the missing ones read as 0.
+    """
+    counters = {}
+    for line in text.splitlines():
+        if not line.startswith("cpu"):
+            continue
+        name, *values = line.split()
+        key = "all" if name == "cpu" else name[3:]
+        numbers = [int(v) for v in values[:len(COLUMNS)]]
+        counters[key] = tuple(numbers + [0] * (len(COLUMNS) - len(numbers)))
+    return counters
+
+
+def utilisation(before: dict[str, tuple[int, ...]], after: dict[str, tuple[int, ...]],
+                t: float) -> list[Sample]:
+    """The shares of each CPU between two readings. A CPU whose counters did not move (or
+    went backwards, as on hotplug) gives no sample."""
+    samples = []
+    for cpu, new in after.items():
+        old = before.get(cpu)
+        if old is None:
+            continue
+        d = dict(zip(COLUMNS, (b - a for a, b in zip(old, new, strict=True)), strict=True))
+        if any(v < 0 for v in d.values()):
+            continue
+        usr = d["user"] - d["guest"]
+        nice = d["nice"] - d["guest_nice"]
+        parts = {"usr": usr, "nice": nice, "sys": d["system"], "iowait": d["iowait"],
+                 "irq": d["irq"], "softirq": d["softirq"], "steal": d["steal"],
+                 "idle": d["idle"]}
+        total = sum(parts.values())
+        if total <= 0:
+            continue
+        samples.append(Sample(t, cpu, **{k: 100.0 * v / total for k, v in parts.items()}))
+    return samples
+
+
+class Sampler:
+    """A thread that reads /proc/stat every `interval` seconds until stopped.
+
+    Used as a context manager around a run; `samples` holds every CPU's shares per
+    interval. The reader and the clock are injectable for tests.
+    """
+
+    def __init__(self, interval: float = 1.0, path: Path = Path("/proc/stat"),
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval = interval
+        self._read = lambda: parse_stat(path.read_text())
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="cpu-sampler", daemon=True)
+        self.samples: list[Sample] = []
+
+    def __enter__(self) -> Sampler:
+        self._start = self._clock()
+        self._last = self._read()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            now = self._read()
+            self.samples.extend(utilisation(self._last, now, self._clock() - self._start))
+            self._last = now

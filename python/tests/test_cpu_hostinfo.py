@@ -1,0 +1,84 @@
+"""The CPU sampler's /proc/stat arithmetic and the host metadata parsers, on fixtures."""
+
+import time
+
+import pytest
+
+from cachelab import cpu, hostinfo
+
+STAT_BEFORE = """cpu  1000 10 500 8000 100 5 45 0 0 0
+cpu0 600 10 250 4000 50 5 25 0 0 0
+cpu1 400 0 250 4000 50 0 20 0 0 0
+intr 2785919 0 0
+ctxt 123
+"""
+# One second later, 100 jiffies per CPU: cpu0 busy (60 usr, 30 sys, 10 softirq), cpu1 idle.
+STAT_AFTER = """cpu  1060 10 530 8100 100 5 55 0 0 0
+cpu0 660 10 280 4000 50 5 35 0 0 0
+cpu1 400 0 250 4100 50 0 20 0 0 0
+intr 2786919 0 0
+"""
+
+
+def test_parse_stat_reads_every_cpu_line_and_pads_old_kernels():
+    counters = cpu.parse_stat(STAT_BEFORE + "cpu2 1 2 3 4\n")
+    assert set(counters) == {"all", "0", "1", "2"}
+    assert counters["0"] == (600, 10, 250, 4000, 50, 5, 25, 0, 0, 0)
+    assert counters["2"] == (1, 2, 3, 4, 0, 0, 0, 0, 0, 0)
+
+
+def test_utilisation_is_the_share_of_each_state_in_the_delta():
+    samples = {s.cpu: s for s in cpu.utilisation(cpu.parse_stat(STAT_BEFORE),
+                                                 cpu.parse_stat(STAT_AFTER), t=1.0)}
+    busy, idle, both = samples["0"], samples["1"], samples["all"]
+    assert (busy.usr, busy.sys, busy.softirq, busy.idle) == (60.0, 30.0, 10.0, 0.0)
+    assert idle.idle == 100.0 and idle.usr == 0.0
+    assert (both.usr, both.sys, both.softirq, both.idle) == (30.0, 15.0, 5.0, 50.0)
+    for s in samples.values():
+        assert sum(getattr(s, k) for k in cpu.SHARES) == pytest.approx(100.0)
+        assert s.t == 1.0
+
+
+def test_guest_time_is_not_counted_twice():
+    before = cpu.parse_stat("cpu 100 0 0 100 0 0 0 0 0 0\n")
+    after = cpu.parse_stat("cpu 180 0 0 120 0 0 0 0 40 0\n")  # 80 user of which 40 guest
+    (s,) = cpu.utilisation(before, after, t=1.0)
+    assert s.usr == pytest.approx(100 * 40 / 60) and s.idle == pytest.approx(100 * 20 / 60)
+
+
+def test_a_cpu_that_did_not_move_or_went_backwards_gives_no_sample():
+    before = cpu.parse_stat("cpu0 10 0 0 10 0 0 0 0 0 0\ncpu1 10 0 0 10 0 0 0 0 0 0\n")
+    after = cpu.parse_stat("cpu0 10 0 0 10 0 0 0 0 0 0\ncpu1 5 0 0 10 0 0 0 0 0 0\n")
+    assert cpu.utilisation(before, after, t=1.0) == []
+
+
+def test_the_sampler_thread_reads_the_file_each_interval(tmp_path):
+    stat = tmp_path / "stat"
+    stat.write_text(STAT_BEFORE)
+    clock = iter([0.0, 1.0, 2.0, 3.0, 4.0]).__next__
+    sampler = cpu.Sampler(interval=0.05, path=stat, clock=clock)
+    with sampler:
+        stat.write_text(STAT_AFTER)
+        deadline = time.monotonic() + 5
+        while not sampler.samples and time.monotonic() < deadline:
+            time.sleep(0.01)
+    first = [s for s in sampler.samples if s.cpu == "0"][0]
+    assert first.usr == 60.0 and first.t == 1.0
+
+
+def test_host_metadata_parsers():
+    assert hostinfo.cpu_model("processor\t: 0\nmodel name\t: AMD EPYC 7B13\n") == "AMD EPYC 7B13"
+    assert hostinfo.cpu_model("Hardware\t: BCM2835\n") == "BCM2835"
+    assert hostinfo.cpu_model("") is None
+    assert hostinfo.memcached_version("memcached 1.6.18\n") == "1.6.18"
+    assert hostinfo.redis_version("Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc") \
+        == "7.0.15"
+    assert hostinfo.tool_version("cachelab-proxy 0.1.0\n") == "0.1.0"
+
+
+def test_collect_stamps_versions_kernel_and_cpu():
+    info = hostinfo.collect()
+    assert info["kernel"] and info["cpu_count"] >= 1
+    assert set(info["versions"]) == {"cachelab", "cachelab-proxy", "cachelab-load",
+                                     "memcached", "redis"}
+    assert info["versions"]["memcached"]  # installed by `make deps`
