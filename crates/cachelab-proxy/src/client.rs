@@ -322,7 +322,9 @@ mod tests {
     /// dropping it would not close the socket, but keeping it mirrors the server).
     async fn pair() -> (ClientConn, TcpStream, tokio::net::tcp::OwnedReadHalf) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
         let (server, peer) = listener.accept().await.unwrap();
         let (read_half, write_half) = server.into_split();
         (ClientConn::new(1, peer, write_half), client, read_half)

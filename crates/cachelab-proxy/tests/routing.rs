@@ -156,7 +156,10 @@ fn misses_are_reported_as_misses() {
 #[test]
 fn pipelined_requests_on_one_connection_are_answered_in_order() {
     let servers = start_servers(3);
-    let proxy = Proxy::start(&servers.iter().collect::<Vec<_>>(), &["-t", "16", "-s"]);
+    let proxy = Proxy::start(
+        &servers.iter().collect::<Vec<_>>(),
+        &["-t", "16", "-s", "--threads", "1"],
+    );
     let mut client = proxy.client();
     let mut batch = Vec::new();
     let mut expected = String::new();
