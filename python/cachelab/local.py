@@ -1,0 +1,125 @@
+"""The `local` topology: servers, middlewares and load generators as processes on this host,
+on loopback, optionally pinned to CPUs.
+
+Every process is started in its own session, so a Ctrl-C in the terminal reaches only the
+harness, which then stops them in order; and with a parent-death signal (`setpriv
+--pdeathsig`), so that if the harness itself is killed they do not outlive it. Pinning goes
+through `taskset`, before exec, so every thread the process creates inherits it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from cachelab.binaries import find_binary
+from cachelab.errors import UserError
+from cachelab.procs import START_TIMEOUT_S, Managed, free_port, wait_for_port
+
+HOST = "127.0.0.1"
+
+
+def _command(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise UserError(f"{name} not found: `make deps` installs it from Debian's packages")
+    return path
+
+
+def wrap(argv: Sequence[str], cpus: Sequence[int] = ()) -> list[str]:
+    """The command line with the parent-death signal and the CPU pinning put in front."""
+    prefix: list[str] = []
+    if shutil.which("setpriv"):
+        prefix += [shutil.which("setpriv") or "setpriv", "--pdeathsig", "TERM", "--"]
+    if cpus:
+        prefix += [_command("taskset"), "-c", ",".join(str(c) for c in cpus)]
+    return [*prefix, *argv]
+
+
+def pinned(cpus: Sequence[int], i: int) -> tuple[int, ...]:
+    """Process i of a group pinned round-robin over `cpus` (empty: not pinned)."""
+    return (cpus[i % len(cpus)],) if cpus else ()
+
+
+def _spawn(argv: list[str], log: Path) -> subprocess.Popen:
+    with open(log, "ab") as out:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                start_new_session=True)
+
+
+def server_argv(kind: str, port: int, threads: int, memory_mb: int) -> list[str]:
+    if kind == "redis":
+        argv = [_command("redis-server"), "--port", str(port), "--bind", HOST,
+                "--save", "", "--appendonly", "no", "--protected-mode", "no",
+                "--maxmemory", f"{memory_mb}mb", "--io-threads", str(threads)]
+        return argv + (["--io-threads-do-reads", "yes"] if threads > 1 else [])
+    argv = [_command("memcached"), "-l", HOST, "-p", str(port), "-U", "0",
+            "-t", str(threads), "-m", str(memory_mb)]
+    return argv + (["-u", "root"] if os.geteuid() == 0 else [])
+
+
+def start_server(kind: str, *, threads: int, memory_mb: int, cpus: Sequence[int],
+                 log: Path) -> Managed:
+    """A fresh memcached or Redis on a free loopback port; returns once it accepts."""
+    for _ in range(5):
+        port = free_port()
+        proc = _spawn(wrap(server_argv(kind, port, threads, memory_mb), cpus), log)
+        if wait_for_port(HOST, port):
+            return Managed(kind, proc, HOST, port, {"log": log})
+        proc.kill()
+        proc.wait()
+    raise UserError(f"{kind} did not start listening on {HOST}; see {log}")
+
+
+def start_middleware(servers: Sequence[str], *, workers: int, sharded: bool,
+                     threads: int | None, window_s: float, cpus: Sequence[int],
+                     stats_file: Path, log_file: Path, out: Path) -> Managed:
+    """cachelab-proxy on a free port (it prints `listening on ADDR` first on stdout)."""
+    argv = [str(find_binary("cachelab-proxy")), "-l", HOST, "-p", "0", "-t", str(workers),
+            "--stats-window", f"{window_s:g}", "--stats-file", str(stats_file),
+            "--log-file", str(log_file), "-m", *servers]
+    argv += ["-s"] if sharded else []
+    argv += ["--threads", str(threads)] if threads else []
+    proc = _spawn(wrap(argv, cpus), out)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    prefix = "listening on "
+    while time.monotonic() < deadline:
+        first = out.read_text().partition("\n")
+        if first[1]:
+            if not first[0].startswith(prefix):
+                break
+            host, _, port = first[0][len(prefix):].rpartition(":")
+            return Managed("cachelab-proxy", proc, host, int(port),
+                           {"stats": stats_file, "log": log_file})
+        if proc.poll() is not None:
+            break
+        time.sleep(0.02)
+    proc.kill()
+    proc.wait()
+    raise UserError(f"cachelab-proxy did not start; see {out} and {log_file}")
+
+
+def start_load(args: Sequence[str], *, cpus: Sequence[int], out: Path) -> Managed:
+    """A cachelab-load instance; its human summary and errors go to `out`."""
+    proc = _spawn(wrap([str(find_binary("cachelab-load")), *args], cpus), out)
+    return Managed("cachelab-load", proc, "", 0, {"out": out})
+
+
+def wait_all(loads: Sequence[Managed], timeout: float) -> None:
+    """Waits for every load generator; one that fails or overruns is an error naming its
+    output file (the caller stops everything)."""
+    deadline = time.monotonic() + timeout
+    for load in loads:
+        try:
+            code = load.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            raise UserError(f"cachelab-load did not finish within {timeout:g} s; see "
+                            f"{load.files['out']}") from None
+        if code != 0:
+            tail = load.files["out"].read_text(errors="replace").strip().splitlines()[-1:]
+            raise UserError(f"cachelab-load exited with status {code}: "
+                            f"{tail[0] if tail else ''} (see {load.files['out']})")

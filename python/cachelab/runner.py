@@ -1,0 +1,155 @@
+"""Running an experiment: for every point and repetition, the original method (SPEC 3).
+
+1. start the servers fresh; 2. populate every key; 3. start the middlewares; 4. start the
+load generators for the run time, sampling the CPU every second; 5. stop everything and
+collect; 6. store the run in one transaction. Then `validate.assess` decides whether the
+point needs another repetition.
+
+Processes are stopped in `finally` (an ExitStack), whatever happens: a failed start, a
+load generator that crashed, Ctrl-C. Finished runs are already committed, so Ctrl-C or a
+crash loses only the run in progress, and `resume=True` continues with it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from cachelab import hostinfo, loadgen, local, proxy_stats, validate
+from cachelab.cpu import Sampler
+from cachelab.errors import UserError
+from cachelab.procs import Managed
+from cachelab.progress import Progress, Status
+from cachelab.spec import Experiment, Point
+from cachelab.store import FILENAME, RunRecord, Store
+
+#: Seconds allowed for the populate step and, beyond the run time, for a run to end.
+POPULATE_TIMEOUT_S = 300.0
+RUN_GRACE_S = 30.0
+
+Execute = Callable[[Experiment, Point, int, Path], RunRecord]
+
+
+def run_dir(out: Path, point: int, repetition: int) -> Path:
+    return out / "runs" / f"p{point + 1:03d}-r{repetition:02d}"
+
+
+def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path) -> RunRecord:
+    """One run of one point on this host (topology `local`)."""
+    c = point.config
+    if directory.exists():
+        shutil.rmtree(directory)  # left by a run that was interrupted
+    directory.mkdir(parents=True)
+    host = hostinfo.collect()
+    with ExitStack() as stack:
+        servers = [stack.enter_context(local.start_server(
+            c.servers.kind, threads=c.servers.threads, memory_mb=c.servers.memory_mb,
+            cpus=local.pinned(c.servers.cpus, i), log=directory / f"server-{i}.log"))
+            for i in range(c.servers.count)]
+        _populate(c, servers, directory, stack)
+        middlewares = [stack.enter_context(local.start_middleware(
+            [s.address for s in servers], workers=c.middleware.workers,
+            sharded=c.middleware.sharded, threads=c.middleware.threads,
+            window_s=exp.stats_window_s, cpus=local.pinned(c.middleware.cpus, i),
+            stats_file=directory / f"middleware-{i}.stats.jsonl",
+            log_file=directory / f"middleware-{i}.log", out=directory / f"middleware-{i}.out"))
+            for i in range(c.middleware.count)]
+        targets = middlewares or servers
+        with Sampler() as sampler:
+            started = time.time()
+            loads = [stack.enter_context(local.start_load(
+                loadgen.run_argv(c, targets[i % len(targets)].host,
+                                 targets[i % len(targets)].port, test_time=exp.run_time_s,
+                                 warmup=exp.warmup_s, cooldown=exp.cooldown_s,
+                                 seed=c.workload.seed + 1000 * (repetition - 1) + i,
+                                 json_out=directory / f"load-{i}.json"),
+                cpus=local.pinned(c.load.cpus, i), out=directory / f"load-{i}.out"))
+                for i in range(c.instances)]
+            local.wait_all(loads, exp.run_time_s + RUN_GRACE_S)
+            ended = time.time()
+        for mw in middlewares:  # SIGTERM: it flushes its last window and its summary
+            if mw.stop() != 0:
+                raise UserError(f"cachelab-proxy exited with status {mw.process.returncode}; "
+                                f"see {mw.files['log']}")
+    reports = tuple(loadgen.load(directory / f"load-{i}.json") for i in range(c.instances))
+    stats = tuple(proxy_stats.load(mw.files["stats"]) for mw in middlewares)
+    summary = validate.summarise(reports, run_time=exp.run_time_s, warmup=exp.warmup_s,
+                                 cooldown=exp.cooldown_s)
+    artifacts = {f.name: f.read_bytes() for f in sorted(directory.iterdir())
+                 if f.is_file() and not f.name.startswith("populate-")}
+    return RunRecord(point.index, repetition, started, ended, summary, host, reports, stats,
+                     tuple(sampler.samples), artifacts)
+
+
+def _populate(c, servers: list[Managed], directory: Path, stack: ExitStack) -> None:
+    """Writes every key into every server directly (the middleware would replicate them
+    to all servers anyway), in parallel; a populate error stops the experiment."""
+    jobs = [stack.enter_context(local.start_load(
+        loadgen.populate_argv(c, s.host, s.port, directory / f"populate-{i}.json"),
+        cpus=(), out=directory / f"populate-{i}.out")) for i, s in enumerate(servers)]
+    local.wait_all(jobs, POPULATE_TIMEOUT_S)
+    for i in range(len(servers)):
+        report = loadgen.load(directory / f"populate-{i}.json")
+        if report.totals["errors"]:
+            raise UserError(f"populating server {i} failed: {report.totals['errors']} errors "
+                            f"(see {directory / f'populate-{i}.out'})")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    experiment_id: int
+    runs_done: int
+    #: (point label, reason) of every point that stayed unstable.
+    unstable: tuple[tuple[str, str], ...]
+    database: Path
+
+
+def run_experiment(exp: Experiment, out: Path, *, resume: bool = False,
+                   progress: Progress | None = None,
+                   execute: Execute = execute_run) -> Outcome:
+    """Runs every point until validation is satisfied, storing each run as it finishes."""
+    out.mkdir(parents=True, exist_ok=True)
+    progress = progress or Progress()
+    with Store(out / FILENAME) as store:
+        existing = store.experiment()
+        if existing is not None and not resume:
+            raise UserError(f"{out} already holds the experiment {existing['name']!r}; "
+                            "continue it with --resume, or choose another --out")
+        if existing is not None and existing["digest"] != exp.digest:
+            raise UserError(f"--resume: the experiment file differs from the one {out} was "
+                            "started with; undo the change or choose another --out")
+        exp_id = existing["id"] if existing is not None else store.create_experiment(exp)
+        done = store.run_summaries(exp_id)
+        outcomes = {p.index: [validate.RunOutcome(r["throughput"], r["cv_within"])
+                              for r in done.get(p.index, [])] for p in exp.points}
+        status = Status(exp, outcomes)
+        progress.begin(status)
+        unstable = []
+        try:
+            for point in exp.points:
+                runs = outcomes[point.index]
+                while (verdict := _assess(exp, runs)).more:
+                    repetition = len(runs) + 1
+                    status.start(point, repetition)
+                    progress.started(status)
+                    record = execute(exp, point, repetition,
+                                     run_dir(out, point.index, repetition))
+                    store.save_run(exp_id, record)
+                    runs.append(validate.RunOutcome(record.summary.throughput,
+                                                    record.summary.cv_within))
+                    status.finish(point, record)
+                    progress.finished(status, record, _assess(exp, runs))
+                if not verdict.stable:
+                    unstable.append((point.label, verdict.reason))
+        finally:
+            progress.end(status)
+    return Outcome(exp_id, status.runs_this_session, tuple(unstable), out / FILENAME)
+
+
+def _assess(exp: Experiment, runs: list[validate.RunOutcome]) -> validate.Verdict:
+    return validate.assess(runs, threshold=exp.validation.cv_threshold,
+                           repetitions=exp.repetitions, max_repetitions=exp.max_repetitions)

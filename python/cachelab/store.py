@@ -1,0 +1,350 @@
+"""The results database (`DIR/results.db`, SQLite): a versioned schema with named
+migrations, and the writes of the harness.
+
+Like sqlite-utils' migrations, each migration has a name and runs in its own transaction;
+`PRAGMA user_version` counts the ones applied and the `_migrations` table names them with
+the time they were applied. A database from a newer cachelab (a higher user_version than
+this code knows) is refused rather than guessed at. docs/experiments.md describes the
+tables.
+
+Every run is written in one transaction after it finished (`save_run`), so a crash or
+Ctrl-C loses at most the run in progress. WAL mode lets `cachelab report` read while a run
+is being written.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from cachelab import loadgen, proxy_stats
+from cachelab.cpu import SHARES, Sample
+from cachelab.errors import UserError
+from cachelab.spec import Experiment, config_dict
+
+FILENAME = "results.db"
+_WELFORD_METRICS = ("response", "decode", "queue_wait", "worker_service", "server_service",
+                    "worker_processing")
+_LATENCY = ("avg", "stddev", "p50", "p90", "p99", "p999", "max")
+
+_INITIAL = f"""
+CREATE TABLE experiment (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    description TEXT NOT NULL,
+    source TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    settings TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE point (
+    id INTEGER PRIMARY KEY,
+    experiment_id INTEGER NOT NULL REFERENCES experiment(id),
+    idx INTEGER NOT NULL,
+    label TEXT NOT NULL,
+    factors TEXT NOT NULL,
+    config TEXT NOT NULL,
+    clients INTEGER NOT NULL,
+    UNIQUE (experiment_id, idx)
+);
+CREATE TABLE run (
+    id INTEGER PRIMARY KEY,
+    point_id INTEGER NOT NULL REFERENCES point(id),
+    repetition INTEGER NOT NULL,
+    started_at REAL NOT NULL,
+    ended_at REAL NOT NULL,
+    throughput REAL NOT NULL,
+    response_ms REAL NOT NULL,
+    p50_ms REAL NOT NULL, p90_ms REAL NOT NULL, p99_ms REAL NOT NULL,
+    p999_ms REAL NOT NULL, max_ms REAL NOT NULL,
+    hits INTEGER NOT NULL, misses INTEGER NOT NULL, errors INTEGER NOT NULL,
+    cv_within REAL,
+    host TEXT NOT NULL,
+    UNIQUE (point_id, repetition)
+);
+CREATE TABLE client_summary (
+    run_id INTEGER NOT NULL REFERENCES run(id), instance INTEGER NOT NULL, op TEXT NOT NULL,
+    ops INTEGER NOT NULL, ops_per_sec REAL NOT NULL, hits INTEGER NOT NULL,
+    misses INTEGER NOT NULL, errors INTEGER NOT NULL,
+    {", ".join(f"{k}_ms REAL NOT NULL" for k in _LATENCY)},
+    PRIMARY KEY (run_id, instance, op)
+);
+CREATE TABLE client_second (
+    run_id INTEGER NOT NULL REFERENCES run(id), instance INTEGER NOT NULL,
+    second INTEGER NOT NULL, op TEXT NOT NULL,
+    ops INTEGER NOT NULL, hits INTEGER NOT NULL, misses INTEGER NOT NULL,
+    errors INTEGER NOT NULL, latency_ms_avg REAL NOT NULL, latency_ms_max REAL NOT NULL,
+    PRIMARY KEY (run_id, instance, second, op)
+);
+CREATE TABLE mw_window (
+    run_id INTEGER NOT NULL REFERENCES run(id), middleware INTEGER NOT NULL,
+    window INTEGER NOT NULL, start REAL NOT NULL, "end" REAL NOT NULL,
+    duration_s REAL NOT NULL, arrivals INTEGER NOT NULL, arrival_rate REAL NOT NULL,
+    throughput REAL NOT NULL, queue_len_count INTEGER NOT NULL, queue_len_mean REAL NOT NULL,
+    queue_len_m2 REAL NOT NULL, queue_len_now INTEGER NOT NULL, connections INTEGER NOT NULL,
+    failovers INTEGER NOT NULL,
+    PRIMARY KEY (run_id, middleware, window)
+);
+CREATE TABLE mw_op (
+    run_id INTEGER NOT NULL REFERENCES run(id), middleware INTEGER NOT NULL,
+    window INTEGER NOT NULL, op TEXT NOT NULL,
+    count INTEGER NOT NULL, hits INTEGER NOT NULL, misses INTEGER NOT NULL,
+    errors INTEGER NOT NULL, keys_mean REAL NOT NULL,
+    {", ".join(f"{m}_count INTEGER NOT NULL, {m}_mean REAL NOT NULL, {m}_m2 REAL NOT NULL"
+               for m in _WELFORD_METRICS)},
+    p50_us INTEGER NOT NULL, p90_us INTEGER NOT NULL, p99_us INTEGER NOT NULL,
+    p999_us INTEGER NOT NULL, max_us INTEGER NOT NULL, rt_overflow INTEGER NOT NULL,
+    rt_hdr TEXT NOT NULL,
+    PRIMARY KEY (run_id, middleware, window, op)
+);
+CREATE TABLE mw_server (
+    run_id INTEGER NOT NULL REFERENCES run(id), middleware INTEGER NOT NULL,
+    window INTEGER NOT NULL, op TEXT NOT NULL, server INTEGER NOT NULL,
+    count INTEGER NOT NULL, mean REAL NOT NULL, m2 REAL NOT NULL,
+    PRIMARY KEY (run_id, middleware, window, op, server)
+);
+CREATE TABLE mw_histogram (
+    run_id INTEGER NOT NULL REFERENCES run(id), middleware INTEGER NOT NULL,
+    window INTEGER NOT NULL, op TEXT NOT NULL, bucket INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (run_id, middleware, window, op, bucket)
+);
+CREATE TABLE cpu_sample (
+    run_id INTEGER NOT NULL REFERENCES run(id), t REAL NOT NULL, cpu TEXT NOT NULL,
+    {", ".join(f"{s} REAL NOT NULL" for s in SHARES)},
+    PRIMARY KEY (run_id, t, cpu)
+);
+CREATE TABLE artifact (
+    run_id INTEGER NOT NULL REFERENCES run(id), name TEXT NOT NULL,
+    content BLOB NOT NULL,
+    PRIMARY KEY (run_id, name)
+);
+CREATE INDEX run_point ON run(point_id);
+"""
+
+
+@dataclass(frozen=True)
+class Migration:
+    name: str
+    apply: Callable[[sqlite3.Connection], None]
+
+
+def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
+    def apply(conn: sqlite3.Connection) -> None:
+        for statement in sql.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+    return apply
+
+
+#: Applied in order; append new ones, never edit or reorder the applied ones.
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration("0001_initial", _script(_INITIAL)),
+)
+
+
+def migrate(conn: sqlite3.Connection, migrations: tuple[Migration, ...] = MIGRATIONS) -> int:
+    """Applies the migrations not yet applied, each in its own transaction; returns the
+    schema version."""
+    conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, "
+                 "applied_at REAL NOT NULL)")
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > len(migrations):
+        raise UserError(f"the results database has schema version {version}, newer than "
+                        f"this cachelab knows ({len(migrations)}); upgrade cachelab")
+    for number, migration in enumerate(migrations[version:], start=version + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            migration.apply(conn)
+            conn.execute("INSERT INTO _migrations VALUES (?, ?)", (migration.name, time.time()))
+            conn.execute(f"PRAGMA user_version = {number}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return len(migrations)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A run's headline numbers: client side, over the steady window, all instances."""
+
+    throughput: float
+    response_ms: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    p999_ms: float
+    max_ms: float
+    hits: int
+    misses: int
+    errors: int
+    #: Coefficient of variation of the per-second throughput; None below two seconds.
+    cv_within: float | None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Everything measured in one run, as the runner collected it."""
+
+    point: int
+    repetition: int
+    started_at: float
+    ended_at: float
+    summary: RunSummary
+    host: dict
+    loads: tuple[loadgen.Report, ...]
+    middlewares: tuple[proxy_stats.ProxyStats, ...]
+    cpu: tuple[Sample, ...]
+    artifacts: dict[str, bytes]
+
+
+class Store:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        try:
+            self.conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+            self.conn.row_factory = sqlite3.Row
+            self.conn.execute("PRAGMA journal_mode = WAL")
+            self.conn.execute("PRAGMA foreign_keys = ON")
+            self.version = migrate(self.conn)
+        except sqlite3.DatabaseError as exc:
+            raise UserError(f"{self.path}: not a cachelab results database ({exc})") from None
+
+    @classmethod
+    def open_existing(cls, directory: Path) -> Store:
+        path = Path(directory) / FILENAME
+        if not path.is_file():
+            raise UserError(f"{directory}: no {FILENAME} here (run `cachelab run` first)")
+        return cls(path)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def experiment(self) -> sqlite3.Row | None:
+        """The directory's experiment (one per directory), or None."""
+        return self.conn.execute("SELECT * FROM experiment ORDER BY id LIMIT 1").fetchone()
+
+    def create_experiment(self, exp: Experiment) -> int:
+        settings = {k: getattr(exp, k) for k in (
+            "topology", "repetitions", "run_time_s", "warmup_s", "cooldown_s",
+            "stats_window_s", "qos_target_ms", "report_x", "max_repetitions")}
+        settings["cv_threshold"] = exp.validation.cv_threshold
+        settings["factors"] = list(exp.factor_paths)
+        with self.transaction() as c:
+            cur = c.execute("INSERT INTO experiment (name, description, source, digest, "
+                            "settings, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                            (exp.name, exp.description, exp.source, exp.digest,
+                             _json(settings), time.time()))
+            exp_id = cur.lastrowid
+            c.executemany(
+                "INSERT INTO point (experiment_id, idx, label, factors, config, clients) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(exp_id, p.index, p.label, _json(dict(p.factors)),
+                  _json(config_dict(p.config)), p.config.total_clients) for p in exp.points])
+        return exp_id
+
+    def run_summaries(self, exp_id: int) -> dict[int, list[sqlite3.Row]]:
+        """The finished runs of every point, by point index, in repetition order."""
+        rows = self.conn.execute(
+            "SELECT point.idx AS point, run.* FROM run JOIN point ON run.point_id = point.id "
+            "WHERE point.experiment_id = ? ORDER BY point.idx, run.repetition", (exp_id,))
+        out: dict[int, list[sqlite3.Row]] = {}
+        for row in rows:
+            out.setdefault(row["point"], []).append(row)
+        return out
+
+    def save_run(self, exp_id: int, record: RunRecord) -> int:
+        """Writes one finished run and everything measured in it, in one transaction."""
+        s = record.summary
+        with self.transaction() as c:
+            (point_id,) = c.execute("SELECT id FROM point WHERE experiment_id = ? AND idx = ?",
+                                    (exp_id, record.point)).fetchone()
+            run_id = c.execute(
+                "INSERT INTO run (point_id, repetition, started_at, ended_at, throughput, "
+                "response_ms, p50_ms, p90_ms, p99_ms, p999_ms, max_ms, hits, misses, errors, "
+                "cv_within, host) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (point_id, record.repetition, record.started_at, record.ended_at,
+                 s.throughput, s.response_ms, s.p50_ms, s.p90_ms, s.p99_ms, s.p999_ms,
+                 s.max_ms, s.hits, s.misses, s.errors, s.cv_within, _json(record.host)),
+            ).lastrowid
+            for i, report in enumerate(record.loads):
+                _save_load(c, run_id, i, report)
+            for i, stats in enumerate(record.middlewares):
+                _save_middleware(c, run_id, i, stats)
+            c.executemany(
+                f"INSERT INTO cpu_sample VALUES (?, ?, ?, {', '.join('?' * len(SHARES))})",
+                [(run_id, x.t, x.cpu, *(getattr(x, k) for k in SHARES)) for x in record.cpu])
+            c.executemany("INSERT INTO artifact VALUES (?, ?, ?)",
+                          [(run_id, name, zlib.compress(data))
+                           for name, data in sorted(record.artifacts.items())])
+        return run_id
+
+    def artifact(self, run_id: int, name: str) -> bytes:
+        row = self.conn.execute("SELECT content FROM artifact WHERE run_id = ? AND name = ?",
+                                (run_id, name)).fetchone()
+        if row is None:
+            raise UserError(f"run {run_id} has no stored file {name!r}")
+        return zlib.decompress(row["content"])
+
+
+def _save_load(c: sqlite3.Connection, run_id: int, instance: int,
+               report: loadgen.Report) -> None:
+    c.executemany(
+        "INSERT INTO client_summary VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(run_id, instance, op, s.ops, s.ops_per_sec, s.hits, s.misses, s.errors,
+          *(s.latency_ms[k] for k in _LATENCY)) for op, s in report.summary.items()])
+    c.executemany(
+        "INSERT INTO client_second VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(run_id, instance, r.second, r.op, r.ops, r.hits, r.misses, r.errors,
+          r.latency_ms_avg, r.latency_ms_max) for r in report.series])
+
+
+def _save_middleware(c: sqlite3.Connection, run_id: int, mw: int,
+                     stats: proxy_stats.ProxyStats) -> None:
+    for w in stats.windows:
+        q = w["queue_len"]
+        c.execute("INSERT INTO mw_window VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                  (run_id, mw, w["window"], w["start"], w["end"], w["duration_s"],
+                   w["arrivals"], w["arrival_rate"], w["throughput"], q["count"], q["mean"],
+                   q["m2"], w["queue_len_now"], w["connections"], w["failovers"]))
+        for op, o in w["ops"].items():
+            welford = [v for m in _WELFORD_METRICS for v in
+                       (o[f"{m}_us"]["count"], o[f"{m}_us"]["mean"], o[f"{m}_us"]["m2"])]
+            p = o["rt_percentiles_us"]
+            c.execute(f"INSERT INTO mw_op VALUES ({', '.join('?' * (9 + len(welford) + 7))})",
+                      (run_id, mw, w["window"], op, o["count"], o["hits"], o["misses"],
+                       o["errors"], o["keys"]["mean"], *welford, p["p50"], p["p90"], p["p99"],
+                       p["p999"], p["max"], o["rt_overflow"], o["rt_hdr"]))
+            c.executemany("INSERT INTO mw_server VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                          [(run_id, mw, w["window"], op, i, s["count"], s["mean"], s["m2"])
+                           for i, s in enumerate(o["server_service_us_by_server"])])
+            c.executemany("INSERT INTO mw_histogram VALUES (?, ?, ?, ?, ?, ?)",
+                          [(run_id, mw, w["window"], op, b, n)
+                           for b, n in enumerate(o["rt_hist_100us"]) if n])
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, sort_keys=True)

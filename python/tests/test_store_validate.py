@@ -1,0 +1,147 @@
+"""The results database (migrations, one transaction per run) and validation, including the
+runner's scheduling of extra repetitions, with a synthetic executor instead of processes."""
+
+import io
+import sqlite3
+
+import pytest
+
+from cachelab import spec, store, validate
+from cachelab.errors import UserError
+from cachelab.progress import Progress
+from cachelab.runner import run_experiment
+
+EXPERIMENT = """
+name = "synthetic"
+repetitions = 2
+run_time_s = 10
+warmup_s = 2
+cooldown_s = 1
+[validation]
+cv_threshold = 0.05
+max_repetitions = 5
+[sweep.factors]
+"load.clients" = [1, 2]
+"""
+
+
+def record(point: int, repetition: int, throughput: float, cv_within: float | None = 0.01):
+    summary = store.RunSummary(throughput, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0, 0, 0, cv_within)
+    return store.RunRecord(point, repetition, 1.0, 2.0, summary, {"kernel": "x"}, (), (), (),
+                           {"note.txt": b"hello"})
+
+
+def fake_executor(throughputs: dict[int, list[float]], cvs: dict[int, list] | None = None):
+    calls = []
+
+    def execute(exp, point, repetition, directory):
+        calls.append((point.index, repetition))
+        cv = (cvs or {}).get(point.index, [0.01] * 10)[repetition - 1]
+        return record(point.index, repetition, throughputs[point.index][repetition - 1], cv)
+
+    execute.calls = calls
+    return execute
+
+
+def run(tmp_path, execute, text=EXPERIMENT, **kw):
+    return run_experiment(spec.parse(text), tmp_path, progress=Progress(io.StringIO()),
+                          execute=execute, **kw)
+
+
+def test_migrations_set_the_version_and_are_idempotent(tmp_path):
+    path = tmp_path / "r.db"
+    with store.Store(path) as s:
+        assert s.version == len(store.MIGRATIONS) == 1
+    with store.Store(path) as s:  # reopening applies nothing twice
+        names = [r[0] for r in s.conn.execute("SELECT name FROM _migrations")]
+        assert names == ["0001_initial"]
+        assert s.conn.execute("PRAGMA user_version").fetchone()[0] == 1
+
+
+def test_a_failing_migration_leaves_the_previous_version(tmp_path):
+    conn = sqlite3.connect(tmp_path / "r.db", isolation_level=None)
+
+    def broken(c):
+        c.execute("CREATE TABLE half_done (x)")
+        raise RuntimeError("boom")
+
+    migrations = (*store.MIGRATIONS, store.Migration("0002_broken", broken))
+    with pytest.raises(RuntimeError):
+        store.migrate(conn, migrations)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'half_done'"
+                        ).fetchone()[0] == 0
+
+
+def test_a_database_from_a_newer_cachelab_is_refused(tmp_path):
+    conn = sqlite3.connect(tmp_path / "r.db")
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    with pytest.raises(UserError, match="schema version 99, newer"):
+        store.Store(tmp_path / "r.db")
+
+
+def test_cv_and_steady_seconds():
+    assert validate.cv([10, 10, 10]) == 0
+    assert validate.cv([90, 110]) == pytest.approx(14.142135 / 100)
+    assert validate.cv([5]) is None
+    series = {0: 1, 1: 2, 2: 3, 3: 4, 4: 5}
+    assert validate.steady_seconds(series, run_time=5, warmup=1, cooldown=1) == [2, 3, 4]
+
+
+@pytest.mark.parametrize(("runs", "stable", "more"), [
+    ([(100, 0.01)], False, True),                          # fewer than planned
+    ([(100, 0.01), (101, 0.01)], True, False),             # steady and close
+    ([(100, 0.01), (150, 0.01)], False, True),             # far apart: again
+    ([(100, 0.20), (100, 0.01)], False, True),             # one unsteady run: replace it
+    ([(100, 0.20), (100, 0.01), (101, 0.02)], True, False),
+    ([(100, 0.01), (150, 0.01), (100, 0.01), (150, 0.01), (100, 0.01)], False, False),
+])
+def test_assess(runs, stable, more):
+    outcomes = [validate.RunOutcome(x, c) for x, c in runs]
+    v = validate.assess(outcomes, threshold=0.05, repetitions=2, max_repetitions=5)
+    assert (v.stable, v.more) == (stable, more)
+    if not stable and not more:
+        assert "after 5 runs (the bound)" in v.reason
+
+
+def test_an_unstable_series_gets_extra_repetitions_up_to_the_bound(tmp_path):
+    execute = fake_executor({0: [100, 150] * 5, 1: [100, 101, 100, 100, 100]})
+    outcome = run(tmp_path, execute)
+    assert execute.calls == [(0, 1), (0, 2), (0, 3), (0, 4), (0, 5), (1, 1), (1, 2)]
+    assert len(outcome.unstable) == 1
+    label, reason = outcome.unstable[0]
+    assert label == "load.clients=1" and "CV between repetitions" in reason
+    with store.Store(outcome.database) as s:
+        assert [r["repetition"] for r in s.run_summaries(outcome.experiment_id)[0]] == \
+            [1, 2, 3, 4, 5]
+        assert s.artifact(1, "note.txt") == b"hello"
+
+
+def test_an_unsteady_run_is_replaced(tmp_path):
+    execute = fake_executor({0: [100, 100, 100], 1: [100, 100]}, {0: [0.3, 0.01, 0.01]})
+    outcome = run(tmp_path, execute)
+    assert execute.calls == [(0, 1), (0, 2), (0, 3), (1, 1), (1, 2)]
+    assert outcome.unstable == ()
+
+
+def test_a_crash_loses_only_the_run_in_progress_and_resume_continues(tmp_path):
+    throughputs = {0: [100, 100], 1: [100, 100]}
+    calls = []
+
+    def crash_on_third(exp, point, repetition, directory):
+        calls.append((point.index, repetition))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return record(point.index, repetition, throughputs[point.index][repetition - 1])
+
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path, crash_on_third)
+    with pytest.raises(UserError, match="continue it with --resume"):
+        run(tmp_path, fake_executor(throughputs))
+    with pytest.raises(UserError, match="differs from the one"):
+        run(tmp_path, fake_executor(throughputs), text=EXPERIMENT + "\n# edited", resume=True)
+    execute = fake_executor(throughputs)
+    outcome = run(tmp_path, execute, resume=True)
+    assert execute.calls == [(1, 1), (1, 2)]
+    assert outcome.runs_done == 2
