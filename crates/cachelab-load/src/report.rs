@@ -468,3 +468,139 @@ pub fn hdr_log(report: &Report) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::Args;
+    use crate::record::Window;
+    use crate::workload::Outcome;
+    use clap::Parser;
+
+    const S: u64 = 1_000_000_000;
+
+    fn config(line: &str) -> Config {
+        let args =
+            Args::try_parse_from(std::iter::once("cachelab-load").chain(line.split_whitespace()))
+                .unwrap();
+        Config::try_from(&args).unwrap()
+    }
+
+    fn hit() -> Outcome {
+        Outcome {
+            hits: 1,
+            misses: 0,
+            error: false,
+        }
+    }
+
+    #[test]
+    fn rates_are_per_second_of_the_window_and_latencies_in_milliseconds() {
+        let c = config("--test-time=4 --warmup=1 --cooldown=1");
+        let mut r = Recorder::new(Window {
+            start_ns: S,
+            end_ns: 3 * S,
+        });
+        for i in 0..100 {
+            r.completed(
+                Op::Get,
+                S + i * 10_000_000,
+                S + i * 10_000_000 + 250_000,
+                hit(),
+            );
+        }
+        r.completed(Op::Get, 0, 1000, hit()); // in the warm-up: not in the summary
+        let report = build(&c, &r, 0, 4 * S + 5);
+        assert_eq!(report.run.window_s, 2.0);
+        assert_eq!(report.summary.get.ops, 100);
+        assert_eq!(report.summary.get.ops_per_sec, 50.0);
+        assert_eq!(report.summary.get.hits_per_sec, 50.0);
+        assert_eq!(report.summary.get.latency_ms.p50, 0.25);
+        assert_eq!(report.summary.get.latency_ms.avg, 0.25);
+        assert_eq!(report.summary.total.ops, 100);
+        assert_eq!(report.totals.completed, 101);
+        assert_eq!(report.series.len(), 2);
+        assert!(report.open_loop.is_none());
+    }
+
+    #[test]
+    fn a_requests_run_window_ends_with_the_run() {
+        let c = config("--requests=10");
+        let mut r = Recorder::new(Window {
+            start_ns: 0,
+            end_ns: u64::MAX,
+        });
+        r.completed(Op::Set, 0, S / 2, Outcome::default());
+        let report = build(&c, &r, 0, S / 2);
+        assert_eq!(report.run.window_s, 0.5);
+        assert_eq!(report.summary.set.ops_per_sec, 2.0);
+    }
+
+    #[test]
+    fn open_loop_fell_behind_when_it_sent_less_than_scheduled_or_sent_late() {
+        let c = config("--test-time=1 --rate=100");
+        let window = Window {
+            start_ns: 0,
+            end_ns: S,
+        };
+        let on_time = |sent: u64, lag_ns: u64| {
+            let mut r = Recorder::new(window);
+            for i in 0..100 {
+                r.scheduled(i * 10_000_000);
+            }
+            for i in 0..sent {
+                r.sent(i * 10_000_000 + lag_ns, Some(lag_ns));
+            }
+            build(&c, &r, 0, S).open_loop.unwrap()
+        };
+        let good = on_time(100, 20_000);
+        assert!(!good.fell_behind);
+        assert_eq!(
+            (good.scheduled_rate, good.achieved_rate, good.late_requests),
+            (100.0, 100.0, 0)
+        );
+        assert!(on_time(98, 20_000).fell_behind, "sent 98 of 100");
+        let late = on_time(100, 2_000_000);
+        assert!(late.fell_behind, "every send 2 ms late");
+        assert_eq!(late.late_requests, 100);
+        let report = build(&c, &Recorder::new(window), 0, S);
+        assert!(
+            fell_behind_warning(&report).is_none(),
+            "nothing scheduled, nothing late"
+        );
+    }
+
+    #[test]
+    fn the_summary_and_the_hdr_log_name_every_operation_type() {
+        let c = config("--test-time=1 --rate=10");
+        let mut r = Recorder::new(Window {
+            start_ns: 0,
+            end_ns: S,
+        });
+        r.completed(Op::MultiGet, 0, 1_500_000, hit());
+        let report = build(&c, &r, 1_700_000_000_000, S);
+        let text = format_summary(&report);
+        for row in [
+            "Sets",
+            "Gets",
+            "MultiGets",
+            "Totals",
+            "open loop: target 10.00 ops/s",
+            "send lag",
+        ] {
+            assert!(text.contains(row), "{row} missing:\n{text}");
+        }
+        let log = hdr_log(&report);
+        assert!(log.starts_with("#[StartTime: 1700000000.000"));
+        let tagged: Vec<&str> = log.lines().filter(|l| l.starts_with("Tag=")).collect();
+        assert_eq!(tagged.len(), 4);
+        assert!(
+            tagged[2].starts_with("Tag=multiget,0.000,1.000,1.500,"),
+            "{}",
+            tagged[2]
+        );
+        let decoded =
+            LatencyHistogram::decode_base64(tagged[2].rsplit(',').next().unwrap()).unwrap();
+        assert_eq!(decoded.len(), 1);
+    }
+}

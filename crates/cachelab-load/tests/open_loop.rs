@@ -16,6 +16,16 @@ use common::*;
 
 const STALL: Duration = Duration::from_millis(200);
 
+/// The tests in this file measure time: they run one at a time, so that a closed-loop run
+/// at full speed does not take the CPU an open-loop run needs to keep its schedule.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// A memcached-protocol server that answers at once (`END` to gets, `STORED` to sets),
 /// except that when its `stall_after`-th request arrives it stops answering anything for
 /// [`STALL`]: every request that arrives meanwhile waits until the stall ends.
@@ -105,6 +115,7 @@ fn histogram(report: &serde_json::Value) -> LatencyHistogram {
 
 #[test]
 fn open_loop_achieves_the_target_rate_within_2_percent() {
+    let _serial = exclusive();
     let server = Memcached::start();
     for arrival in ["fixed", "poisson"] {
         let run = load(
@@ -135,6 +146,7 @@ fn open_loop_achieves_the_target_rate_within_2_percent() {
 
 #[test]
 fn open_loop_counts_the_stall_against_every_request_scheduled_during_it() {
+    let _serial = exclusive();
     // 1000 requests/s at fixed intervals; the stall starts at the 600th request.
     let server = StallServer::start(600);
     let run = load(
@@ -157,6 +169,7 @@ fn open_loop_counts_the_stall_against_every_request_scheduled_during_it() {
     // The requests scheduled in the stall's first 195 ms waited at least 5 ms: 1000/s x
     // 0.195 s = 195 of them (give or take the client's own jitter).
     let stalled = h.count_at_or_above(5_000);
+    eprintln!("open loop: {stalled} requests waited 5 ms or more");
     assert!(
         (180..=215).contains(&stalled),
         "{stalled} requests waited 5 ms or more"
@@ -168,6 +181,7 @@ fn open_loop_counts_the_stall_against_every_request_scheduled_during_it() {
 
 #[test]
 fn closed_loop_shows_the_stall_once_per_client() {
+    let _serial = exclusive();
     let clients = 4;
     let server = StallServer::start(2000);
     let run = load(
@@ -194,4 +208,38 @@ fn closed_loop_shows_the_stall_once_per_client() {
         f(report, "/summary/total/latency_ms/p99") < 100.0,
         "4 stalled requests of thousands stay out of p99"
     );
+}
+
+#[test]
+fn an_open_loop_client_that_cannot_send_on_schedule_warns_loudly() {
+    let _serial = exclusive();
+    // A server that accepts but never reads: once the socket buffers are full, no request
+    // can be written at its scheduled time.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let _hold = thread::spawn(move || {
+        let stream = listener.accept();
+        thread::sleep(Duration::from_secs(10));
+        drop(stream);
+    });
+    let run = load(
+        addr,
+        &[
+            "-P",
+            "memcache_text",
+            "-t",
+            "1",
+            "-c",
+            "1",
+            "--test-time=1",
+            "--rate=20000",
+            "--ratio=1:0",
+            "-d",
+            "10000",
+        ],
+    );
+    let report = run.report.as_ref().expect("the report is written");
+    assert_eq!(report["open_loop"]["fell_behind"], true);
+    assert!(f(report, "/open_loop/achieved_rate") < 0.99 * f(report, "/open_loop/scheduled_rate"));
+    assert!(run.stderr.contains("FELL BEHIND"), "{}", run.stderr);
 }

@@ -215,6 +215,12 @@ impl Connection {
 
     /// Composes every request that may go now into the write buffer and records it sent.
     fn issue(&mut self, shared: &Shared, now: u64) {
+        // Compose only when everything composed before has gone to the kernel: a request
+        // counts as sent (and its send lag stops) when it is handed to the socket, so one
+        // that must wait for a full socket to drain waits in the schedule, not in our buffer.
+        if self.written < self.wbuf.len() {
+            return;
+        }
         let first_new = self.pending.len();
         match &mut self.schedule {
             None => {
@@ -286,9 +292,13 @@ impl Connection {
             self.watch
                 .waiting_since
                 .set(self.pending.front().map(|p| p.start_ns));
+            let want_write = self.written < self.wbuf.len();
+            // While the socket is full the next send waits for it, not for the clock.
             let timer_armed = match (&mut self.timer, &self.schedule) {
                 (Some(timer), Some(schedule))
-                    if self.budget != Some(0) && schedule.peek() < shared.stop_issuing_ns =>
+                    if !want_write
+                        && self.budget != Some(0)
+                        && schedule.peek() < shared.stop_issuing_ns =>
                 {
                     if timer.arm(shared.clock.absolute(schedule.peek())).is_err() {
                         return End::Broken;
@@ -300,7 +310,6 @@ impl Connection {
             if self.rbuf.len() - self.rend < MIN_READ_SPACE {
                 self.make_read_space();
             }
-            let want_write = self.written < self.wbuf.len();
             let timer = self.timer.as_ref();
             tokio::select! {
                 biased;
