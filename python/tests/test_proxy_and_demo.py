@@ -1,11 +1,10 @@
-"""The proxy through the Python process control, the CLI wrapper, and the demo."""
+"""The proxy through the Python process control and the CLI wrapper."""
 
 import subprocess
 import sys
 
 from cachelab import proxy_stats
 from cachelab.cli import main
-from cachelab.commands.demo import run_demo
 from cachelab.memcache_client import Client
 from cachelab.procs import start_proxy
 
@@ -45,12 +44,3 @@ def test_a_missing_binary_is_one_line_and_exit_1(monkeypatch, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cachelab-proxy not found" in err
 
-
-def test_the_demo_sends_real_requests_and_writes_its_report(proxy_binary, tmp_path):
-    result = run_demo(tmp_path, requests=400, clients=2, workers=4)
-    assert result.errors == 0 and result.requests == 400
-    text = result.report.read_text()
-    assert "decode" in text and "multiget" in text
-    stats = proxy_stats.load(tmp_path / "proxy-stats.jsonl")
-    total = sum(r.count for r in proxy_stats.stage_rows(stats.summary["ops"]))
-    assert total == 400 + 1000  # the requests plus the populate sets

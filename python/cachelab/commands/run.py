@@ -1,0 +1,46 @@
+"""`cachelab run EXPERIMENT.toml [--out DIR] [--resume]`: run an experiment, store every run
+in DIR/results.db, and write the report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from cachelab import spec
+from cachelab.progress import Progress, for_terminal
+from cachelab.runner import Outcome, run_experiment
+
+
+def run(path: Path, out: Path | None = None, *, resume: bool = False,
+        progress: Progress | None = None, report: bool = True) -> tuple[Outcome, Path | None]:
+    """Runs the experiment in `path` into `out` (default: results/NAME); returns the outcome
+    and the report's path (None with report=False)."""
+    exp = spec.load(path)
+    out = out or Path("results") / exp.name
+    outcome = run_experiment(exp, out, resume=resume, progress=progress or for_terminal())
+    page = None
+    if report:
+        from cachelab.report import write_report
+
+        page = write_report(out)
+    return outcome, page
+
+
+@click.command("run")
+@click.argument("experiment", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory for results.db, the run files and the report "
+                   "[default: results/NAME].")
+@click.option("--resume", is_flag=True,
+              help="Continue an interrupted experiment in --out, keeping its finished runs.")
+@click.option("--no-report", is_flag=True, help="Do not write the report at the end.")
+def command(experiment: Path, out: Path | None, resume: bool, no_report: bool) -> int:
+    """Run an experiment file: every point of its sweep, repeated and validated."""
+    outcome, page = run(experiment, out, resume=resume, report=not no_report)
+    for label, reason in outcome.unstable:
+        click.echo(f"unstable: [{label}] {reason}")
+    click.echo(f"results: {outcome.database.resolve()}")
+    if page is not None:
+        click.echo(f"report: {page.resolve()}")
+    return 0

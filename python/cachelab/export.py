@@ -1,0 +1,90 @@
+"""The raw data of an experiment as flat tables for notebooks (CSV or Parquet).
+
+One file per table. Every per-run table carries the point's index and the repetition next
+to `run_id`, and `points` and `runs` carry one column per swept factor, so a table can be
+grouped by factor without joins.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from cachelab.errors import UserError
+from cachelab.store import Store
+
+#: Per-run tables of the database, exported as they are stored.
+RUN_TABLES = ("client_summary", "client_second", "mw_window", "mw_op", "mw_server",
+              "mw_histogram", "cpu_sample")
+FORMATS = ("csv", "parquet")
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[str, ...]
+    rows: list[tuple]
+
+
+def tables(s: Store) -> list[Table]:
+    exp = s.experiment()
+    if exp is None:
+        raise UserError(f"{s.path}: no experiment stored yet")
+    factors = json.loads(exp["settings"])["factors"]
+    c = s.conn
+    points = c.execute("SELECT idx AS point, label, clients, factors, config FROM point "
+                       "WHERE experiment_id = ? ORDER BY idx", (exp["id"],)).fetchall()
+    values = {p["point"]: json.loads(p["factors"]) for p in points}
+    out = [Table("points", ("point", "label", "clients", *factors, "config"),
+                 [(p["point"], p["label"], p["clients"],
+                   *(values[p["point"]].get(f) for f in factors), p["config"])
+                  for p in points])]
+    runs = c.execute("SELECT point.idx AS point, run.* FROM run JOIN point ON point.id = "
+                     "run.point_id WHERE point.experiment_id = ? ORDER BY run.id",
+                     (exp["id"],)).fetchall()
+    run_columns = tuple("run_id" if k == "id" else k
+                        for k in (runs[0].keys() if runs else ("point", "id")))
+    out.append(Table("runs", (*run_columns, *factors),
+                     [(*r, *(values[r["point"]].get(f) for f in factors)) for r in runs]))
+    for name in RUN_TABLES:
+        cur = c.execute(f"SELECT point.idx AS point, run.repetition, t.* FROM {name} t "
+                        "JOIN run ON run.id = t.run_id JOIN point ON point.id = run.point_id "
+                        "WHERE point.experiment_id = ? ORDER BY t.rowid", (exp["id"],))
+        out.append(Table(name, tuple(d[0] for d in cur.description),
+                         [tuple(r) for r in cur.fetchall()]))
+    return out
+
+
+def write(directory: Path, fmt: str, dest: Path | None = None) -> list[Path]:
+    """Writes every table of the experiment in `directory` to `dest` (default
+    DIR/export/); returns the files written."""
+    if fmt not in FORMATS:
+        raise UserError(f"--format: must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    with Store.open_existing(directory) as s:
+        found = tables(s)
+    dest = dest or Path(directory) / "export"
+    dest.mkdir(parents=True, exist_ok=True)
+    writer = _write_csv if fmt == "csv" else _write_parquet
+    return [writer(t, dest / f"{t.name}.{fmt}") for t in found]
+
+
+def _write_csv(table: Table, path: Path) -> Path:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(table.columns)
+        w.writerows(table.rows)
+    return path
+
+
+def _write_parquet(table: Table, path: Path) -> Path:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise UserError("--format parquet needs pyarrow (`make deps` installs it); "
+                        "--format csv works without it") from None
+    columns = {name: [row[i] for row in table.rows] for i, name in enumerate(table.columns)}
+    pq.write_table(pa.table(columns), path)
+    return path

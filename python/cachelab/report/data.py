@@ -1,0 +1,276 @@
+"""The report's numbers, assembled from the results database. No plotting, no HTML.
+
+Aggregates over a point use its steady runs (validate.py); within a run, only the steady
+part counts: the client summaries already cut warm-up and cool-down, middleware windows
+and CPU samples are kept when their midpoint lies in [warm-up, run time - cool-down].
+Middleware times merge the Welford triples of those windows exactly, over operation types,
+middlewares and runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import statistics
+from dataclasses import dataclass, field
+
+from cachelab import validate
+from cachelab.analysis import laws, qos
+from cachelab.cpu import SHARES
+from cachelab.errors import UserError
+from cachelab.proxy_stats import Welford
+from cachelab.store import Store
+
+#: The response-time decomposition, in the order the bars stack (see docs/stats-file.md).
+STAGES = ("network", "decode", "queue", "server", "worker")
+_STAGE_METRICS = {"decode": "decode", "queue": "queue_wait", "server": "server_service",
+                  "worker": "worker_processing"}
+CLIENT_FACTORS = ("load.clients", "load.threads", "load.instances")
+
+
+@dataclass(frozen=True)
+class PointResult:
+    index: int
+    label: str
+    factors: dict[str, object]
+    config: dict
+    clients: int
+    runs: int
+    steady_runs: int
+    verdict: validate.Verdict | None
+    throughput: float | None = None
+    throughput_std: float | None = None
+    response_ms: float | None = None
+    response_std: float | None = None
+    percentiles_ms: dict[str, float] = field(default_factory=dict)
+    cv_within_max: float | None = None
+    #: Mean time per stage in µs (network = client response - middleware response).
+    decomposition: dict[str, float] | None = None
+    queue_len: float | None = None
+    #: Mean server service time per server (µs), in the middleware's -m order.
+    server_service_us: tuple[float, ...] = ()
+    #: Mean CPU shares (percent) of the host over the steady samples.
+    cpu: dict[str, float] | None = None
+
+    @property
+    def measured(self) -> bool:
+        return self.throughput is not None
+
+
+@dataclass(frozen=True)
+class ReportData:
+    name: str
+    description: str
+    source: str
+    settings: dict
+    points: tuple[PointResult, ...]
+    host: dict | None
+    schema_version: int
+    runs: int
+
+    @property
+    def finished(self) -> bool:
+        return all(p.verdict is not None and not p.verdict.more for p in self.points)
+
+
+def load(s: Store) -> ReportData:
+    exp = s.experiment()
+    if exp is None:
+        raise UserError(f"{s.path}: no experiment stored yet")
+    settings = json.loads(exp["settings"])
+    runs = s.run_summaries(exp["id"])
+    points = []
+    for row in s.conn.execute("SELECT * FROM point WHERE experiment_id = ? ORDER BY idx",
+                              (exp["id"],)):
+        points.append(_point(s.conn, row, runs.get(row["idx"], []), settings))
+    last = s.conn.execute("SELECT host FROM run ORDER BY id DESC LIMIT 1").fetchone()
+    return ReportData(exp["name"], exp["description"], exp["source"], settings, tuple(points),
+                      json.loads(last["host"]) if last else None, s.version,
+                      sum(len(r) for r in runs.values()))
+
+
+def _point(conn: sqlite3.Connection, row: sqlite3.Row, runs: list[sqlite3.Row],
+           settings: dict) -> PointResult:
+    base = dict(index=row["idx"], label=row["label"], factors=json.loads(row["factors"]),
+                config=json.loads(row["config"]), clients=row["clients"], runs=len(runs))
+    if not runs:
+        return PointResult(**base, steady_runs=0, verdict=None)
+    outcomes = [validate.RunOutcome(r["throughput"], r["cv_within"]) for r in runs]
+    verdict = validate.assess(outcomes, threshold=settings["cv_threshold"],
+                              repetitions=settings["repetitions"],
+                              max_repetitions=settings["max_repetitions"])
+    used = [runs[i] for i in verdict.steady] or runs
+    ids = [r["id"] for r in used]
+    cvs = [r["cv_within"] for r in runs if r["cv_within"] is not None]
+    response = _mean([r["response_ms"] for r in used])
+    return PointResult(
+        **base, steady_runs=len(verdict.steady), verdict=verdict,
+        throughput=_mean([r["throughput"] for r in used]),
+        throughput_std=_std([r["throughput"] for r in used]),
+        response_ms=response, response_std=_std([r["response_ms"] for r in used]),
+        percentiles_ms={p: _mean([r[f"{p}_ms"] for r in used]) for p in ("p50", "p90", "p99")},
+        cv_within_max=max(cvs) if cvs else None,
+        decomposition=_decomposition(conn, used, settings, response),
+        queue_len=_queue_len(conn, used, settings),
+        server_service_us=_server_service(conn, used, settings),
+        cpu=_cpu(conn, ids, settings),
+    )
+
+
+def _steady_windows(conn: sqlite3.Connection, runs: list[sqlite3.Row],
+                    settings: dict) -> list[tuple[int, int, int]]:
+    """(run id, middleware, window) of the middleware windows in each run's steady part."""
+    out = []
+    for r in runs:
+        lo = r["started_at"] + settings["warmup_s"]
+        hi = r["started_at"] + settings["run_time_s"] - settings["cooldown_s"]
+        out += [(r["id"], w["middleware"], w["window"]) for w in conn.execute(
+            'SELECT middleware, window FROM mw_window WHERE run_id = ? '
+            'AND (start + "end") / 2 BETWEEN ? AND ?', (r["id"], lo, hi))]
+    return out
+
+
+def _windows_sql(keys: list[tuple[int, int, int]]) -> tuple[str, list]:
+    clause = " OR ".join(["(run_id = ? AND middleware = ? AND window = ?)"] * len(keys))
+    return clause, [v for k in keys for v in k]
+
+
+def _decomposition(conn, runs, settings, client_ms) -> dict[str, float] | None:
+    keys = _steady_windows(conn, runs, settings)
+    if not keys:
+        return None
+    clause, args = _windows_sql(keys)
+    merged = {m: Welford(0, 0.0, 0.0) for m in ("response", *_STAGE_METRICS.values())}
+    for o in conn.execute(f"SELECT * FROM mw_op WHERE {clause}", args):
+        for m in merged:
+            merged[m] = merged[m].merge(Welford(o[f"{m}_count"], o[f"{m}_mean"], o[f"{m}_m2"]))
+    if merged["response"].count == 0:
+        return None
+    stages = {s: merged[m].mean for s, m in _STAGE_METRICS.items()}
+    stages["network"] = max(client_ms * 1000 - merged["response"].mean, 0.0)
+    return {s: stages[s] for s in STAGES}
+
+
+def _queue_len(conn, runs, settings) -> float | None:
+    keys = _steady_windows(conn, runs, settings)
+    if not keys:
+        return None
+    clause, args = _windows_sql(keys)
+    total = Welford(0, 0.0, 0.0)
+    for w in conn.execute(f"SELECT queue_len_count, queue_len_mean, queue_len_m2 "
+                          f"FROM mw_window WHERE {clause}", args):
+        total = total.merge(Welford(*w))
+    return total.mean if total.count else None
+
+
+def _server_service(conn, runs, settings) -> tuple[float, ...]:
+    keys = _steady_windows(conn, runs, settings)
+    if not keys:
+        return ()
+    clause, args = _windows_sql(keys)
+    per: dict[int, Welford] = {}
+    for row in conn.execute(f"SELECT server, count, mean, m2 FROM mw_server WHERE {clause}",
+                            args):
+        per[row["server"]] = per.get(row["server"], Welford(0, 0.0, 0.0)).merge(
+            Welford(row["count"], row["mean"], row["m2"]))
+    return tuple(per[i].mean for i in sorted(per))
+
+
+def _cpu(conn, run_ids: list[int], settings) -> dict[str, float] | None:
+    lo = settings["warmup_s"]
+    hi = settings["run_time_s"] - settings["cooldown_s"]
+    marks = ", ".join("?" * len(run_ids))
+    row = conn.execute(
+        f"SELECT count(*) AS n, {', '.join(f'avg({s}) AS {s}' for s in SHARES)} "
+        f"FROM cpu_sample WHERE cpu = 'all' AND run_id IN ({marks}) "
+        f"AND t - 0.5 BETWEEN ? AND ?", (*run_ids, lo, hi)).fetchone()
+    return {s: row[s] for s in SHARES} if row["n"] else None
+
+
+def _mean(values: list[float]) -> float:
+    return statistics.fmean(values)
+
+
+def _std(values: list[float]) -> float:
+    return statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def x_axis(data: ReportData) -> tuple[str, str]:
+    """(path, axis label) of the factor on the x axis: `report.x` if the file set it, else
+    the number of clients when a client factor is swept, else the first factor."""
+    factors = data.settings.get("factors", [])
+    chosen = data.settings.get("report_x")
+    if chosen is None:
+        if any(f in CLIENT_FACTORS for f in factors) or not factors:
+            chosen = "clients"
+        else:
+            chosen = factors[0]
+    if chosen in CLIENT_FACTORS:
+        chosen = "clients"
+    return chosen, ("clients (instances x threads x connections)" if chosen == "clients"
+                    else chosen)
+
+
+@dataclass(frozen=True)
+class Curve:
+    """The points of one configuration (every factor but the x axis fixed), by x."""
+
+    label: str
+    points: tuple[PointResult, ...]
+    x: tuple[float, ...]
+
+
+def curves(data: ReportData) -> tuple[list[Curve], list[str] | None]:
+    """The measured points grouped into curves, and tick labels when x is not numeric."""
+    path, _ = x_axis(data)
+    others = [f for f in data.settings.get("factors", [])
+              if f != path and not (path == "clients" and f in CLIENT_FACTORS)]
+    raw = {p.index: (p.clients if path == "clients" else p.factors.get(path))
+           for p in data.points}
+    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in raw.values())
+    ticks = None if numeric else list(dict.fromkeys(str(v) for v in raw.values()))
+    groups: dict[str, list[PointResult]] = {}
+    for p in data.points:
+        if p.measured:
+            key = ", ".join(f"{f}={p.factors[f]}" for f in others if f in p.factors)
+            groups.setdefault(key or "all points", []).append(p)
+    out = []
+    for label, pts in groups.items():
+        xs = [float(raw[p.index]) if ticks is None else float(ticks.index(str(raw[p.index])))
+              for p in pts]
+        order = sorted(range(len(pts)), key=lambda i: xs[i])
+        out.append(Curve(label, tuple(pts[i] for i in order), tuple(xs[i] for i in order)))
+    return out, ticks
+
+
+
+@dataclass(frozen=True)
+class QosRow:
+    curve: str
+    result: qos.QosResult | None
+
+
+def qos_rows(found: list[Curve], target_ms: float) -> list[QosRow]:
+    """Per curve, the highest throughput whose p99 stays under the target."""
+    return [QosRow(c.label, qos.max_throughput_under(
+        [qos.Point(x, p.throughput, p.percentiles_ms["p99"]) for x, p in zip(c.x, c.points,
+                                                                            strict=True)],
+        target_ms)) for c in found]
+
+
+@dataclass(frozen=True)
+class LawRow:
+    point: PointResult
+    check: laws.InteractiveCheck
+
+
+def interactive_rows(data: ReportData) -> list[LawRow]:
+    """R = N / X - Z with Z = 0, for the closed-loop points (times in ms). N counts the
+    requests outstanding: clients x pipeline depth."""
+    rows = []
+    for p in data.points:
+        if p.measured and p.config["load"]["mode"] == "closed" and p.throughput > 0:
+            n = p.clients * p.config["load"]["pipeline"]
+            (check,) = laws.check_interactive_law([(n, p.throughput / 1000, p.response_ms)])
+            rows.append(LawRow(p, check))
+    return rows

@@ -1,0 +1,150 @@
+"""The report's plots, each `plot_x(ax, ...)` drawing on a matplotlib Axes it is given
+(no pyplot, no global state), from the plain data of `report.data`. `render` puts one plot
+on its own Figure and writes it as PNG.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from cachelab.report.data import STAGES, Curve, PointResult
+
+PERCENTILE_STYLES = {"p50": ":", "p90": "--", "p99": "-"}
+STAGE_COLOURS = {"network": "#9e9e9e", "decode": "#8dd3c7", "queue": "#fb8072",
+                 "server": "#80b1d3", "worker": "#fdb462"}
+CPU_STACK = ("usr", "nice", "sys", "softirq", "irq", "iowait", "steal")
+CPU_COLOURS = {"usr": "#4e79a7", "nice": "#a0cbe8", "sys": "#e15759", "softirq": "#f28e2b",
+               "irq": "#ffbe7d", "iowait": "#59a14f", "steal": "#b07aa1"}
+
+
+def _x_axis(ax: Axes, xlabel: str, ticks: Sequence[str] | None) -> None:
+    ax.set_xlabel(xlabel)
+    if ticks is not None:
+        ax.set_xticks(range(len(ticks)), ticks)
+    ax.grid(True, alpha=0.3)
+
+
+def _legend(ax: Axes, n: int) -> None:
+    if n:
+        ax.legend(fontsize="small", loc="best")
+
+
+def plot_throughput(ax: Axes, curves: Sequence[Curve], xlabel: str,
+                    ticks: Sequence[str] | None = None) -> None:
+    """Mean throughput over the repetitions, error bars one standard deviation."""
+    for c in curves:
+        ax.errorbar(c.x, [p.throughput for p in c.points],
+                    yerr=[p.throughput_std for p in c.points], marker="o", capsize=3,
+                    label=c.label)
+    ax.set_ylabel("throughput (ops/s)")
+    ax.set_ylim(bottom=0)
+    _x_axis(ax, xlabel, ticks)
+    _legend(ax, len(curves))
+
+
+def plot_response_time(ax: Axes, curves: Sequence[Curve], xlabel: str,
+                       ticks: Sequence[str] | None = None) -> None:
+    """Mean client response time, error bars one standard deviation over repetitions."""
+    for c in curves:
+        ax.errorbar(c.x, [p.response_ms for p in c.points],
+                    yerr=[p.response_std for p in c.points], marker="o", capsize=3,
+                    label=c.label)
+    ax.set_ylabel("response time (ms)")
+    ax.set_ylim(bottom=0)
+    _x_axis(ax, xlabel, ticks)
+    _legend(ax, len(curves))
+
+
+def plot_percentiles(ax: Axes, curves: Sequence[Curve], qos_ms: float, xlabel: str,
+                     ticks: Sequence[str] | None = None) -> None:
+    """p50, p90 and p99 of the client response time (one colour per curve, one line style
+    per percentile), with the QoS target as a horizontal line."""
+    for i, c in enumerate(curves):
+        colour = f"C{i % 10}"
+        for name, style in PERCENTILE_STYLES.items():
+            ax.plot(c.x, [p.percentiles_ms[name] for p in c.points], linestyle=style,
+                    marker=".", color=colour, label=f"{c.label} {name}")
+    ax.axhline(qos_ms, color="red", linewidth=1.5, label=f"QoS target {qos_ms:g} ms")
+    ax.set_ylabel("response time (ms)")
+    ax.set_ylim(bottom=0)
+    _x_axis(ax, xlabel, ticks)
+    ax.legend(fontsize="x-small", loc="best", ncols=2)
+
+
+def plot_decomposition(ax: Axes, points: Sequence[PointResult]) -> None:
+    """Stacked mean time per stage for each point with a middleware."""
+    shown = [p for p in points if p.decomposition]
+    xs = range(len(shown))
+    bottom = [0.0] * len(shown)
+    for stage in STAGES:
+        heights = [p.decomposition[stage] for p in shown]
+        ax.bar(xs, heights, bottom=bottom, color=STAGE_COLOURS[stage], label=stage)
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    ax.set_xticks(list(xs), [f"#{p.index + 1}" for p in shown])
+    ax.set_xlabel("point")
+    ax.set_ylabel("mean time (µs)")
+    ax.legend(fontsize="small", loc="upper left")
+    ax.grid(True, axis="y", alpha=0.3)
+
+
+def plot_queue_length(ax: Axes, curves: Sequence[Curve], xlabel: str,
+                      ticks: Sequence[str] | None = None) -> None:
+    """Mean length of the middleware's request queue, as the workers found it."""
+    drawn = 0
+    for c in curves:
+        pairs = [(x, p.queue_len) for x, p in zip(c.x, c.points, strict=True)
+                 if p.queue_len is not None]
+        if pairs:
+            ax.plot(*zip(*pairs, strict=True), marker="o", label=c.label)
+            drawn += 1
+    ax.set_ylabel("mean queue length")
+    ax.set_ylim(bottom=0)
+    _x_axis(ax, xlabel, ticks)
+    _legend(ax, drawn)
+
+
+def plot_server_service(ax: Axes, points: Sequence[PointResult]) -> None:
+    """Mean server service time per server (grouped bars), as the middleware measured it."""
+    shown = [p for p in points if p.server_service_us]
+    servers = max((len(p.server_service_us) for p in shown), default=0)
+    width = 0.8 / max(servers, 1)
+    for s in range(servers):
+        xs = [i - 0.4 + width * (s + 0.5) for i, p in enumerate(shown)
+              if s < len(p.server_service_us)]
+        ys = [p.server_service_us[s] for p in shown if s < len(p.server_service_us)]
+        ax.bar(xs, ys, width=width, label=f"server {s + 1}")
+    ax.set_xticks(range(len(shown)), [f"#{p.index + 1}" for p in shown])
+    ax.set_xlabel("point")
+    ax.set_ylabel("server service time (µs)")
+    _legend(ax, servers)
+    ax.grid(True, axis="y", alpha=0.3)
+
+
+def plot_cpu(ax: Axes, points: Sequence[PointResult]) -> None:
+    """The host's CPU time by state (stacked, percent); the rest up to 100 is idle."""
+    shown = [p for p in points if p.cpu]
+    xs = range(len(shown))
+    bottom = [0.0] * len(shown)
+    for share in CPU_STACK:
+        heights = [p.cpu[share] for p in shown]
+        ax.bar(xs, heights, bottom=bottom, color=CPU_COLOURS[share], label=share)
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    ax.set_ylim(0, 100)
+    ax.set_xticks(list(xs), [f"#{p.index + 1}" for p in shown])
+    ax.set_xlabel("point")
+    ax.set_ylabel("CPU (% of all cores)")
+    ax.legend(fontsize="small", loc="upper left", ncols=4)
+    ax.grid(True, axis="y", alpha=0.3)
+
+
+def render(path: Path, draw: Callable[[Axes], None], width: float = 8.0,
+           height: float = 4.5) -> Path:
+    """Draws one plot on a new Figure and writes it as PNG."""
+    fig = Figure(figsize=(width, height), layout="constrained")
+    draw(fig.add_subplot())
+    fig.savefig(path, dpi=100)
+    return path
