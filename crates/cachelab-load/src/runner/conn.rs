@@ -60,7 +60,6 @@ pub struct Watch {
     pub waiting_since: Cell<Option<u64>>,
     pub kill: Notify,
     pub reason: Cell<Option<Kill>>,
-    pub finished: Cell<bool>,
 }
 
 impl Watch {
@@ -168,7 +167,6 @@ impl Connection {
             }
         }
         self.account_unsent(&shared);
-        self.watch.finished.set(true);
     }
 
     /// Open loop: requests still due before the end that the connection could not send

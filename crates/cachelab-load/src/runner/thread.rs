@@ -5,7 +5,7 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tokio::task::LocalSet;
+use tokio::task::{JoinHandle, LocalSet};
 
 use super::clock::Clock;
 use super::conn::{connect, Connection, Kill, Shared, Watch};
@@ -72,11 +72,15 @@ pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
         test_ns.map(|t| t + DRAIN_GRACE.min(config.reply_timeout).as_nanos() as u64);
     let reply_timeout_ns = config.reply_timeout.as_nanos() as u64;
     LocalSet::new().block_on(&runtime, async {
-        let watches: Vec<Rc<Watch>> = connections.iter().map(|(c, _)| c.watch.clone()).collect();
+        let mut watched = Vec::with_capacity(connections.len());
         for (connection, stream) in connections {
-            tokio::task::spawn_local(connection.run(shared.clone(), stream));
+            let watch = connection.watch.clone();
+            watched.push((
+                watch,
+                tokio::task::spawn_local(connection.run(shared.clone(), stream)),
+            ));
         }
-        watchdog(&shared, &watches, hard_deadline, reply_timeout_ns).await;
+        watchdog(&shared, &watched, hard_deadline, reply_timeout_ns).await;
     });
     let recorder = shared.recorder.replace(Recorder::new(plan.window));
     Some(recorder)
@@ -113,10 +117,11 @@ async fn prepare(plan: &ThreadPlan) -> Result<Vec<(Connection, tokio::net::TcpSt
 }
 
 /// Interrupts connections whose oldest request waited past the reply timeout, and all of
-/// them at the hard deadline; returns when every connection has finished.
+/// them at the hard deadline; returns when every connection's task has ended (normally or
+/// not: a task that panicked cannot keep the run from ending).
 async fn watchdog(
     shared: &Shared,
-    watches: &[Rc<Watch>],
+    watched: &[(Rc<Watch>, JoinHandle<()>)],
     hard_deadline: Option<u64>,
     reply_timeout_ns: u64,
 ) {
@@ -124,11 +129,11 @@ async fn watchdog(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tick.tick().await;
-        if watches.iter().all(|w| w.finished.get()) {
+        if watched.iter().all(|(_, task)| task.is_finished()) {
             return;
         }
         let now = shared.clock.now();
-        for watch in watches.iter().filter(|w| !w.finished.get()) {
+        for (watch, _) in watched.iter().filter(|(_, task)| !task.is_finished()) {
             if hard_deadline.is_some_and(|d| now >= d) {
                 watch.interrupt(Kill::Deadline);
             } else if watch
