@@ -10,6 +10,7 @@ from pathlib import Path
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from cachelab.report.data import STAGES, Curve, PointResult
 
@@ -63,16 +64,21 @@ def plot_percentiles(ax: Axes, curves: Sequence[Curve], qos_ms: float, xlabel: s
                      ticks: Sequence[str] | None = None) -> None:
     """p50, p90 and p99 of the client response time (one colour per curve, one line style
     per percentile), with the QoS target as a horizontal line."""
+    handles = []
     for i, c in enumerate(curves):
         colour = f"C{i % 10}"
         for name, style in PERCENTILE_STYLES.items():
             ax.plot(c.x, [p.percentiles_ms[name] for p in c.points], linestyle=style,
-                    marker=".", color=colour, label=f"{c.label} {name}")
-    ax.axhline(qos_ms, color="red", linewidth=1.5, label=f"QoS target {qos_ms:g} ms")
+                    marker=".", color=colour)
+        handles.append(Line2D([], [], color=colour, label=c.label))
+    handles += [Line2D([], [], color="black", linestyle=style, label=name)
+                for name, style in PERCENTILE_STYLES.items()]
+    handles.append(ax.axhline(qos_ms, color="red", linewidth=1.5,
+                              label=f"QoS target {qos_ms:g} ms"))
     ax.set_ylabel("response time (ms)")
     ax.set_ylim(bottom=0)
     _x_axis(ax, xlabel, ticks)
-    ax.legend(fontsize="x-small", loc="best", ncols=2)
+    ax.legend(handles=handles, fontsize="x-small", loc="upper left")
 
 
 def plot_decomposition(ax: Axes, points: Sequence[PointResult]) -> None:
