@@ -93,9 +93,16 @@ fn each_bad_request_gets_its_error_and_the_connection_stays_usable() {
         "END\r\n",
         "the rejected value was not stored"
     );
-    // Every rejection is in the log.
-    let log = proxy.log();
-    assert_eq!(log.matches("bad request").count(), CASES.len() + 2, "{log}");
+    // Every rejection is in the log. The log is written by a background appender, so
+    // give it a moment to flush the last lines before counting.
+    let expected = CASES.len() + 2;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut log = proxy.log();
+    while log.matches("bad request").count() < expected && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        log = proxy.log();
+    }
+    assert_eq!(log.matches("bad request").count(), expected, "{log}");
     assert!(log.contains("value larger than the limit"), "{log}");
 }
 
