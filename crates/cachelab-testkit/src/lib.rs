@@ -64,8 +64,11 @@ impl Memcached {
             cmd.args(["-u", "root"]);
         }
         let child = cmd.spawn().expect("cannot run memcached");
+        let pid = child.id();
         self.child = Some(child);
-        if wait_until_accepting(self.addr) {
+        // Another test may have been handed the same free port a moment earlier: then our
+        // memcached could not bind and the one accepting is not ours. Its pid tells.
+        if wait_until_accepting(self.addr) && self.stat("pid") == u64::from(pid) {
             true
         } else {
             self.stop();
@@ -142,8 +145,10 @@ impl Redis {
             .stderr(Stdio::null())
             .spawn()
             .expect("cannot run redis-server");
+        let pid = child.id();
         self.child = Some(child);
-        if wait_until_accepting(self.addr) {
+        // As for memcached: make sure the server accepting on the port is ours.
+        if wait_until_accepting(self.addr) && self.info("server", "process_id") == pid.to_string() {
             true
         } else {
             self.stop();
