@@ -126,7 +126,8 @@ class Progress:
         self._print(summary_line(status, record, verdict))
 
     def end(self, status: Status) -> None:
-        self._print(f"{status.runs_this_session} runs in {clock_text(status.elapsed_s())}")
+        n = status.runs_this_session
+        self._print(f"{n} run{'' if n == 1 else 's'} in {clock_text(status.elapsed_s())}")
 
 
 class LiveProgress(Progress):
