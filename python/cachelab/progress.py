@@ -95,7 +95,8 @@ def summary_line(status: Status, record: RunRecord, verdict: Verdict) -> str:
     return (f"point {record.point + 1}/{len(status.exp.points)} rep {record.repetition} "
             f"[{label}]: {s.throughput:,.0f} ops/s, avg {s.response_ms:.3f} ms, "
             f"p99 {s.p99_ms:.3f} ms, cv {cv}, {record.ended_at - record.started_at:.1f} s"
-            f"{state}")
+            f"{state}" + (" (the load generator fell behind its schedule)" if s.fell_behind
+                          else ""))
 
 
 class Progress:

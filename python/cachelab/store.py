@@ -146,6 +146,9 @@ def _script(sql: str) -> Callable[[sqlite3.Connection], None]:
 #: Applied in order; append new ones, never edit or reorder the applied ones.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial", _script(_INITIAL)),
+    # Open loop: whether a load generator sent late (its latencies are then the client's).
+    Migration("0002_run_fell_behind", _script("ALTER TABLE run ADD COLUMN fell_behind "
+                                              "INTEGER")),
 )
 
 
@@ -187,6 +190,8 @@ class RunSummary:
     errors: int
     #: Coefficient of variation of the per-second throughput; None below two seconds.
     cv_within: float | None
+    #: Open loop: a load generator fell behind its schedule; None in closed loop.
+    fell_behind: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -285,10 +290,12 @@ class Store:
             run_id = c.execute(
                 "INSERT INTO run (point_id, repetition, started_at, ended_at, throughput, "
                 "response_ms, p50_ms, p90_ms, p99_ms, p999_ms, max_ms, hits, misses, errors, "
-                "cv_within, host) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "cv_within, host, fell_behind) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (point_id, record.repetition, record.started_at, record.ended_at,
                  s.throughput, s.response_ms, s.p50_ms, s.p90_ms, s.p99_ms, s.p999_ms,
-                 s.max_ms, s.hits, s.misses, s.errors, s.cv_within, _json(record.host)),
+                 s.max_ms, s.hits, s.misses, s.errors, s.cv_within, _json(record.host),
+                 s.fell_behind),
             ).lastrowid
             for i, report in enumerate(record.loads):
                 _save_load(c, run_id, i, report)

@@ -51,11 +51,26 @@ def run(tmp_path, execute, text=EXPERIMENT, **kw):
 def test_migrations_set_the_version_and_are_idempotent(tmp_path):
     path = tmp_path / "r.db"
     with store.Store(path) as s:
-        assert s.version == len(store.MIGRATIONS) == 1
+        assert s.version == len(store.MIGRATIONS) == 2
     with store.Store(path) as s:  # reopening applies nothing twice
         names = [r[0] for r in s.conn.execute("SELECT name FROM _migrations")]
-        assert names == ["0001_initial"]
-        assert s.conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert names == ["0001_initial", "0002_run_fell_behind"]
+        assert s.conn.execute("PRAGMA user_version").fetchone()[0] == 2
+
+
+def test_an_old_database_is_migrated_and_keeps_its_runs(tmp_path):
+    conn = sqlite3.connect(tmp_path / "r.db", isolation_level=None)
+    store.migrate(conn, store.MIGRATIONS[:1])
+    conn.execute("INSERT INTO experiment VALUES (1, 'x', '', '', '', '{}', 0)")
+    conn.execute("INSERT INTO point VALUES (1, 1, 0, 'p', '{}', '{}', 1)")
+    conn.execute("INSERT INTO run (point_id, repetition, started_at, ended_at, throughput, "
+                 "response_ms, p50_ms, p90_ms, p99_ms, p999_ms, max_ms, hits, misses, errors, "
+                 "host) VALUES (1, 1, 0, 1, 500, 1, 1, 1, 1, 1, 1, 0, 0, 0, '{}')")
+    conn.close()
+    with store.Store(tmp_path / "r.db") as s:
+        assert s.version == 2
+        row = s.conn.execute("SELECT throughput, fell_behind FROM run").fetchone()
+        assert tuple(row) == (500, None)
 
 
 def test_a_failing_migration_leaves_the_previous_version(tmp_path):
@@ -65,10 +80,10 @@ def test_a_failing_migration_leaves_the_previous_version(tmp_path):
         c.execute("CREATE TABLE half_done (x)")
         raise RuntimeError("boom")
 
-    migrations = (*store.MIGRATIONS, store.Migration("0002_broken", broken))
+    migrations = (*store.MIGRATIONS, store.Migration("0003_broken", broken))
     with pytest.raises(RuntimeError):
         store.migrate(conn, migrations)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'half_done'"
                         ).fetchone()[0] == 0
 

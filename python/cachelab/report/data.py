@@ -44,6 +44,8 @@ class PointResult:
     response_std: float | None = None
     percentiles_ms: dict[str, float] = field(default_factory=dict)
     cv_within_max: float | None = None
+    #: Open-loop runs whose load generator fell behind its schedule.
+    fell_behind_runs: int = 0
     #: Mean time per stage in µs (network = client response - middleware response).
     decomposition: dict[str, float] | None = None
     queue_len: float | None = None
@@ -110,6 +112,7 @@ def _point(conn: sqlite3.Connection, row: sqlite3.Row, runs: list[sqlite3.Row],
         response_ms=response, response_std=_std([r["response_ms"] for r in used]),
         percentiles_ms={p: _mean([r[f"{p}_ms"] for r in used]) for p in ("p50", "p90", "p99")},
         cv_within_max=max(cvs) if cvs else None,
+        fell_behind_runs=sum(1 for r in runs if r["fell_behind"]),
         decomposition=_decomposition(conn, used, settings, response),
         queue_len=_queue_len(conn, used, settings),
         server_service_us=_server_service(conn, used, settings),
@@ -197,11 +200,14 @@ def _std(values: list[float]) -> float:
 
 def x_axis(data: ReportData) -> tuple[str, str]:
     """(path, axis label) of the factor on the x axis: `report.x` if the file set it, else
-    the number of clients when a client factor is swept, else the first factor."""
+    the offered rate when it is swept (open loop), else the number of clients when a client
+    factor is swept, else the first factor."""
     factors = data.settings.get("factors", [])
     chosen = data.settings.get("report_x")
     if chosen is None:
-        if any(f in CLIENT_FACTORS for f in factors) or not factors:
+        if "load.rate" in factors:
+            chosen = "load.rate"
+        elif any(f in CLIENT_FACTORS for f in factors) or not factors:
             chosen = "clients"
         else:
             chosen = factors[0]

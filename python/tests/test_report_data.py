@@ -1,0 +1,49 @@
+"""The report's grouping of points into curves and its choice of x axis (pure)."""
+
+from cachelab import validate
+from cachelab.report import data
+
+
+def point(index, factors, clients, throughput=100.0, p99=0.5, mode="closed"):
+    verdict = validate.Verdict(2, (0, 1), 0.01, True, False, "stable")
+    return data.PointResult(index=index, label=str(factors), factors=factors,
+                            config={"load": {"mode": mode, "pipeline": 1}}, clients=clients,
+                            runs=2, steady_runs=2, verdict=verdict, throughput=throughput,
+                            throughput_std=1.0, response_ms=clients / throughput * 1000,
+                            response_std=0.0, percentiles_ms={"p50": 0.1, "p90": 0.2,
+                                                              "p99": p99})
+
+
+def report(points, factors, report_x=None):
+    settings = {"factors": factors, "report_x": report_x, "qos_target_ms": 1.0}
+    return data.ReportData("x", "", "", settings, tuple(points), None, 2, 4)
+
+
+def test_clients_on_x_and_one_curve_per_other_factor():
+    pts = [point(i, {"middleware.workers": w, "load.clients": c}, c, throughput=100 * c,
+                 p99=c / 4) for i, (w, c) in enumerate([(8, 4), (8, 1), (32, 1), (32, 4)])]
+    pts.append(data.PointResult(index=4, label="not run", factors={"middleware.workers": 64,
+                                "load.clients": 1}, config={}, clients=1, runs=0,
+                                steady_runs=0, verdict=None))
+    d = report(pts, ["middleware.workers", "load.clients"])
+    assert data.x_axis(d)[0] == "clients"
+    found, ticks = data.curves(d)
+    assert ticks is None
+    assert [(c.label, c.x) for c in found] == [("middleware.workers=8", (1.0, 4.0)),
+                                               ("middleware.workers=32", (1.0, 4.0))]
+    qos = data.qos_rows(found, 1.0)
+    assert [r.result.throughput for r in qos] == [400, 400]  # p99 = 1.0 at 4 clients
+    laws = data.interactive_rows(d)
+    assert len(laws) == 4 and all(abs(r.check.error) < 1e-9 for r in laws)
+    assert not d.finished
+
+
+def test_a_text_factor_is_categorical_and_rate_wins_in_open_loop():
+    pts = [point(0, {"servers.kind": "memcached"}, 1), point(1, {"servers.kind": "redis"}, 1)]
+    found, ticks = data.curves(report(pts, ["servers.kind"]))
+    assert ticks == ["memcached", "redis"] and found[0].x == (0.0, 1.0)
+    d = report([point(0, {"servers.kind": "redis", "load.rate": 1000.0}, 1, mode="open")],
+               ["servers.kind", "load.rate"])
+    assert data.x_axis(d)[0] == "load.rate"
+    assert data.interactive_rows(d) == []  # the law is for closed loops
+    assert data.x_axis(report(pts, ["servers.kind"], "servers.kind"))[0] == "servers.kind"
