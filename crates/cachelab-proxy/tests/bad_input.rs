@@ -93,15 +93,9 @@ fn each_bad_request_gets_its_error_and_the_connection_stays_usable() {
         "END\r\n",
         "the rejected value was not stored"
     );
-    // Every rejection is in the log. The log is written by a background appender, so
-    // give it a moment to flush the last lines before counting.
+    // Every rejection is in the log.
     let expected = CASES.len() + 2;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    let mut log = proxy.log();
-    while log.matches("bad request").count() < expected && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        log = proxy.log();
-    }
+    let log = proxy.wait_for_log("bad request", expected);
     assert_eq!(log.matches("bad request").count(), expected, "{log}");
     assert!(log.contains("value larger than the limit"), "{log}");
 }
@@ -149,8 +143,7 @@ fn a_client_that_sends_half_a_request_and_disconnects_is_closed_cleanly() {
     let mut client = proxy.client();
     assert_eq!(client.set("k", "v"), "STORED\r\n");
     assert_eq!(client.get(&["k"]), values_reply(&[("k", "v")]));
-    thread::sleep(Duration::from_millis(200));
-    let log = proxy.log();
+    let log = proxy.wait_for_log("in the middle of a request", 2);
     assert_eq!(
         log.matches("in the middle of a request").count(),
         2,

@@ -50,7 +50,8 @@ fn a_killed_server_is_routed_around_and_used_again_after_restart() {
     let after = cmd_gets(&servers);
     let delta: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
     assert_eq!(delta, vec![100, 100, 100]);
-    let log = proxy.log();
+    proxy.wait_for_log("server connection failed", 1);
+    let log = proxy.wait_for_log("reconnected to server", 1);
     assert!(log.contains("server connection failed"), "{log}");
     assert!(log.contains("reconnected to server"), "{log}");
 }

@@ -281,6 +281,19 @@ impl Proxy {
         std::fs::read_to_string(self.dir.path().join("proxy.log")).unwrap_or_default()
     }
 
+    /// Waits until the log holds `pattern` at least `count` times (the log is written by
+    /// a background appender, so lines appear shortly after the event); returns the log.
+    pub fn wait_for_log(&self, pattern: &str, count: usize) -> String {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let log = self.log();
+            if log.matches(pattern).count() >= count || Instant::now() >= deadline {
+                return log;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn sigterm(&self) {
         unsafe {
             libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
