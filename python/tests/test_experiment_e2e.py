@@ -201,3 +201,19 @@ def test_a_killed_runner_resumes_without_redoing_finished_runs(binaries, tmp_pat
     assert [(r[3], r[4]) for r in rows] == [(1, 1), (2, 1)]
     with sqlite3.connect(out / store.FILENAME) as db:  # servers populated directly
         assert db.execute("SELECT sum(misses), min(hits) FROM run").fetchone()[0] == 0
+
+    # The resumed experiment equals one run in one go: the same points and runs, the same
+    # rows in every table that does not depend on timing, and rows for every run in the
+    # tables sampled over time.
+    whole = tmp_path / "whole"
+    run_cmd.run(path, whole, report=False, progress=Progress(io.StringIO()))
+    exact = ("experiment", "point", "run", "client_summary")
+    sampled = ("client_second", "cpu_sample", "artifact")
+    with sqlite3.connect(out / store.FILENAME) as a, sqlite3.connect(whole / store.FILENAME) as b:
+        points = "SELECT id, label FROM point ORDER BY id"
+        assert a.execute(points).fetchall() == b.execute(points).fetchall()
+        for table in exact:
+            assert count(a, table) == count(b, table), table
+        for table in sampled:
+            per_run = f"SELECT count(DISTINCT run_id) FROM {table}"
+            assert a.execute(per_run).fetchone() == b.execute(per_run).fetchone() == (2,), table
