@@ -19,12 +19,13 @@ import os
 import platform
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _common import BenchError, free_port, wait_listening
 
 ROOT = Path(__file__).resolve().parent.parent
 BINARY = ROOT / "target" / "release" / "cachelab-load"
@@ -36,27 +37,6 @@ VALUE_SIZE = 32
 KEYS = 100_000
 REDIS_REQUESTS = 200_000  # per command (SET, then GET) for redis-benchmark
 TIMEOUT = 120  # no single process may run longer than this
-
-
-class BenchError(Exception):
-    """A problem the user can fix; printed as one line, exit code 1."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_listening(port: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.02)
-    raise BenchError(f"server on port {port} did not start")
 
 
 def cores() -> tuple[list[str], list[str]]:

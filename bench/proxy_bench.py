@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,6 +26,8 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from _common import BenchError, free_port, wait_listening
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = ROOT / "target" / "release"
@@ -37,23 +38,6 @@ CLOSED_CLIENTS = 32
 OPEN_RATE = 20_000
 STEAL_LIMIT = 0.05
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.02)
-    raise SystemExit(f"nothing listens on 127.0.0.1:{port}")
 
 
 def pinned(cpu: str, argv: list[str], **kw) -> subprocess.Popen:
@@ -95,7 +79,7 @@ class Servers:
                                           "-t", "1", "-m", "256", *user])
                       for p in self.ports]
         for p in self.ports:
-            wait_port(p)
+            wait_listening(p)
 
     def close(self) -> None:
         for p in self.procs:
@@ -116,7 +100,7 @@ def start_cachelab(ports: list[int], mode: str) -> Target:
                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline()
     port = int(line.rsplit(":", 1)[1])
-    wait_port(port)
+    wait_listening(port)
     return Target(f"cachelab-{mode}", proc, port)
 
 
@@ -129,7 +113,7 @@ def start_twemproxy(ports: list[int], workdir: Path) -> Target:
                     f"  servers:\n{servers}\n")
     proc = pinned(PROXY_CPU, ["nutcracker", "-c", str(conf), "-p", str(workdir / f"{port}.pid"),
                               "-o", str(workdir / f"{port}.log")])
-    wait_port(port)
+    wait_listening(port)
     return Target("twemproxy", proc, port)
 
 
@@ -287,4 +271,7 @@ def print_row(row: dict) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BenchError as exc:
+        raise SystemExit(f"proxy_bench: {exc}") from None
