@@ -21,6 +21,16 @@ use crate::server::Shared;
 /// Bumped when a field changes meaning or disappears (adding fields does not bump it).
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// The workers' units taken out at a window boundary, with the net layer's counters.
+struct Swapped {
+    end: Instant,
+    end_unix: f64,
+    units: Vec<WorkerStats>,
+    arrivals: u64,
+    queue_len_now: usize,
+    connections: u64,
+}
+
 /// The merged statistics of the whole run, for the summary.
 pub struct RunSummary {
     pub duration_s: f64,
@@ -78,18 +88,34 @@ impl StatsWriter {
 
     /// Writes a window every `stats_window` until `stop` turns true, then the last
     /// (partial) window and the summary.
+    ///
+    /// Only the swap of the workers' units runs on the runtime; merging, encoding the HDR
+    /// histograms and writing run on a blocking thread, so a window boundary does not stall
+    /// the event loop (and the tail latencies it measures) for milliseconds.
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> RunSummary {
         let mut ticks = tokio::time::interval(self.shared.config.stats_window);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         ticks.tick().await;
         loop {
             tokio::select! {
-                _ = ticks.tick() => self.flush_window(),
+                _ = ticks.tick() => self = self.flush_window().await,
                 _ = stop.changed() => break,
             }
         }
-        self.flush_window();
-        self.finish()
+        self = self.flush_window().await;
+        tokio::task::spawn_blocking(move || self.finish())
+            .await
+            .expect("the statistics writer thread panicked")
+    }
+
+    async fn flush_window(mut self) -> Self {
+        let swapped = self.swap_units();
+        tokio::task::spawn_blocking(move || {
+            self.write_window(swapped);
+            self
+        })
+        .await
+        .expect("the statistics writer thread panicked")
     }
 
     fn write_line(&mut self, value: &Value) -> io::Result<()> {
@@ -101,34 +127,61 @@ impl StatsWriter {
         Ok(())
     }
 
-    /// Swaps every worker's unit for a fresh one and writes the window.
-    pub fn flush_window(&mut self) {
+    /// Swaps every worker's unit for a fresh one (brief, per-worker locks) and samples
+    /// the net layer's counters at the window's end.
+    fn swap_units(&self) -> Swapped {
         let end = Instant::now();
-        let end_unix = unix_now();
+        let servers = self.shared.config.servers.len();
+        let units = (0..self.shared.config.workers)
+            .map(|worker| {
+                let fresh = WorkerStats::new(servers, end);
+                std::mem::replace(&mut *self.shared.lock_worker_stats(worker), fresh)
+            })
+            .collect();
+        Swapped {
+            end,
+            end_unix: unix_now(),
+            units,
+            arrivals: self.shared.net.arrivals.load(Ordering::Relaxed),
+            queue_len_now: self.shared.queue.len(),
+            connections: self.shared.net.curr_connections.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Merges a window's units into the run's totals and, if there is a stats file,
+    /// writes one line per busy worker and the merged line.
+    fn write_window(&mut self, swapped: Swapped) {
+        let Swapped {
+            end,
+            end_unix,
+            units,
+            arrivals,
+            queue_len_now,
+            connections,
+        } = swapped;
         let servers = self.shared.config.servers.len();
         let mut merged = WorkerStats::new(servers, self.window_start);
         let mut lines = Vec::new();
-        for worker in 0..self.shared.config.workers {
-            let fresh = WorkerStats::new(servers, end);
-            let unit = std::mem::replace(&mut *self.shared.lock_worker_stats(worker), fresh);
-            if unit.ops.iter().any(|op| op.count > 0) {
-                lines.push(self.window_json(Some(worker), &unit, end_unix, None));
+        for (worker, unit) in units.iter().enumerate() {
+            if self.out.is_some() && unit.ops.iter().any(|op| op.count > 0) {
+                lines.push(self.window_json(Some(worker), unit, end_unix, None));
             }
-            merged.merge(&unit);
+            merged.merge(unit);
         }
-        let arrivals = self.shared.net.arrivals.load(Ordering::Relaxed);
         let window_arrivals = arrivals - self.arrivals_seen;
         self.arrivals_seen = arrivals;
-        let duration = end.duration_since(self.window_start).as_secs_f64();
-        let completions: u64 = merged.ops.iter().map(|op| op.count).sum();
-        let extra = json!({
-            "arrivals": window_arrivals,
-            "arrival_rate": rate(window_arrivals, duration),
-            "throughput": rate(completions, duration),
-            "queue_len_now": self.shared.queue.len(),
-            "connections": self.shared.net.curr_connections.load(Ordering::Relaxed),
-        });
-        lines.push(self.window_json(None, &merged, end_unix, Some(extra)));
+        if self.out.is_some() {
+            let duration = end.duration_since(self.window_start).as_secs_f64();
+            let completions: u64 = merged.ops.iter().map(|op| op.count).sum();
+            let extra = json!({
+                "arrivals": window_arrivals,
+                "arrival_rate": rate(window_arrivals, duration),
+                "throughput": rate(completions, duration),
+                "queue_len_now": queue_len_now,
+                "connections": connections,
+            });
+            lines.push(self.window_json(None, &merged, end_unix, Some(extra)));
+        }
         for line in &lines {
             if let Err(e) = self.write_line(line) {
                 error!(error = %e, "cannot write the stats file");

@@ -125,7 +125,6 @@ impl Worker {
             last_answer: self.last_answer,
             reply_sent,
         };
-        self.shared.counters[self.id].record(job.op, &outcome, self.failovers);
         let mut stats = self.shared.lock_worker_stats(self.id);
         stats.queue_len.add(queue_len as f64);
         stats.failovers += self.failovers;
@@ -160,18 +159,17 @@ impl Worker {
                 reply, offset, len, ..
             } = self.exchanges[index].result
             {
-                let bytes = &self.backends[server].rbuf[offset..offset + len];
-                job.conn
-                    .complete(job.seq, |out| out.extend_from_slice(bytes));
                 if let Reply::Values { hits, .. } = reply {
                     outcome.hits = hits;
                 }
                 outcome.error = reply.is_error();
+                let bytes = &self.backends[server].rbuf[offset..offset + len];
+                self.reply(job, &outcome, |out| out.extend_from_slice(bytes));
                 return outcome;
             }
         }
         outcome.error = true;
-        self.reply_unavailable(job, start);
+        self.reply_unavailable(job, &outcome, start);
         outcome
     }
 
@@ -241,7 +239,7 @@ impl Worker {
         }
         if done.iter().any(Option::is_none) {
             outcome.error = true;
-            self.reply_unavailable(job, first);
+            self.reply_unavailable(job, &outcome, first);
             return outcome;
         }
         let answers: Vec<(usize, Reply, usize, usize)> = done
@@ -261,18 +259,9 @@ impl Worker {
         if let Some(&(server, _, offset, len)) = answers.iter().find(|a| a.1.is_error()) {
             outcome.error = true;
             let bytes = &backends[server].rbuf[offset..offset + len];
-            job.conn
-                .complete(job.seq, |out| out.extend_from_slice(bytes));
+            self.reply(job, &outcome, |out| out.extend_from_slice(bytes));
             return outcome;
         }
-        job.conn.complete(job.seq, |out| {
-            for &(server, reply, offset, _) in &answers {
-                if let Reply::Values { body_len, .. } = reply {
-                    out.extend_from_slice(&backends[server].rbuf[offset..offset + body_len]);
-                }
-            }
-            out.extend_from_slice(b"END\r\n");
-        });
         outcome.hits = answers
             .iter()
             .map(|a| match a.1 {
@@ -280,6 +269,14 @@ impl Worker {
                 _ => 0,
             })
             .sum();
+        self.reply(job, &outcome, |out| {
+            for &(server, reply, offset, _) in &answers {
+                if let Reply::Values { body_len, .. } = reply {
+                    out.extend_from_slice(&backends[server].rbuf[offset..offset + body_len]);
+                }
+            }
+            out.extend_from_slice(b"END\r\n");
+        });
         outcome
     }
 
@@ -332,15 +329,10 @@ impl Worker {
         let ex = self.exchanges[chosen];
         match ex.result {
             State::Done { offset, len, .. } => {
-                if job.noreply {
-                    job.conn.complete_silent(job.seq);
-                } else {
-                    let bytes = &self.backends[ex.server].rbuf[offset..offset + len];
-                    job.conn
-                        .complete(job.seq, |out| out.extend_from_slice(bytes));
-                }
+                let bytes = &self.backends[ex.server].rbuf[offset..offset + len];
+                self.reply(job, &outcome, |out| out.extend_from_slice(bytes));
             }
-            _ => self.reply_unavailable(job, ex.server),
+            _ => self.reply_unavailable(job, &outcome, ex.server),
         }
         outcome
     }
@@ -455,19 +447,25 @@ impl Worker {
         }
     }
 
-    fn reply_unavailable(&self, job: &Job, server: usize) {
+    /// Counts the request, then sends its reply (or, for noreply, releases its slot).
+    /// Counting first means a client that has its reply already sees it in `stats`.
+    fn reply(&self, job: &Job, outcome: &Outcome, write: impl FnOnce(&mut BytesMut)) {
+        self.shared.counters[self.id].record(job.op, outcome, self.failovers);
         if job.noreply {
             job.conn.complete_silent(job.seq);
-            return;
+        } else {
+            job.conn.complete(job.seq, write);
         }
+    }
+
+    fn reply_unavailable(&self, job: &Job, outcome: &Outcome, server: usize) {
         let backend = &self.backends[server];
         let line = format!(
             "SERVER_ERROR server {} unavailable: {}\r\n",
             backend.addr,
             backend.reason().replace(['\r', '\n'], " ")
         );
-        job.conn
-            .complete(job.seq, |out| out.extend_from_slice(line.as_bytes()));
+        self.reply(job, outcome, |out| out.extend_from_slice(line.as_bytes()));
     }
 
     fn warn_replication(&mut self, job: &Job) {
