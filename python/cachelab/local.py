@@ -18,16 +18,9 @@ from pathlib import Path
 
 from cachelab.binaries import find_binary
 from cachelab.errors import UserError
-from cachelab.procs import START_TIMEOUT_S, Managed, free_port, wait_for_port
+from cachelab.procs import START_TIMEOUT_S, Managed, free_port, require_command, wait_for_port
 
 HOST = "127.0.0.1"
-
-
-def _command(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        raise UserError(f"{name} not found: `make deps` installs it from Debian's packages")
-    return path
 
 
 def wrap(argv: Sequence[str], cpus: Sequence[int] = ()) -> list[str]:
@@ -36,7 +29,7 @@ def wrap(argv: Sequence[str], cpus: Sequence[int] = ()) -> list[str]:
     if shutil.which("setpriv"):
         prefix += [shutil.which("setpriv") or "setpriv", "--pdeathsig", "TERM", "--"]
     if cpus:
-        prefix += [_command("taskset"), "-c", ",".join(str(c) for c in cpus)]
+        prefix += [require_command("taskset"), "-c", ",".join(str(c) for c in cpus)]
     return [*prefix, *argv]
 
 
@@ -53,11 +46,11 @@ def _spawn(argv: list[str], log: Path) -> subprocess.Popen:
 
 def server_argv(kind: str, port: int, threads: int, memory_mb: int) -> list[str]:
     if kind == "redis":
-        argv = [_command("redis-server"), "--port", str(port), "--bind", HOST,
+        argv = [require_command("redis-server"), "--port", str(port), "--bind", HOST,
                 "--save", "", "--appendonly", "no", "--protected-mode", "no",
                 "--maxmemory", f"{memory_mb}mb", "--io-threads", str(threads)]
         return argv + (["--io-threads-do-reads", "yes"] if threads > 1 else [])
-    argv = [_command("memcached"), "-l", HOST, "-p", str(port), "-U", "0",
+    argv = [require_command("memcached"), "-l", HOST, "-p", str(port), "-U", "0",
             "-t", str(threads), "-m", str(memory_mb)]
     return argv + (["-u", "root"] if os.geteuid() == 0 else [])
 

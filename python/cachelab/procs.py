@@ -1,12 +1,11 @@
-"""Starting and stopping the processes of an experiment on this host (loopback).
-
-Every process is a `Managed` handle: stopped on `stop()` or when used as a context
-manager, so a test or an experiment that fails half-way leaves nothing running.
+"""Process primitives for the processes of an experiment: free loopback ports, waiting for
+a listener, and the `Managed` handle (stopped on `stop()` or when used as a context manager,
+so a test or an experiment that fails half-way leaves nothing running). `cachelab.local`
+starts the servers, middlewares and load generators with them.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import socket
@@ -15,7 +14,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cachelab.binaries import find_binary
 from cachelab.errors import UserError
 
 START_TIMEOUT_S = 10.0
@@ -71,62 +69,9 @@ class Managed:
         self.stop()
 
 
-def _require(command: str) -> str:
+def require_command(command: str) -> str:
+    """The path of an installed program, or a UserError saying how to install it."""
     path = shutil.which(command)
     if path is None:
         raise UserError(f"{command} not found: `make deps` installs it from Debian's packages")
     return path
-
-
-def start_memcached(port: int | None = None, threads: int = 1, memory_mb: int = 64) -> Managed:
-    """A fresh memcached on 127.0.0.1 (a free port unless one is given)."""
-    binary = _require("memcached")
-    for _ in range(5):
-        chosen = port or free_port()
-        argv = [binary, "-l", "127.0.0.1", "-p", str(chosen), "-U", "0",
-                "-t", str(threads), "-m", str(memory_mb)]
-        if os.geteuid() == 0:
-            argv += ["-u", "root"]  # memcached refuses root without naming a user
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if wait_for_port("127.0.0.1", chosen):
-            return Managed("memcached", proc, "127.0.0.1", chosen)
-        proc.kill()
-        proc.wait()
-        if port:
-            break
-    raise UserError("memcached did not start listening on 127.0.0.1")
-
-
-def start_proxy(
-    servers: list[str],
-    workers: int,
-    *,
-    sharded: bool = False,
-    stats_file: Path | None = None,
-    log_file: Path | None = None,
-    stats_window: float = 5.0,
-    extra: list[str] | None = None,
-) -> Managed:
-    """cachelab-proxy on a free port; returns once it listens (it prints its address)."""
-    argv = [str(find_binary("cachelab-proxy")), "-l", "127.0.0.1", "-p", "0",
-            "-t", str(workers), "--stats-window", str(stats_window), "-m", *servers]
-    files: dict[str, Path] = {}
-    if sharded:
-        argv.append("-s")
-    if stats_file:
-        argv += ["--stats-file", str(stats_file)]
-        files["stats"] = stats_file
-    if log_file:
-        argv += ["--log-file", str(log_file)]
-        files["log"] = log_file
-    argv += extra or []
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    prefix = "listening on "
-    if not line.startswith(prefix):
-        proc.kill()
-        proc.wait()
-        raise UserError(f"cachelab-proxy did not start (it printed {line!r}); see its log")
-    host, _, port = line[len(prefix):].rpartition(":")
-    return Managed("cachelab-proxy", proc, host, int(port), files)

@@ -6,18 +6,23 @@ import pytest
 
 from cachelab.binaries import find_binary
 from cachelab.errors import UserError
-from cachelab.procs import start_memcached
+from cachelab.local import start_server
+
+
+def start_memcached(log_dir):
+    return start_server("memcached", threads=1, memory_mb=64, cpus=(),
+                        log=log_dir / "memcached.log")
 
 
 @pytest.fixture
-def memcached():
-    with start_memcached() as server:
+def memcached(tmp_path):
+    with start_memcached(tmp_path) as server:
         yield server
 
 
 @pytest.fixture
-def three_memcached():
-    servers = [start_memcached() for _ in range(3)]
+def three_memcached(tmp_path):
+    servers = [start_memcached(tmp_path) for _ in range(3)]
     try:
         yield servers
     finally:

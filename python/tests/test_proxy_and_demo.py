@@ -5,16 +5,17 @@ import sys
 
 from cachelab import proxy_stats
 from cachelab.cli import main
+from cachelab.local import start_middleware
 from cachelab.memcache_client import Client
-from cachelab.procs import start_proxy
 
 
 def test_proxy_started_from_python_replicates_and_reports_its_stats(
     three_memcached, proxy_binary, tmp_path
 ):
     stats_file = tmp_path / "stats.jsonl"
-    proxy = start_proxy([s.address for s in three_memcached], 4, stats_file=stats_file,
-                        log_file=tmp_path / "proxy.log", stats_window=0.5)
+    proxy = start_middleware([s.address for s in three_memcached], workers=4, sharded=False,
+                             threads=None, window_s=0.5, cpus=(), stats_file=stats_file,
+                             log_file=tmp_path / "proxy.log", out=tmp_path / "proxy.out")
     with proxy, Client(proxy.host, proxy.port) as c:
         assert c.set("k", b"v") == "STORED"
         for _ in range(30):
