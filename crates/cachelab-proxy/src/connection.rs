@@ -234,7 +234,6 @@ impl Session {
             let parts = (forward.keys as usize).min(servers);
             Route::Sharded {
                 first: self.shared.rr.take(parts),
-                parts,
             }
         } else {
             Route::One(self.shared.rr.one())

@@ -14,9 +14,9 @@ use crate::metrics::OpKind;
 pub enum Route {
     /// A read for one server (GET, or a non-sharded multi-GET).
     One(usize),
-    /// A sharded multi-GET: `parts` consecutive key ranges, part i to server
+    /// A sharded multi-GET: `min(keys, servers)` consecutive key ranges, part i to server
     /// `(first + i) mod n`.
-    Sharded { first: usize, parts: usize },
+    Sharded { first: usize },
     /// A write or other replicated command, to every server.
     All,
 }

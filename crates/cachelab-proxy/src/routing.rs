@@ -42,7 +42,7 @@ impl RoundRobin {
 }
 
 /// Sizes of the consecutive parts a sharded multi-GET of `keys` keys is split into.
-pub fn split_sizes(keys: usize, servers: usize) -> impl Iterator<Item = usize> {
+pub fn split_sizes(keys: usize, servers: usize) -> impl ExactSizeIterator<Item = usize> + Clone {
     let parts = keys.min(servers).max(1);
     let base = keys / parts;
     let extra = keys % parts;

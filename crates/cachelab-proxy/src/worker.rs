@@ -51,6 +51,8 @@ pub struct Worker {
     exchanges: Vec<Exchange>,
     blocked: Vec<bool>,
     replicated: Vec<Replicated<Instant>>,
+    /// Per part of a sharded multi-GET, the exchange that answered it.
+    part_answers: Vec<Option<usize>>,
     first_sent: Option<Instant>,
     last_answer: Option<Instant>,
     failovers: u64,
@@ -74,6 +76,7 @@ impl Worker {
             exchanges: Vec::with_capacity(servers * 2),
             blocked: vec![false; servers],
             replicated: Vec::with_capacity(servers),
+            part_answers: Vec::with_capacity(servers),
             first_sent: None,
             last_answer: None,
             failovers: 0,
@@ -108,7 +111,7 @@ impl Worker {
         self.failovers = 0;
         let outcome = match job.route {
             Route::One(server) => self.serve_read(&job, server).await,
-            Route::Sharded { first, parts } => self.serve_sharded(&job, first, parts).await,
+            Route::Sharded { first } => self.serve_sharded(&job, first).await,
             Route::All => self.serve_replicated(&job).await,
         };
         let reply_sent = Instant::now();
@@ -176,28 +179,28 @@ impl Worker {
     /// A sharded multi-GET: consecutive key ranges to consecutive servers, reassembled
     /// in the client's key order. A part whose server is down or fails moves on to the
     /// next server.
-    async fn serve_sharded(&mut self, job: &Job, first: usize, parts: usize) -> Outcome {
+    async fn serve_sharded(&mut self, job: &Job, first: usize) -> Outcome {
         let servers = self.backends.len();
         let frame = job.frame.clone();
         let Ok((Request::Get(get), _)) = parse_request(&frame, &self.shared.config.limits) else {
             unreachable!("sharded jobs are multi-GETs that parsed at decode time");
         };
         let verb: &[u8] = if get.cas { b"gets" } else { b"get" };
-        let sizes: Vec<usize> = split_sizes(get.keys.len(), servers).collect();
-        debug_assert_eq!(sizes.len(), parts);
+        let parts = split_sizes(get.keys.len(), servers);
         let mut outcome = Outcome {
             keys: job.keys,
             ..Outcome::default()
         };
-        // done[i]: the exchange that answered part i.
-        let mut done: Vec<Option<usize>> = vec![None; sizes.len()];
+        // part_answers[i]: the exchange that answered part i.
+        self.part_answers.clear();
+        self.part_answers.resize(parts.len(), None);
         for round in 0..servers {
             let mut staged_any = false;
             let mut key_iter = get.keys.iter();
-            for (part, size) in sizes.iter().enumerate() {
-                let keys = key_iter.clone().take(*size);
+            for (part, size) in parts.clone().enumerate() {
+                let keys = key_iter.clone().take(size);
                 key_iter.nth(size - 1);
-                if done[part].is_some() {
+                if self.part_answers[part].is_some() {
                     continue;
                 }
                 let preferred = (first + part + round) % servers;
@@ -229,48 +232,45 @@ impl Worker {
             self.send_staged().await;
             self.await_replies(Expect::Values).await;
             for (index, ex) in self.exchanges.iter().enumerate() {
-                if matches!(ex.result, State::Done { .. }) && done[ex.part].is_none() {
-                    done[ex.part] = Some(index);
+                if matches!(ex.result, State::Done { .. }) && self.part_answers[ex.part].is_none() {
+                    self.part_answers[ex.part] = Some(index);
                 }
             }
-            if done.iter().all(Option::is_some) {
+            if self.part_answers.iter().all(Option::is_some) {
                 break;
             }
         }
-        if done.iter().any(Option::is_none) {
+        if self.part_answers.iter().any(Option::is_none) {
             outcome.error = true;
             self.reply_unavailable(job, &outcome, first);
             return outcome;
         }
-        let answers: Vec<(usize, Reply, usize, usize)> = done
-            .iter()
-            .map(|index| {
-                let ex = self.exchanges[index.expect("checked above")];
-                let State::Done {
+        // Every part answered: (server, reply, offset, len) of each, in key order.
+        let answers = self.part_answers.iter().map(|index| {
+            let ex = &self.exchanges[index.expect("checked above")];
+            match ex.result {
+                State::Done {
                     reply, offset, len, ..
-                } = ex.result
-                else {
-                    unreachable!()
-                };
-                (ex.server, reply, offset, len)
-            })
-            .collect();
+                } => (ex.server, reply, offset, len),
+                _ => unreachable!("part_answers only holds answered exchanges"),
+            }
+        });
         let backends = &self.backends;
-        if let Some(&(server, _, offset, len)) = answers.iter().find(|a| a.1.is_error()) {
+        if let Some((server, _, offset, len)) = answers.clone().find(|a| a.1.is_error()) {
             outcome.error = true;
             let bytes = &backends[server].rbuf[offset..offset + len];
             self.reply(job, &outcome, |out| out.extend_from_slice(bytes));
             return outcome;
         }
         outcome.hits = answers
-            .iter()
+            .clone()
             .map(|a| match a.1 {
                 Reply::Values { hits, .. } => hits,
                 _ => 0,
             })
             .sum();
         self.reply(job, &outcome, |out| {
-            for &(server, reply, offset, _) in &answers {
+            for (server, reply, offset, _) in answers {
                 if let Reply::Values { body_len, .. } = reply {
                     out.extend_from_slice(&backends[server].rbuf[offset..offset + body_len]);
                 }
