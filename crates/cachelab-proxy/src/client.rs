@@ -187,18 +187,12 @@ impl ClientConn {
     fn advance_locked(&self, ob: &mut Outbox) {
         ob.slots.pop_front();
         ob.base_seq += 1;
-        while let Some(front) = ob.slots.front() {
-            match front {
-                Slot::Waiting => break,
-                Slot::Ready(bytes) => {
-                    if !ob.dead {
-                        let bytes = bytes.clone();
-                        ob.buf.extend_from_slice(&bytes);
-                    }
+        while matches!(ob.slots.front(), Some(Slot::Ready(_) | Slot::Silent)) {
+            if let Some(Slot::Ready(bytes)) = ob.slots.pop_front() {
+                if !ob.dead {
+                    ob.buf.extend_from_slice(&bytes);
                 }
-                Slot::Silent => {}
             }
-            ob.slots.pop_front();
             ob.base_seq += 1;
         }
     }

@@ -169,12 +169,12 @@ impl TryFrom<&Args> for Config {
                 .filter(|d| !d.is_zero())
                 .ok_or(ConfigError::BadSeconds(name))
         };
-        for (value, name) in [
-            (args.max_connections, "max-connections"),
-            (args.max_inflight, "max-inflight"),
-            (args.server_timeout as usize, "server-timeout"),
+        for (is_zero, name) in [
+            (args.max_connections == 0, "max-connections"),
+            (args.max_inflight == 0, "max-inflight"),
+            (args.server_timeout == 0, "server-timeout"),
         ] {
-            if value == 0 {
+            if is_zero {
                 return Err(ConfigError::Zero(name));
             }
         }

@@ -42,14 +42,11 @@ impl Counters {
     pub fn record(&self, op: OpKind, outcome: &Outcome, failovers: u64) {
         match op {
             OpKind::Get | OpKind::MultiGet => {
-                bump(
-                    if op == OpKind::Get {
-                        &self.get_requests
-                    } else {
-                        &self.multiget_requests
-                    },
-                    1,
-                );
+                let requests = match op {
+                    OpKind::Get => &self.get_requests,
+                    _ => &self.multiget_requests,
+                };
+                bump(requests, 1);
                 bump(&self.get_keys, u64::from(outcome.keys));
                 bump(&self.get_hits, u64::from(outcome.hits));
                 bump(

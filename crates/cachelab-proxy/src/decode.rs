@@ -94,7 +94,7 @@ impl Decoder {
                 return Step::Skipped(n);
             }
             Discard::ThroughNewline => {
-                return match memchr_newline(buf) {
+                return match memchr::memchr(b'\n', buf) {
                     Some(i) => {
                         self.discard = Discard::Nothing;
                         Step::Skipped(i + 1)
@@ -119,10 +119,6 @@ impl Decoder {
             }
         }
     }
-}
-
-fn memchr_newline(buf: &[u8]) -> Option<usize> {
-    buf.iter().position(|b| *b == b'\n')
 }
 
 pub fn classify(request: &Request<'_>) -> Class {
