@@ -34,30 +34,31 @@ def _legend(ax: Axes, n: int) -> None:
         ax.legend(fontsize="small", loc="best")
 
 
-def plot_throughput(ax: Axes, curves: Sequence[Curve], xlabel: str,
-                    ticks: Sequence[str] | None = None) -> None:
-    """Mean throughput over the repetitions, error bars one standard deviation."""
+def _plot_mean_with_std(ax: Axes, curves: Sequence[Curve], mean: str, std: str, ylabel: str,
+                        xlabel: str, ticks: Sequence[str] | None) -> None:
+    """One curve per configuration: the attribute `mean` of each point, error bars `std`."""
     for c in curves:
-        ax.errorbar(c.x, [p.throughput for p in c.points],
-                    yerr=[p.throughput_std for p in c.points], marker="o", capsize=3,
+        ax.errorbar(c.x, [getattr(p, mean) for p in c.points],
+                    yerr=[getattr(p, std) for p in c.points], marker="o", capsize=3,
                     label=c.label)
-    ax.set_ylabel("throughput (ops/s)")
+    ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
     _x_axis(ax, xlabel, ticks)
     _legend(ax, len(curves))
+
+
+def plot_throughput(ax: Axes, curves: Sequence[Curve], xlabel: str,
+                    ticks: Sequence[str] | None = None) -> None:
+    """Mean throughput over the repetitions, error bars one standard deviation."""
+    _plot_mean_with_std(ax, curves, "throughput", "throughput_std", "throughput (ops/s)",
+                        xlabel, ticks)
 
 
 def plot_response_time(ax: Axes, curves: Sequence[Curve], xlabel: str,
                        ticks: Sequence[str] | None = None) -> None:
     """Mean client response time, error bars one standard deviation over repetitions."""
-    for c in curves:
-        ax.errorbar(c.x, [p.response_ms for p in c.points],
-                    yerr=[p.response_std for p in c.points], marker="o", capsize=3,
-                    label=c.label)
-    ax.set_ylabel("response time (ms)")
-    ax.set_ylim(bottom=0)
-    _x_axis(ax, xlabel, ticks)
-    _legend(ax, len(curves))
+    _plot_mean_with_std(ax, curves, "response_ms", "response_std", "response time (ms)",
+                        xlabel, ticks)
 
 
 def plot_percentiles(ax: Axes, curves: Sequence[Curve], qos_ms: float, xlabel: str,
