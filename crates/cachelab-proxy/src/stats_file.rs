@@ -82,7 +82,7 @@ impl StatsWriter {
             "window_s": config.stats_window.as_secs_f64(),
             "bucket_width_us": crate::metrics::BUCKET_WIDTH_US,
         });
-        writer.write_line(&header)?;
+        writer.write_lines(&[header])?;
         Ok(writer)
     }
 
@@ -118,10 +118,14 @@ impl StatsWriter {
         .expect("the statistics writer thread panicked")
     }
 
-    fn write_line(&mut self, value: &Value) -> io::Result<()> {
+    /// Writes the lines and flushes once, so each window (or the header, or the summary)
+    /// reaches the file whole.
+    fn write_lines(&mut self, values: &[Value]) -> io::Result<()> {
         if let Some(out) = self.out.as_mut() {
-            serde_json::to_writer(&mut *out, value)?;
-            out.write_all(b"\n")?;
+            for value in values {
+                serde_json::to_writer(&mut *out, value)?;
+                out.write_all(b"\n")?;
+            }
             out.flush()?;
         }
         Ok(())
@@ -182,11 +186,8 @@ impl StatsWriter {
             });
             lines.push(self.window_json(None, &merged, end_unix, Some(extra)));
         }
-        for line in &lines {
-            if let Err(e) = self.write_line(line) {
-                error!(error = %e, "cannot write the stats file");
-                break;
-            }
+        if let Err(e) = self.write_lines(&lines) {
+            error!(error = %e, "cannot write the stats file");
         }
         self.totals.merge(&merged);
         self.window += 1;
@@ -235,7 +236,7 @@ impl StatsWriter {
             "failovers": self.totals.failovers,
             "ops": ops_json(&self.totals),
         });
-        if let Err(e) = self.write_line(&summary) {
+        if let Err(e) = self.write_lines(&[summary]) {
             error!(error = %e, "cannot write the stats file summary");
         }
         RunSummary {
