@@ -81,8 +81,9 @@ impl Backend {
                 self.stream = Some(stream);
                 self.retry_at = None;
                 self.backoff = BACKOFF_INITIAL;
-                self.rbuf.clear();
-                self.parsed = 0;
+                // Replies parsed before the failure still belong to requests of the
+                // current batch; only the unparsed remainder of the old stream goes.
+                self.rbuf.truncate(self.parsed);
                 true
             }
             Ok(Err(e)) => {

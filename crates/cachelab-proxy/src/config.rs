@@ -18,6 +18,8 @@ pub const DEFAULT_SERVER_TIMEOUT_MS: u64 = 1000;
 pub const DEFAULT_BACKOFF_MAX_MS: u64 = 1000;
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 pub const DEFAULT_MAX_INFLIGHT: usize = 1024;
+/// Requests a worker has at the servers at once by default: one, the spec's model.
+pub const DEFAULT_PIPELINE: usize = 1;
 /// The first reconnection attempt waits this long; each failure doubles it.
 pub const BACKOFF_INITIAL: Duration = Duration::from_millis(10);
 
@@ -46,6 +48,12 @@ pub struct Args {
     /// Split multi-GETs over the servers instead of sending each to one server.
     #[arg(short = 's', long = "sharded")]
     pub sharded: bool,
+
+    /// Requests a worker takes from the queue at once and has at the servers together,
+    /// sent in one write per server (at most workers x this at the servers). The
+    /// default, 1, keeps the spec's queueing model: one request per worker at a time.
+    #[arg(long, default_value_t = DEFAULT_PIPELINE, value_name = "DEPTH")]
+    pub pipeline: usize,
 
     /// Runtime threads for the net layer and workers (default: one per CPU).
     #[arg(long)]
@@ -117,6 +125,7 @@ pub struct Config {
     pub workers: usize,
     pub servers: Vec<SocketAddr>,
     pub sharded: bool,
+    pub pipeline: usize,
     pub threads: Option<usize>,
     pub stats_file: Option<PathBuf>,
     pub stats_window: Duration,
@@ -137,6 +146,7 @@ impl Config {
             workers,
             servers,
             sharded: false,
+            pipeline: DEFAULT_PIPELINE,
             threads: None,
             stats_file: None,
             stats_window: Duration::from_secs_f64(DEFAULT_STATS_WINDOW_SECS),
@@ -173,6 +183,8 @@ impl TryFrom<&Args> for Config {
             (args.max_connections == 0, "max-connections"),
             (args.max_inflight == 0, "max-inflight"),
             (args.server_timeout == 0, "server-timeout"),
+            (args.pipeline == 0, "pipeline"),
+            (args.threads == Some(0), "threads"),
         ] {
             if is_zero {
                 return Err(ConfigError::Zero(name));
@@ -183,6 +195,7 @@ impl TryFrom<&Args> for Config {
             workers: args.workers,
             servers,
             sharded: args.sharded,
+            pipeline: args.pipeline,
             threads: args.threads,
             stats_file: args.stats_file.clone(),
             stats_window: seconds(args.stats_window, "stats-window")?,
@@ -255,5 +268,7 @@ mod tests {
         assert!(parse(&["p", "-t", "0", "-m", "127.0.0.1:1"]).is_err());
         assert!(parse(&["p", "--stats-window", "0", "-m", "127.0.0.1:1"]).is_err());
         assert!(parse(&["p", "--stats-window", "-1", "-m", "127.0.0.1:1"]).is_err());
+        let err = parse(&["p", "--pipeline", "0", "-m", "127.0.0.1:1"]).unwrap_err();
+        assert!(err.contains("--pipeline"), "{err}");
     }
 }

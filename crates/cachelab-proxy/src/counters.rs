@@ -18,6 +18,9 @@ pub struct Counters {
     other_requests: AtomicU64,
     error_replies: AtomicU64,
     failovers: AtomicU64,
+    /// Times the worker went to the servers with requests taken together (one per
+    /// request unless `--pipeline` is above 1).
+    batches: AtomicU64,
 }
 
 /// The sum of every worker's counters.
@@ -32,6 +35,7 @@ pub struct Totals {
     pub other_requests: u64,
     pub error_replies: u64,
     pub failovers: u64,
+    pub batches: u64,
 }
 
 fn bump(counter: &AtomicU64, by: u64) {
@@ -65,6 +69,10 @@ impl Counters {
         }
     }
 
+    pub fn record_batch(&self) {
+        bump(&self.batches, 1);
+    }
+
     pub fn sum(all: &[CachePadded<Counters>]) -> Totals {
         let get =
             |f: fn(&Counters) -> &AtomicU64| all.iter().map(|c| f(c).load(Ordering::Relaxed)).sum();
@@ -78,6 +86,7 @@ impl Counters {
             other_requests: get(|c| &c.other_requests),
             error_replies: get(|c| &c.error_replies),
             failovers: get(|c| &c.failovers),
+            batches: get(|c| &c.batches),
         }
     }
 }
@@ -125,5 +134,8 @@ mod tests {
             (1, 1, 4, 3, 1)
         );
         assert_eq!((t.set_requests, t.error_replies, t.failovers), (1, 1, 1));
+        all[0].record_batch();
+        all[1].record_batch();
+        assert_eq!(Counters::sum(&all).batches, 2);
     }
 }

@@ -36,15 +36,17 @@ fn main() -> ExitCode {
 
 fn serve(config: Config) -> anyhow::Result<()> {
     // One thread needs no work stealing: the single-threaded scheduler does less per
-    // wake-up, which is most of a proxy's own CPU time.
-    let mut runtime = match config.threads {
-        Some(1) => tokio::runtime::Builder::new_current_thread(),
-        Some(threads) => {
-            let mut builder = tokio::runtime::Builder::new_multi_thread();
-            builder.worker_threads(threads);
-            builder
-        }
-        None => tokio::runtime::Builder::new_multi_thread(),
+    // wake-up, which is most of a proxy's own CPU time. By default one thread per CPU we
+    // may run on (taskset and cgroup limits count), so a proxy pinned to one CPU gets it.
+    let threads = config.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    let mut runtime = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(threads);
+        builder
     };
     let runtime = runtime
         .enable_all()

@@ -91,6 +91,11 @@ impl<T> RequestQueue<T> {
         }
     }
 
+    /// The oldest job if one is waiting, without waiting.
+    pub fn try_pop(&self) -> Option<T> {
+        self.jobs.pop()
+    }
+
     /// Stops waiting workers once the remaining jobs are taken.
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);

@@ -30,6 +30,7 @@ pub fn compose_stats(shared: &Shared, out: &mut BytesMut) {
     compose_stat(out, "workers", config.workers);
     compose_stat(out, "servers", config.servers.len());
     compose_stat(out, "sharded", u8::from(config.sharded));
+    compose_stat(out, "pipeline", config.pipeline);
     compose_stat(out, "queue_length", shared.queue.len());
     compose_stat(out, "requests_received", load(&net.arrivals));
     compose_stat(out, "bad_requests", load(&net.bad_requests));
@@ -43,6 +44,7 @@ pub fn compose_stats(shared: &Shared, out: &mut BytesMut) {
     compose_stat(out, "other_requests", totals.other_requests);
     compose_stat(out, "error_replies", totals.error_replies);
     compose_stat(out, "failovers", totals.failovers);
+    compose_stat(out, "worker_batches", totals.batches);
     for (i, server) in config.servers.iter().enumerate() {
         compose_stat(out, &format!("server_{i}"), server);
     }

@@ -1,6 +1,11 @@
 //! A worker: takes the oldest request, sends its server messages over its own server
 //! connections, waits for every involved server, assembles and sends the client reply,
 //! records the request's statistics, and takes the next one.
+//!
+//! With `--pipeline D` (an extension; the default is 1) a worker takes up to D requests
+//! that are already waiting, in queue order, and has them at the servers together: one
+//! write and usually one read per server carry the whole batch. Everything below works
+//! on a batch; by default it holds one request.
 
 use std::future::poll_fn;
 use std::sync::Arc;
@@ -34,11 +39,21 @@ enum State {
 /// One message to one server and what came of it.
 #[derive(Debug, Clone, Copy)]
 struct Exchange {
+    /// The request of the batch it serves.
+    job: usize,
     server: usize,
     /// The multi-GET part it carries (0 otherwise).
     part: usize,
+    expect: Expect,
     sent: Instant,
     result: State,
+}
+
+/// A request taken from the queue, with what the statistics need of that moment.
+struct Taken {
+    job: Job,
+    dequeued: Instant,
+    queue_len: usize,
 }
 
 /// Rate limit for warnings about replicated requests, per worker.
@@ -48,13 +63,16 @@ pub struct Worker {
     id: usize,
     shared: Arc<Shared>,
     backends: Vec<Backend>,
+    /// Requests taken together (at most `--pipeline`; one by default).
+    batch: Vec<Taken>,
+    /// Every message of the batch, in the order it was composed: per server, this is
+    /// the order of the replies on that connection.
     exchanges: Vec<Exchange>,
     blocked: Vec<bool>,
     replicated: Vec<Replicated<Instant>>,
     /// Per part of a sharded multi-GET, the exchange that answered it.
     part_answers: Vec<Option<usize>>,
-    first_sent: Option<Instant>,
-    last_answer: Option<Instant>,
+    /// Failovers of the request being finished.
     failovers: u64,
     last_warning: Option<Instant>,
     suppressed_warnings: u64,
@@ -69,19 +87,19 @@ impl Worker {
             .map(|addr| Backend::new(id, *addr, config.server_timeout, config.backoff_max))
             .collect();
         let servers = config.servers.len();
+        let depth = config.pipeline;
         Worker {
             id,
-            shared,
             backends,
-            exchanges: Vec::with_capacity(servers * 2),
+            batch: Vec::with_capacity(depth),
+            exchanges: Vec::with_capacity(servers * depth * 2),
             blocked: vec![false; servers],
             replicated: Vec::with_capacity(servers),
             part_answers: Vec::with_capacity(servers),
-            first_sent: None,
-            last_answer: None,
             failovers: 0,
             last_warning: None,
             suppressed_warnings: 0,
+            shared,
         }
     }
 
@@ -95,53 +113,141 @@ impl Worker {
         }
     }
 
+    /// Takes the oldest request, and with `--pipeline D` up to D-1 more that are already
+    /// waiting, serves them together, and goes back to the queue.
     pub async fn run(mut self) {
         self.connect().await;
+        let depth = self.shared.config.pipeline;
         while let Some(job) = self.shared.queue.pop(self.id).await {
-            let dequeued = Instant::now();
-            let queue_len = self.shared.queue.len();
-            self.handle(job, dequeued, queue_len).await;
+            self.take(job);
+            while self.batch.len() < depth {
+                match self.shared.queue.try_pop() {
+                    Some(job) => self.take(job),
+                    None => break,
+                }
+            }
+            self.serve_batch().await;
         }
     }
 
-    async fn handle(&mut self, job: Job, dequeued: Instant, queue_len: usize) {
+    fn take(&mut self, job: Job) {
+        self.batch.push(Taken {
+            job,
+            dequeued: Instant::now(),
+            queue_len: self.shared.queue.len(),
+        });
+    }
+
+    /// Sends the first attempt of every request of the batch in one write per server,
+    /// reads all the replies, then finishes the requests in order (with failover
+    /// attempts one request at a time where a server failed).
+    async fn serve_batch(&mut self) {
+        self.shared.counters[self.id].record_batch();
         self.exchanges.clear();
-        self.first_sent = None;
-        self.last_answer = None;
+        for index in 0..self.batch.len() {
+            self.stage_first(index).await;
+        }
+        self.send_staged().await;
+        self.await_replies().await;
+        let mut batch = std::mem::take(&mut self.batch);
+        for (index, taken) in batch.drain(..).enumerate() {
+            self.finish(index, taken).await;
+        }
+        self.batch = batch;
+        for backend in &mut self.backends {
+            backend.finish_request();
+        }
+    }
+
+    async fn stage_first(&mut self, index: usize) {
+        let job = &self.batch[index].job;
+        let (route, expect, frame) = (job.route, job.expect, job.frame.clone());
+        match route {
+            Route::One(server) => {
+                if self.backends[server].ensure_connected().await {
+                    self.stage(index, server, 0, expect, |out| out.extend_from_slice(&frame));
+                }
+            }
+            Route::Sharded { first } => {
+                self.part_answers.clear();
+                self.stage_sharded_round(index, &frame, first, 0).await;
+            }
+            Route::All => {
+                for server in 0..self.backends.len() {
+                    if self.backends[server].ensure_connected().await {
+                        self.stage(index, server, 0, expect, |out| out.extend_from_slice(&frame));
+                    } else {
+                        let now = Instant::now();
+                        self.exchanges.push(Exchange {
+                            job: index,
+                            server,
+                            part: 0,
+                            expect,
+                            sent: now,
+                            result: State::Failed { at: now },
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Replies to one request of the batch and records its statistics.
+    async fn finish(&mut self, index: usize, taken: Taken) {
+        let Taken {
+            job,
+            dequeued,
+            queue_len,
+        } = taken;
         self.failovers = 0;
         let outcome = match job.route {
-            Route::One(server) => self.serve_read(&job, server).await,
-            Route::Sharded { first } => self.serve_sharded(&job, first).await,
-            Route::All => self.serve_replicated(&job).await,
+            Route::One(server) => self.finish_read(index, &job, server).await,
+            Route::Sharded { first } => self.finish_sharded(index, &job, first).await,
+            Route::All => self.finish_replicated(index, &job),
         };
         let reply_sent = Instant::now();
         job.conn
             .finished(job.route == Route::All, &self.shared.queue);
-        for backend in &mut self.backends {
-            backend.finish_request();
+        let mut first_sent: Option<Instant> = None;
+        let mut last_answer: Option<Instant> = None;
+        for ex in self.exchanges.iter().filter(|ex| ex.job == index) {
+            if !matches!(ex.result, State::Failed { at } if at == ex.sent) {
+                first_sent = Some(first_sent.map_or(ex.sent, |t| t.min(ex.sent)));
+            }
+            if let State::Done { at, .. } | State::Failed { at } = ex.result {
+                last_answer = Some(last_answer.map_or(at, |t| t.max(at)));
+            }
         }
         let ts = Timestamps {
             arrival: job.arrival,
             enqueued: job.enqueued,
             dequeued,
-            first_sent: self.first_sent,
-            last_answer: self.last_answer,
+            first_sent,
+            last_answer,
             reply_sent,
         };
         let mut stats = self.shared.lock_worker_stats(self.id);
         stats.queue_len.add(queue_len as f64);
         stats.failovers += self.failovers;
         stats.record(job.op, &ts, outcome);
-        for ex in &self.exchanges {
+        for ex in self.exchanges.iter().filter(|ex| ex.job == index) {
             if let State::Done { at, .. } = ex.result {
                 stats.record_server(job.op, ex.server, ex.sent, at);
             }
         }
     }
 
-    /// A read for one server; if that server is down or fails, the next one is tried
+    /// The latest exchange of request `index` with `server`.
+    fn exchange_of(&self, index: usize, server: usize) -> Option<&Exchange> {
+        self.exchanges
+            .iter()
+            .rev()
+            .find(|ex| ex.job == index && ex.server == server)
+    }
+
+    /// A read for one server; if that server is down or failed, the next one is tried
     /// (reads are idempotent and every server holds every key).
-    async fn serve_read(&mut self, job: &Job, start: usize) -> Outcome {
+    async fn finish_read(&mut self, index: usize, job: &Job, start: usize) -> Outcome {
         let servers = self.backends.len();
         let mut outcome = Outcome {
             keys: job.keys,
@@ -151,16 +257,22 @@ impl Worker {
             let server = (start + attempt) % servers;
             if attempt > 0 {
                 self.failovers += 1;
+                if !self.backends[server].ensure_connected().await {
+                    continue;
+                }
+                self.stage(index, server, 0, job.expect, |out| {
+                    out.extend_from_slice(&job.frame)
+                });
+                self.send_staged().await;
+                self.await_replies().await;
             }
-            if !self.backends[server].ensure_connected().await {
-                continue;
-            }
-            let index = self.stage(server, 0, |out| out.extend_from_slice(&job.frame));
-            self.send_staged().await;
-            self.await_replies(job.expect).await;
-            if let State::Done {
-                reply, offset, len, ..
-            } = self.exchanges[index].result
+            if let Some(Exchange {
+                result:
+                    State::Done {
+                        reply, offset, len, ..
+                    },
+                ..
+            }) = self.exchange_of(index, server).copied()
             {
                 if let Reply::Values { hits, .. } = reply {
                     outcome.hits = hits;
@@ -176,69 +288,99 @@ impl Worker {
         outcome
     }
 
-    /// A sharded multi-GET: consecutive key ranges to consecutive servers, reassembled
-    /// in the client's key order. A part whose server is down or fails moves on to the
-    /// next server.
-    async fn serve_sharded(&mut self, job: &Job, first: usize) -> Outcome {
+    /// Stages the parts of a sharded multi-GET that have no answer yet, each to its
+    /// server of this round (the next live one if that is down); false if none could
+    /// be staged.
+    async fn stage_sharded_round(
+        &mut self,
+        index: usize,
+        frame: &[u8],
+        first: usize,
+        round: usize,
+    ) -> bool {
         let servers = self.backends.len();
-        let frame = job.frame.clone();
-        let Ok((Request::Get(get), _)) = parse_request(&frame, &self.shared.config.limits) else {
+        let Ok((Request::Get(get), _)) = parse_request(frame, &self.shared.config.limits) else {
             unreachable!("sharded jobs are multi-GETs that parsed at decode time");
         };
         let verb: &[u8] = if get.cas { b"gets" } else { b"get" };
         let parts = split_sizes(get.keys.len(), servers);
+        self.part_answers.resize(parts.len(), None);
+        let mut staged_any = false;
+        let mut key_iter = get.keys.iter();
+        for (part, size) in parts.enumerate() {
+            let keys = key_iter.clone().take(size);
+            key_iter.nth(size - 1);
+            if self.part_answers[part].is_some() {
+                continue;
+            }
+            let preferred = (first + part + round) % servers;
+            let mut target = None;
+            for k in 0..servers {
+                let server = (preferred + k) % servers;
+                if self.backends[server].ensure_connected().await {
+                    target = Some(server);
+                    break;
+                }
+            }
+            let Some(server) = target else { continue };
+            if round > 0 || server != (first + part) % servers {
+                self.failovers += 1;
+            }
+            self.stage(index, server, part, Expect::Values, |out| {
+                out.extend_from_slice(verb);
+                for key in keys {
+                    out.extend_from_slice(b" ");
+                    out.extend_from_slice(key);
+                }
+                out.extend_from_slice(b"\r\n");
+            });
+            staged_any = true;
+        }
+        staged_any
+    }
+
+    /// A sharded multi-GET: consecutive key ranges to consecutive servers, reassembled
+    /// in the client's key order. A part whose server is down or failed moves on to the
+    /// next server.
+    async fn finish_sharded(&mut self, index: usize, job: &Job, first: usize) -> Outcome {
+        let servers = self.backends.len();
         let mut outcome = Outcome {
             keys: job.keys,
             ..Outcome::default()
         };
-        // part_answers[i]: the exchange that answered part i.
+        // The failovers of the first round were counted while staging, before this
+        // request's turn; count them again from its exchanges.
+        self.failovers = self
+            .exchanges
+            .iter()
+            .filter(|ex| ex.job == index && ex.server != (first + ex.part) % servers)
+            .count() as u64;
         self.part_answers.clear();
-        self.part_answers.resize(parts.len(), None);
-        for round in 0..servers {
-            let mut staged_any = false;
-            let mut key_iter = get.keys.iter();
-            for (part, size) in parts.clone().enumerate() {
-                let keys = key_iter.clone().take(size);
-                key_iter.nth(size - 1);
-                if self.part_answers[part].is_some() {
+        let mut round = 0;
+        loop {
+            for (at, ex) in self.exchanges.iter().enumerate() {
+                if ex.job != index || !matches!(ex.result, State::Done { .. }) {
                     continue;
                 }
-                let preferred = (first + part + round) % servers;
-                let mut target = None;
-                for k in 0..servers {
-                    let server = (preferred + k) % servers;
-                    if self.backends[server].ensure_connected().await {
-                        target = Some(server);
-                        break;
-                    }
+                if self.part_answers.len() <= ex.part {
+                    self.part_answers.resize(ex.part + 1, None);
                 }
-                let Some(server) = target else { continue };
-                if round > 0 || server != (first + part) % servers {
-                    self.failovers += 1;
-                }
-                self.stage(server, part, |out| {
-                    out.extend_from_slice(verb);
-                    for key in keys {
-                        out.extend_from_slice(b" ");
-                        out.extend_from_slice(key);
-                    }
-                    out.extend_from_slice(b"\r\n");
-                });
-                staged_any = true;
+                self.part_answers[ex.part].get_or_insert(at);
             }
-            if !staged_any {
+            let parts = split_sizes(job.keys as usize, servers).len();
+            self.part_answers.resize(parts, None);
+            round += 1;
+            if self.part_answers.iter().all(Option::is_some) || round >= servers {
+                break;
+            }
+            if !self
+                .stage_sharded_round(index, &job.frame, first, round)
+                .await
+            {
                 break;
             }
             self.send_staged().await;
-            self.await_replies(Expect::Values).await;
-            for (index, ex) in self.exchanges.iter().enumerate() {
-                if matches!(ex.result, State::Done { .. }) && self.part_answers[ex.part].is_none() {
-                    self.part_answers[ex.part] = Some(index);
-                }
-            }
-            if self.part_answers.iter().all(Option::is_some) {
-                break;
-            }
+            self.await_replies().await;
         }
         if self.part_answers.iter().any(Option::is_none) {
             outcome.error = true;
@@ -246,8 +388,8 @@ impl Worker {
             return outcome;
         }
         // Every part answered: (server, reply, offset, len) of each, in key order.
-        let answers = self.part_answers.iter().map(|index| {
-            let ex = &self.exchanges[index.expect("checked above")];
+        let answers = self.part_answers.iter().map(|at| {
+            let ex = &self.exchanges[at.expect("checked above")];
             match ex.result {
                 State::Done {
                     reply, offset, len, ..
@@ -283,30 +425,21 @@ impl Worker {
     /// A write (or delete, incr, decr, touch, flush_all) to every server. The client gets
     /// the success reply only if every server succeeded, otherwise the failure that
     /// arrived last.
-    async fn serve_replicated(&mut self, job: &Job) -> Outcome {
-        let servers = self.backends.len();
+    fn finish_replicated(&mut self, index: usize, job: &Job) -> Outcome {
         let mut outcome = Outcome {
             keys: job.keys,
             ..Outcome::default()
         };
-        for server in 0..servers {
-            if self.backends[server].ensure_connected().await {
-                self.stage(server, 0, |out| out.extend_from_slice(&job.frame));
-            } else {
-                let now = Instant::now();
-                self.exchanges.push(Exchange {
-                    server,
-                    part: 0,
-                    sent: now,
-                    result: State::Failed { at: now },
-                });
-            }
-        }
-        self.send_staged().await;
-        self.await_replies(job.expect).await;
+        // Staged together for this request only, so its exchanges are contiguous.
+        let begin = self
+            .exchanges
+            .iter()
+            .position(|ex| ex.job == index)
+            .expect("a replicated request has an exchange per server");
+        let end = begin + self.backends.len();
         self.replicated.clear();
         self.replicated
-            .extend(self.exchanges.iter().map(|ex| match ex.result {
+            .extend(self.exchanges[begin..end].iter().map(|ex| match ex.result {
                 State::Done { reply, at, .. } => Replicated {
                     success: is_success(job.expect, reply),
                     at,
@@ -322,11 +455,11 @@ impl Worker {
         let all_succeeded = self.replicated.iter().all(|o| o.success);
         if !all_succeeded {
             outcome.error = true;
-            self.warn_replication(job);
+            self.warn_replication(job, begin..end);
         } else if job.expect == Expect::Arith {
-            self.check_replicas_agree(job);
+            self.check_replicas_agree(job, begin..end);
         }
-        let ex = self.exchanges[chosen];
+        let ex = self.exchanges[begin + chosen];
         match ex.result {
             State::Done { offset, len, .. } => {
                 let bytes = &self.backends[ex.server].rbuf[offset..offset + len];
@@ -338,15 +471,23 @@ impl Worker {
     }
 
     /// Composes a message for `server` and records the pending exchange.
-    fn stage(&mut self, server: usize, part: usize, compose: impl FnOnce(&mut BytesMut)) -> usize {
+    fn stage(
+        &mut self,
+        job: usize,
+        server: usize,
+        part: usize,
+        expect: Expect,
+        compose: impl FnOnce(&mut BytesMut),
+    ) {
         compose(&mut self.backends[server].wbuf);
         self.exchanges.push(Exchange {
+            job,
             server,
             part,
+            expect,
             sent: Instant::now(),
             result: State::Pending,
         });
-        self.exchanges.len() - 1
     }
 
     /// Sends every backend's composed messages; a backend that fails fails its exchanges.
@@ -357,7 +498,6 @@ impl Worker {
             }
             let result = self.backends[server].send().await;
             let now = Instant::now();
-            self.first_sent = Some(self.first_sent.map_or(now, |t| t.min(now)));
             for ex in self.exchanges.iter_mut().filter(|e| e.server == server) {
                 if matches!(ex.result, State::Pending) {
                     ex.sent = now;
@@ -370,8 +510,9 @@ impl Worker {
     }
 
     /// Reads replies from every server with a pending exchange, concurrently, until all
-    /// are answered or failed, or the server timeout passes.
-    async fn await_replies(&mut self, expect: Expect) {
+    /// are answered or failed, or the server timeout passes. Each server's replies are
+    /// parsed in the order its messages were composed, which is the order it answers in.
+    async fn await_replies(&mut self) {
         let timeout = self.shared.config.server_timeout;
         let backends = &mut self.backends;
         let exchanges = &mut self.exchanges;
@@ -390,7 +531,7 @@ impl Worker {
                 }
                 let backend = &mut backends[server];
                 loop {
-                    match parse_reply(&backend.rbuf[backend.parsed..], expect) {
+                    match parse_reply(&backend.rbuf[backend.parsed..], exchanges[index].expect) {
                         Ok((reply, len)) => {
                             exchanges[index].result = State::Done {
                                 reply,
@@ -438,13 +579,6 @@ impl Worker {
                 }
             }
         }
-        for ex in &self.exchanges {
-            let at = match ex.result {
-                State::Done { at, .. } | State::Failed { at } => at,
-                State::Pending => continue,
-            };
-            self.last_answer = Some(self.last_answer.map_or(at, |t| t.max(at)));
-        }
     }
 
     /// Counts the request, then sends its reply (or, for noreply, releases its slot).
@@ -468,7 +602,7 @@ impl Worker {
         self.reply(job, outcome, |out| out.extend_from_slice(line.as_bytes()));
     }
 
-    fn warn_replication(&mut self, job: &Job) {
+    fn warn_replication(&mut self, job: &Job, range: std::ops::Range<usize>) {
         let now = Instant::now();
         if self
             .last_warning
@@ -477,8 +611,7 @@ impl Worker {
             self.suppressed_warnings += 1;
             return;
         }
-        let answers: Vec<String> = self
-            .exchanges
+        let answers: Vec<String> = self.exchanges[range]
             .iter()
             .map(|ex| {
                 let backend = &self.backends[ex.server];
@@ -499,8 +632,8 @@ impl Worker {
         self.suppressed_warnings = 0;
     }
 
-    fn check_replicas_agree(&mut self, job: &Job) {
-        let mut numbers = self.exchanges.iter().filter_map(|ex| match ex.result {
+    fn check_replicas_agree(&mut self, job: &Job, range: std::ops::Range<usize>) {
+        let mut numbers = self.exchanges[range].iter().filter_map(|ex| match ex.result {
             State::Done {
                 reply: Reply::Number(n),
                 ..

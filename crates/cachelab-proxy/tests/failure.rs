@@ -12,13 +12,24 @@ fn cmd_gets(servers: &[Memcached]) -> Vec<u64> {
     servers.iter().map(|s| s.stat("cmd_get")).collect()
 }
 
+/// The extension `--pipeline` must fail over exactly like the default mode.
+const PIPELINED: &[&str] = &["--pipeline", "8", "--threads", "1"];
+
 #[test]
 fn a_killed_server_is_routed_around_and_used_again_after_restart() {
+    killed_server_is_routed_around(&[]);
+}
+
+#[test]
+fn with_pipelining_a_killed_server_is_routed_around_and_used_again_after_restart() {
+    killed_server_is_routed_around(PIPELINED);
+}
+
+fn killed_server_is_routed_around(mode: &[&str]) {
     let mut servers = start_servers(3);
-    let proxy = common::Proxy::start(
-        &servers.iter().collect::<Vec<_>>(),
-        &["-t", "4", "--backoff-max", "200", "--server-timeout", "500"],
-    );
+    let mut args = vec!["-t", "4", "--backoff-max", "200", "--server-timeout", "500"];
+    args.extend_from_slice(mode);
+    let proxy = common::Proxy::start(&servers.iter().collect::<Vec<_>>(), &args);
     let mut client = proxy.client();
     assert_eq!(client.set("k", "v"), "STORED\r\n");
 
@@ -58,11 +69,19 @@ fn a_killed_server_is_routed_around_and_used_again_after_restart() {
 
 #[test]
 fn sharded_multi_gets_move_a_dead_servers_part_to_another_server() {
+    dead_servers_part_moves(&[]);
+}
+
+#[test]
+fn with_pipelining_sharded_multi_gets_move_a_dead_servers_part_to_another_server() {
+    dead_servers_part_moves(PIPELINED);
+}
+
+fn dead_servers_part_moves(mode: &[&str]) {
     let mut servers = start_servers(3);
-    let proxy = common::Proxy::start(
-        &servers.iter().collect::<Vec<_>>(),
-        &["-t", "2", "-s", "--backoff-max", "200"],
-    );
+    let mut args = vec!["-t", "2", "-s", "--backoff-max", "200"];
+    args.extend_from_slice(mode);
+    let proxy = common::Proxy::start(&servers.iter().collect::<Vec<_>>(), &args);
     let mut client = proxy.client();
     for k in ["a", "b", "c", "d", "e", "f"] {
         client.set(k, k);

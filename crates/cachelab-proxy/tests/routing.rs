@@ -59,8 +59,17 @@ fn storage_and_other_writes_are_replicated_with_the_reply_rule() {
 
 #[test]
 fn three_hundred_gets_land_one_hundred_on_each_server() {
+    gets_balanced(&["-t", "8"]);
+}
+
+#[test]
+fn with_pipelining_three_hundred_gets_land_one_hundred_on_each_server() {
+    gets_balanced(&["-t", "2", "--pipeline", "8"]);
+}
+
+fn gets_balanced(args: &[&str]) {
     let servers = start_servers(3);
-    let proxy = Proxy::start(&servers.iter().collect::<Vec<_>>(), &["-t", "8"]);
+    let proxy = Proxy::start(&servers.iter().collect::<Vec<_>>(), args);
     let mut client = proxy.client();
     client.set("k", "v");
     let before = cmd_gets(&servers);
@@ -70,10 +79,24 @@ fn three_hundred_gets_land_one_hundred_on_each_server() {
     assert_eq!(delta(&cmd_gets(&servers), &before), vec![100, 100, 100]);
 }
 
+/// The extension `--pipeline` must route exactly like the default mode.
+const PIPELINED: &[&str] = &["--pipeline", "8", "--threads", "1"];
+
 #[test]
 fn sharded_multi_gets_split_over_the_servers_and_keep_the_key_order() {
+    sharded_split_and_order(&[]);
+}
+
+#[test]
+fn with_pipelining_sharded_multi_gets_split_and_keep_the_key_order() {
+    sharded_split_and_order(PIPELINED);
+}
+
+fn sharded_split_and_order(mode: &[&str]) {
     let servers = start_servers(3);
-    let proxy = Proxy::start(&servers.iter().collect::<Vec<_>>(), &["-t", "4", "-s"]);
+    let mut args = vec!["-t", "4", "-s"];
+    args.extend_from_slice(mode);
+    let proxy = Proxy::start(&servers.iter().collect::<Vec<_>>(), &args);
     let mut client = proxy.client();
     let keys: Vec<String> = (0..9).map(|i| format!("key{i}")).collect();
     for k in &keys {
@@ -155,11 +178,19 @@ fn misses_are_reported_as_misses() {
 
 #[test]
 fn pipelined_requests_on_one_connection_are_answered_in_order() {
+    requests_answered_in_order(&["-t", "16"]);
+}
+
+#[test]
+fn with_pipelining_pipelined_requests_are_answered_in_order() {
+    requests_answered_in_order(&["-t", "2", "--pipeline", "16"]);
+}
+
+fn requests_answered_in_order(mode: &[&str]) {
     let servers = start_servers(3);
-    let proxy = Proxy::start(
-        &servers.iter().collect::<Vec<_>>(),
-        &["-t", "16", "-s", "--threads", "1"],
-    );
+    let mut args = vec!["-s", "--threads", "1"];
+    args.extend_from_slice(mode);
+    let proxy = Proxy::start(&servers.iter().collect::<Vec<_>>(), &args);
     let mut client = proxy.client();
     let mut batch = Vec::new();
     let mut expected = String::new();
