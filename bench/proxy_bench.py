@@ -2,12 +2,13 @@
 
     python bench/proxy_bench.py [--quick] [--repeats N] [--run-time S]
 
-Loopback only, bounded run times. Placement on this 2-core machine: memcached on CPU 0,
-the proxy (cachelab-proxy or twemproxy) on CPU 1, the load generator on CPU 0 (with the
-server: the proxy gets a core of its own, since its cost is what is compared). Runs are
-interleaved (direct, cachelab, twemproxy, direct, ...) and repeated; the median of the
-repetitions is reported. Steal time is read from /proc/stat for every run, and a run with
-more than 5% steal is repeated (up to twice).
+Loopback only, bounded run times. cachelab-proxy runs in its default mode and with the
+--pipeline extension (CACHELAB_MODES says how; both are printed). Placement on this
+2-core machine: memcached on CPU 0, the proxy (cachelab-proxy or twemproxy) on CPU 1, the
+load generator on CPU 0 (with the server: the proxy gets a core of its own, since its cost
+is what is compared). Runs are interleaved (direct, cachelab, twemproxy, direct, ...) and
+repeated; the median of the repetitions is reported. Steal time is read from /proc/stat for
+every run, and a run with more than 5% steal is repeated (up to twice).
 
 Writes bench/results/latest.json and prints a table with the ratios cachelab/twemproxy
 and proxy/direct.
@@ -93,8 +94,17 @@ class Target:
     port: int
 
 
+# The middleware's modes measured. Pinned to one CPU, the default (16 workers, one request
+# per worker at a time) runs one runtime thread. "pipelined" is the --pipeline extension:
+# 4 workers each take up to 16 waiting requests and send them in one write per server.
+CACHELAB_MODES = {
+    "default": [],
+    "pipelined": ["-t", "4", "--pipeline", "16"],
+}
+
+
 def start_cachelab(ports: list[int], mode: str) -> Target:
-    extra = [] if mode == "default" else ["--threads", "1", "-t", str(CLOSED_CLIENTS)]
+    extra = CACHELAB_MODES[mode]
     proc = pinned(PROXY_CPU, [str(BIN / "cachelab-proxy"), "-p", "0", *extra, "-m",
                               *[f"127.0.0.1:{p}" for p in ports]],
                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -210,12 +220,15 @@ def main() -> None:
     cases = [Case(b, v, mix, loop) for b in (1, 3) for v in values
              for mix in ("get", "1:1") for loop in ("closed", "open")]
     results = []
+    print("cachelab-proxy modes: " + "; ".join(
+        f"{mode} = {' '.join(extra) or '(defaults)'}" for mode, extra in CACHELAB_MODES.items()))
+    print(f"placement: memcached on CPU {SERVER_CPU}, proxy on CPU {PROXY_CPU}, "
+          f"load generator on CPU {LOAD_CPU}")
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         for backends in (1, 3):
             servers = Servers(backends)
-            targets = [start_cachelab(servers.ports, "default"),
-                       start_cachelab(servers.ports, "1thread"),
+            targets = [*(start_cachelab(servers.ports, mode) for mode in CACHELAB_MODES),
                        start_twemproxy(servers.ports, workdir)]
             if backends == 1:
                 targets.insert(0, Target("direct", None, servers.ports[0]))
@@ -240,10 +253,37 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d %H:%M:%S"), "repeats": args.repeats,
         "run_time_s": args.run_time, "closed_clients": CLOSED_CLIENTS, "open_rate": OPEN_RATE,
         "placement": {"memcached": SERVER_CPU, "proxy": PROXY_CPU, "load": LOAD_CPU},
+        "cachelab_modes": {mode: " ".join(args) or "(defaults)"
+                           for mode, args in CACHELAB_MODES.items()},
         "note": "with 3 backends twemproxy shards keys (ketama) while cachelab replicates sets "
                 "to all 3 and balances gets round-robin",
         "results": results}, indent=2))
+    print_targets(results)
     print(f"\nwritten {out}")
+
+
+def spread(values: list[float]) -> str:
+    values = [v for v in values if v is not None]
+    return f"{min(values):.2f}-{max(values):.2f}" if values else "-"
+
+
+def print_targets(results: list[dict]) -> None:
+    """Issue 6's three targets, per cachelab mode, over the one-backend cases."""
+    one = [r for r in results if r["case"]["backends"] == 1]
+    print("\nagainst the targets (one backend; cpu <= 0.80x twemproxy, closed-loop throughput"
+          " >= 1.20x twemproxy, open-loop p99 added over direct <= 50 us):")
+    for mode in (f"cachelab-{mode}" for mode in CACHELAB_MODES):
+        cpu = spread([ratio(r[mode]["proxy_cpu_s_per_100k"], r["twemproxy"]["proxy_cpu_s_per_100k"])
+                      for r in one])
+        tput = spread([ratio(r[mode]["ops_per_sec"], r["twemproxy"]["ops_per_sec"])
+                       for r in one if r["case"]["loop"] == "closed"])
+        added = [1000 * (r[mode]["p99_ms"] - r["direct"]["p99_ms"])
+                 for r in one if r["case"]["loop"] == "open"]
+        added_tw = [1000 * (r["twemproxy"]["p99_ms"] - r["direct"]["p99_ms"])
+                    for r in one if r["case"]["loop"] == "open"]
+        print(f"  {mode}: cpu/request x{cpu}, throughput x{tput}, p99 added "
+              f"{min(added):+.0f}..{max(added):+.0f} us (twemproxy {min(added_tw):+.0f}.."
+              f"{max(added_tw):+.0f} us)" if added else f"  {mode}: cpu x{cpu}, throughput x{tput}")
 
 
 def print_row(row: dict) -> None:
@@ -259,7 +299,7 @@ def print_row(row: dict) -> None:
         print(f"  {name:<18}{m['ops_per_sec']:>10.0f}{m['p50_ms']:>9.3f}{m['p99_ms']:>9.3f}"
               f"{m['p999_ms']:>9.3f}{cpu:>12}{m['errors']:>8}")
     tw = row["twemproxy"]
-    for mode in ("cachelab-default", "cachelab-1thread"):
+    for mode in (f"cachelab-{mode}" for mode in CACHELAB_MODES):
         m = row[mode]
         parts = [f"throughput x{ratio(m['ops_per_sec'], tw['ops_per_sec']):.2f}",
                  f"cpu/request x{ratio(m['proxy_cpu_s_per_100k'], tw['proxy_cpu_s_per_100k']):.2f}"]
