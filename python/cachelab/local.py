@@ -70,13 +70,15 @@ def start_server(kind: str, *, threads: int, memory_mb: int, cpus: Sequence[int]
 
 def start_middleware(servers: Sequence[str], *, workers: int, sharded: bool,
                      threads: int | None, window_s: float, cpus: Sequence[int],
-                     stats_file: Path, log_file: Path, out: Path) -> Managed:
+                     stats_file: Path, log_file: Path, out: Path,
+                     pipeline: int = 1) -> Managed:
     """cachelab-proxy on a free port (it prints `listening on ADDR` first on stdout)."""
     argv = [str(find_binary("cachelab-proxy")), "-l", HOST, "-p", "0", "-t", str(workers),
             "--stats-window", f"{window_s:g}", "--stats-file", str(stats_file),
             "--log-file", str(log_file), "-m", *servers]
     argv += ["-s"] if sharded else []
     argv += ["--threads", str(threads)] if threads else []
+    argv += ["--pipeline", str(pipeline)] if pipeline > 1 else []
     proc = _spawn(wrap(argv, cpus), out)
     deadline = time.monotonic() + START_TIMEOUT_S
     prefix = "listening on "

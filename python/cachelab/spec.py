@@ -88,6 +88,9 @@ class Middleware:
     count: int = _f(1, _at_least(0))
     workers: int = _f(16, _at_least(1))
     sharded: bool = _f(False)
+    #: `--pipeline`: requests a worker takes at once and sends together (1: the
+    #: spec's one-request-per-worker model, which the queueing models assume).
+    pipeline: int = _f(1, _at_least(1))
     #: The proxy's runtime threads; None: its default (one per CPU).
     threads: int | None = _f(None, _at_least(1))
     cpus: tuple[int, ...] = _f((), _cpus)

@@ -100,6 +100,7 @@ rate = 1000
     (MINIMAL + "[servers]\nthread = 2\n", "servers.thread: unknown field"),
     (MINIMAL + "[servers]\nthreads = \"two\"\n",
      "servers.threads: expected an integer, got a string 'two'"),
+    (MINIMAL + "[middleware]\npipeline = 0\n", "middleware.pipeline: must be >= 1, got 0"),
     (MINIMAL + "[middleware]\nsharded = 1\n",
      "middleware.sharded: expected true or false, got an integer 1"),
     (MINIMAL + "[servers]\nkind = \"mongodb\"\n",
