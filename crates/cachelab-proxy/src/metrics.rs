@@ -157,6 +157,11 @@ impl OpStats {
     }
 
     pub fn merge(&mut self, other: &OpStats) {
+        // Everything is recorded with a completion, so an empty unit adds nothing (and
+        // merging its histograms would still walk their buckets).
+        if other.count == 0 {
+            return;
+        }
         self.count += other.count;
         self.hits += other.hits;
         self.misses += other.misses;

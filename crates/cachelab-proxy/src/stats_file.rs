@@ -48,6 +48,27 @@ pub struct StatsWriter {
     totals: WorkerStats,
 }
 
+/// Runs `work` on a new thread with the SCHED_IDLE policy: it gets the CPU only when the
+/// event loop does not want it, and a waking event loop preempts it at once. (A pool thread
+/// would keep the policy: an unprivileged thread cannot leave SCHED_IDLE.) Once per window,
+/// so the thread's start-up cost does not matter.
+async fn in_background<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, result) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("cachelab-stats".into())
+        .spawn(move || {
+            let idle = libc::sched_param { sched_priority: 0 };
+            // SAFETY: plain syscall on the calling thread with a valid parameter block; on
+            // failure the thread just keeps the normal policy.
+            unsafe {
+                libc::sched_setscheduler(0, libc::SCHED_IDLE, &idle);
+            }
+            let _ = done.send(work());
+        })
+        .expect("cannot start the statistics writer thread");
+    result.await.expect("the statistics writer thread panicked")
+}
+
 fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -90,8 +111,9 @@ impl StatsWriter {
     /// (partial) window and the summary.
     ///
     /// Only the swap of the workers' units runs on the runtime; merging, encoding the HDR
-    /// histograms and writing run on a blocking thread, so a window boundary does not stall
-    /// the event loop (and the tail latencies it measures) for milliseconds.
+    /// histograms and writing run on a thread of their own at idle priority, so a window
+    /// boundary does not stall the event loop (and the tail latencies it measures) for
+    /// milliseconds, not even when the proxy is pinned to one CPU.
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> RunSummary {
         let mut ticks = tokio::time::interval(self.shared.config.stats_window);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -103,19 +125,16 @@ impl StatsWriter {
             }
         }
         self = self.flush_window().await;
-        tokio::task::spawn_blocking(move || self.finish())
-            .await
-            .expect("the statistics writer thread panicked")
+        in_background(move || self.finish()).await
     }
 
     async fn flush_window(mut self) -> Self {
         let swapped = self.swap_units();
-        tokio::task::spawn_blocking(move || {
+        in_background(move || {
             self.write_window(swapped);
             self
         })
         .await
-        .expect("the statistics writer thread panicked")
     }
 
     /// Writes the lines and flushes once, so each window (or the header, or the summary)

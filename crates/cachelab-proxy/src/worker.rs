@@ -165,7 +165,9 @@ impl Worker {
         match route {
             Route::One(server) => {
                 if self.backends[server].ensure_connected().await {
-                    self.stage(index, server, 0, expect, |out| out.extend_from_slice(&frame));
+                    self.stage(index, server, 0, expect, |out| {
+                        out.extend_from_slice(&frame)
+                    });
                 }
             }
             Route::Sharded { first } => {
@@ -175,7 +177,9 @@ impl Worker {
             Route::All => {
                 for server in 0..self.backends.len() {
                     if self.backends[server].ensure_connected().await {
-                        self.stage(index, server, 0, expect, |out| out.extend_from_slice(&frame));
+                        self.stage(index, server, 0, expect, |out| {
+                            out.extend_from_slice(&frame)
+                        });
                     } else {
                         let now = Instant::now();
                         self.exchanges.push(Exchange {
@@ -267,10 +271,9 @@ impl Worker {
                 self.await_replies().await;
             }
             if let Some(Exchange {
-                result:
-                    State::Done {
-                        reply, offset, len, ..
-                    },
+                result: State::Done {
+                    reply, offset, len, ..
+                },
                 ..
             }) = self.exchange_of(index, server).copied()
             {
@@ -633,13 +636,15 @@ impl Worker {
     }
 
     fn check_replicas_agree(&mut self, job: &Job, range: std::ops::Range<usize>) {
-        let mut numbers = self.exchanges[range].iter().filter_map(|ex| match ex.result {
-            State::Done {
-                reply: Reply::Number(n),
-                ..
-            } => Some(n),
-            _ => None,
-        });
+        let mut numbers = self.exchanges[range]
+            .iter()
+            .filter_map(|ex| match ex.result {
+                State::Done {
+                    reply: Reply::Number(n),
+                    ..
+                } => Some(n),
+                _ => None,
+            });
         let first = numbers.next();
         if numbers.any(|n| Some(n) != first) {
             warn!(
