@@ -54,6 +54,8 @@ struct Taken {
     job: Job,
     dequeued: Instant,
     queue_len: usize,
+    /// Failovers already made while staging its first attempt (sharded parts).
+    failovers: u64,
 }
 
 /// Rate limit for warnings about replicated requests, per worker.
@@ -135,6 +137,7 @@ impl Worker {
             job,
             dequeued: Instant::now(),
             queue_len: self.shared.queue.len(),
+            failovers: 0,
         });
     }
 
@@ -172,7 +175,9 @@ impl Worker {
             }
             Route::Sharded { first } => {
                 self.part_answers.clear();
+                self.failovers = 0;
                 self.stage_sharded_round(index, &frame, first, 0).await;
+                self.batch[index].failovers = self.failovers;
             }
             Route::All => {
                 for server in 0..self.backends.len() {
@@ -202,8 +207,9 @@ impl Worker {
             job,
             dequeued,
             queue_len,
+            failovers,
         } = taken;
-        self.failovers = 0;
+        self.failovers = failovers;
         let outcome = match job.route {
             Route::One(server) => self.finish_read(index, &job, server).await,
             Route::Sharded { first } => self.finish_sharded(index, &job, first).await,
@@ -215,6 +221,8 @@ impl Worker {
         let mut first_sent: Option<Instant> = None;
         let mut last_answer: Option<Instant> = None;
         for ex in self.exchanges.iter().filter(|ex| ex.job == index) {
+            // A message that failed the moment it was sent (or staged, for a server
+            // that was down) never reached a server.
             if !matches!(ex.result, State::Failed { at } if at == ex.sent) {
                 first_sent = Some(first_sent.map_or(ex.sent, |t| t.min(ex.sent)));
             }
@@ -351,27 +359,16 @@ impl Worker {
             keys: job.keys,
             ..Outcome::default()
         };
-        // The failovers of the first round were counted while staging, before this
-        // request's turn; count them again from its exchanges.
-        self.failovers = self
-            .exchanges
-            .iter()
-            .filter(|ex| ex.job == index && ex.server != (first + ex.part) % servers)
-            .count() as u64;
         self.part_answers.clear();
+        self.part_answers
+            .resize(split_sizes(job.keys as usize, servers).len(), None);
         let mut round = 0;
         loop {
             for (at, ex) in self.exchanges.iter().enumerate() {
-                if ex.job != index || !matches!(ex.result, State::Done { .. }) {
-                    continue;
+                if ex.job == index && matches!(ex.result, State::Done { .. }) {
+                    self.part_answers[ex.part].get_or_insert(at);
                 }
-                if self.part_answers.len() <= ex.part {
-                    self.part_answers.resize(ex.part + 1, None);
-                }
-                self.part_answers[ex.part].get_or_insert(at);
             }
-            let parts = split_sizes(job.keys as usize, servers).len();
-            self.part_answers.resize(parts, None);
             round += 1;
             if self.part_answers.iter().all(Option::is_some) || round >= servers {
                 break;
