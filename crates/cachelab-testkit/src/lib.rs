@@ -24,15 +24,61 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-fn wait_until_accepting(addr: SocketAddr) -> bool {
+/// Sends `request` on a fresh connection and returns the reply once `reply_len` finds it
+/// whole; None on any failure (refused, reset, closed early, malformed). For start-up
+/// probes, which may reach nothing yet, or a listener that is not the server: another
+/// test's `free_port` can hold the port for a moment, and while nothing listens a connect
+/// can be given the target port as its source and connect to itself.
+fn try_exchange(
+    addr: SocketAddr,
+    request: &[u8],
+    reply_len: impl Fn(&[u8]) -> Result<usize, ReplyError>,
+) -> Option<Vec<u8>> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
+    if stream.local_addr().ok()? == addr {
+        return None;
+    }
+    stream.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+    stream.write_all(request).ok()?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 65536];
+    loop {
+        match reply_len(&buf) {
+            Ok(len) => return Some(buf[..len].to_vec()),
+            Err(ReplyError::Incomplete) => {}
+            Err(_) => return None,
+        }
+        match stream.read(&mut chunk).ok()? {
+            0 => return None,
+            n => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// Waits until the server on `addr` reports the pid of `child` (`pid_at` asks it); false
+/// if `child` exits, another process answers there, or the start-up time passes.
+fn wait_for_own_server(
+    child: &mut Child,
+    addr: SocketAddr,
+    pid_at: impl Fn(SocketAddr) -> Option<u32>,
+) -> bool {
     let deadline = Instant::now() + START_TIMEOUT;
     while Instant::now() < deadline {
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return true;
+        if !matches!(child.try_wait(), Ok(None)) {
+            return false;
         }
-        thread::sleep(Duration::from_millis(20));
+        match pid_at(addr) {
+            Some(pid) => return pid == child.id(),
+            None => thread::sleep(Duration::from_millis(20)),
+        }
     }
     false
+}
+
+/// The value of `name` in `name<sep>value` lines.
+fn field<'a>(text: &'a str, name: &str, sep: char) -> Option<&'a str> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(sep))
 }
 
 /// A memcached process on a loopback port, killed on drop.
@@ -63,17 +109,23 @@ impl Memcached {
         if unsafe { libc::geteuid() } == 0 {
             cmd.args(["-u", "root"]);
         }
-        let child = cmd.spawn().expect("cannot run memcached");
-        let pid = child.id();
-        self.child = Some(child);
+        let mut child = cmd.spawn().expect("cannot run memcached");
         // Another test may have been handed the same free port a moment earlier: then our
         // memcached could not bind and the one accepting is not ours. Its pid tells.
-        if wait_until_accepting(self.addr) && self.stat("pid") == u64::from(pid) {
-            true
-        } else {
+        let ours = wait_for_own_server(&mut child, self.addr, |addr| {
+            let reply = try_exchange(addr, b"stats\r\n", |buf| {
+                parse_reply(buf, Expect::Stats).map(|(_, len)| len)
+            })?;
+            field(&String::from_utf8(reply).ok()?, "STAT pid", ' ')?
+                .trim_end()
+                .parse()
+                .ok()
+        });
+        self.child = Some(child);
+        if !ours {
             self.stop();
-            false
         }
+        ours
     }
 
     pub fn stop(&mut self) {
@@ -98,13 +150,10 @@ impl Memcached {
         let mut client = Client::connect(self.addr);
         let reply = client.request(b"stats\r\n", Expect::Stats);
         let text = String::from_utf8(reply).unwrap();
-        text.lines()
-            .find_map(|line| {
-                let mut parts = line.split(' ');
-                (parts.next() == Some("STAT") && parts.next() == Some(name))
-                    .then(|| parts.next().unwrap().parse().unwrap())
-            })
+        field(&text, &format!("STAT {name}"), ' ')
             .unwrap_or_else(|| panic!("memcached has no stat {name}"))
+            .parse()
+            .unwrap()
     }
 }
 
@@ -133,7 +182,7 @@ impl Redis {
     }
 
     fn spawn(&mut self) -> bool {
-        let child = Command::new("redis-server")
+        let mut child = Command::new("redis-server")
             .args([
                 "--port",
                 &self.addr.port().to_string(),
@@ -145,15 +194,27 @@ impl Redis {
             .stderr(Stdio::null())
             .spawn()
             .expect("cannot run redis-server");
-        let pid = child.id();
-        self.child = Some(child);
         // As for memcached: make sure the server accepting on the port is ours.
-        if wait_until_accepting(self.addr) && self.info("server", "process_id") == pid.to_string() {
-            true
-        } else {
+        let ours = wait_for_own_server(&mut child, self.addr, |addr| {
+            let mut request = Vec::new();
+            compose_command(&mut request, &[b"INFO", b"server"]);
+            let reply = try_exchange(addr, &request, |buf| {
+                parse_resp_reply(buf).map(|(_, len)| len)
+            })?;
+            let (reply, _) = parse_resp_reply(&reply).ok()?;
+            let RespValue::Bulk(Some(text)) = reply.to_value() else {
+                return None;
+            };
+            field(&String::from_utf8(text).ok()?, "process_id", ':')?
+                .trim_end()
+                .parse()
+                .ok()
+        });
+        self.child = Some(child);
+        if !ours {
             self.stop();
-            false
         }
+        ours
     }
 
     pub fn stop(&mut self) {
@@ -192,13 +253,7 @@ impl Redis {
             panic!("INFO did not answer with a bulk string");
         };
         let text = String::from_utf8(text).unwrap();
-        text.lines()
-            .find_map(|line| {
-                line.strip_prefix(name)?
-                    .strip_prefix(':')
-                    .map(str::to_owned)
-            })
-            .unwrap_or_default()
+        field(&text, name, ':').unwrap_or_default().to_owned()
     }
 
     /// How many times a command ran, from `INFO commandstats` (0 if never).
