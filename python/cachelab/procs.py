@@ -30,10 +30,14 @@ def wait_for_port(host: str, port: int, timeout: float = START_TIMEOUT_S) -> boo
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            with socket.create_connection((host, port), timeout=0.2):
-                return True
+            with socket.create_connection((host, port), timeout=0.2) as probe:
+                # While nothing listens on a port of the ephemeral range, a connect can be
+                # given that port as its source and connect to itself: not a listener.
+                if probe.getsockname() != probe.getpeername():
+                    return True
         except OSError:
-            time.sleep(0.02)
+            pass
+        time.sleep(0.02)
     return False
 
 
