@@ -63,7 +63,7 @@ test-python: deps
 test: lint test-rust test-python
 
 demo: deps build
-	$(VENV)/bin/cachelab run experiments/demo.toml --out demo-out
+	$(VENV)/bin/cachelab run experiments/demo.toml --out demo-out --again
 
 bench: deps build
 	@ls bench/*_bench.py >/dev/null 2>&1 || { echo "no benchmarks yet"; exit 1; }

@@ -127,9 +127,7 @@ def run_experiment(exp: Experiment, out: Path, *, resume: bool = False,
             raise UserError(f"--resume: the experiment file differs from the one {out} was "
                             "started with; undo the change or choose another --out")
         exp_id = existing["id"] if existing is not None else store.create_experiment(exp)
-        done = store.run_summaries(exp_id)
-        outcomes = {p.index: [validate.RunOutcome(r["throughput"], r["cv_within"])
-                              for r in done.get(p.index, [])] for p in exp.points}
+        outcomes = _stored_outcomes(exp, store, exp_id)
         status = Status(exp, outcomes)
         progress.begin(status)
         unstable = []
@@ -152,6 +150,29 @@ def run_experiment(exp: Experiment, out: Path, *, resume: bool = False,
         finally:
             progress.end(status)
     return Outcome(exp_id, status.runs_this_session, tuple(unstable), out / FILENAME)
+
+
+def stored_state(exp: Experiment, out: Path) -> str:
+    """What `out` holds for `exp`: "empty" (nothing yet), "other" (another experiment, or
+    this one's file changed since), "unfinished" (some point wants more runs), "finished"."""
+    if not (out / FILENAME).exists():
+        return "empty"
+    with Store(out / FILENAME) as store:
+        existing = store.experiment()
+        if existing is None:
+            return "empty"
+        if existing["digest"] != exp.digest:
+            return "other"
+        outcomes = _stored_outcomes(exp, store, existing["id"])
+    pending = any(_assess(exp, runs).more for runs in outcomes.values())
+    return "unfinished" if pending else "finished"
+
+
+def _stored_outcomes(exp: Experiment, store: Store,
+                     exp_id: int) -> dict[int, list[validate.RunOutcome]]:
+    done = store.run_summaries(exp_id)
+    return {p.index: [validate.RunOutcome(r["throughput"], r["cv_within"])
+                      for r in done.get(p.index, [])] for p in exp.points}
 
 
 def _assess(exp: Experiment, runs: list[validate.RunOutcome]) -> validate.Verdict:

@@ -160,3 +160,25 @@ def test_a_crash_loses_only_the_run_in_progress_and_resume_continues(tmp_path):
     outcome = run(tmp_path, execute, resume=True)
     assert execute.calls == [(1, 1), (1, 2)]
     assert outcome.runs_done == 2
+
+
+def test_stored_state_tells_empty_unfinished_finished_and_other(tmp_path):
+    from cachelab.runner import stored_state
+
+    exp = spec.parse(EXPERIMENT)
+    assert stored_state(exp, tmp_path) == "empty"
+
+    class Stop(Exception):
+        pass
+
+    def one_then_crash(exp_, point, repetition, directory):
+        if point.index == 1:
+            raise Stop
+        return record(point.index, repetition, 100.0)
+
+    with pytest.raises(Stop):
+        run(tmp_path, one_then_crash)
+    assert stored_state(exp, tmp_path) == "unfinished"
+    run(tmp_path, fake_executor({0: [100.0] * 5, 1: [100.0] * 5}), resume=True)
+    assert stored_state(exp, tmp_path) == "finished"
+    assert stored_state(spec.parse(EXPERIMENT.replace("[1, 2]", "[1, 3]")), tmp_path) == "other"

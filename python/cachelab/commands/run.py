@@ -3,21 +3,31 @@ in DIR/results.db, and write the report."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import click
 
 from cachelab import spec
 from cachelab.progress import Progress, for_terminal
-from cachelab.runner import Outcome, run_experiment
+from cachelab.runner import Outcome, run_experiment, stored_state
 
 
-def run(path: Path, out: Path | None = None, *, resume: bool = False,
+def run(path: Path, out: Path | None = None, *, resume: bool = False, again: bool = False,
         progress: Progress | None = None, report: bool = True) -> tuple[Outcome, Path | None]:
     """Runs the experiment in `path` into `out` (default: results/NAME); returns the outcome
-    and the report's path (None with report=False)."""
+    and the report's path (None with report=False).
+
+    With `again`, a finished experiment in `out` (or another one) is moved aside to
+    `OUT.previous` (replacing an older one there) and the experiment starts over, and an
+    unfinished run of the same file is resumed: what `make demo` needs to work every time."""
     exp = spec.load(path)
     out = out or Path("results") / exp.name
+    if again:
+        state = stored_state(exp, out)
+        if state in ("finished", "other"):
+            _move_aside(out)
+        resume = resume or state == "unfinished"
     outcome = run_experiment(exp, out, resume=resume, progress=progress or for_terminal())
     page = None
     if report:
@@ -34,13 +44,25 @@ def run(path: Path, out: Path | None = None, *, resume: bool = False,
                    "[default: results/NAME].")
 @click.option("--resume", is_flag=True,
               help="Continue an interrupted experiment in --out, keeping its finished runs.")
+@click.option("--again", is_flag=True,
+              help="Start over if --out holds a finished experiment (it is moved to "
+                   "OUT.previous); resume it if unfinished.")
 @click.option("--no-report", is_flag=True, help="Do not write the report at the end.")
-def command(experiment: Path, out: Path | None, resume: bool, no_report: bool) -> int:
+def command(experiment: Path, out: Path | None, resume: bool, again: bool,
+            no_report: bool) -> int:
     """Run an experiment file: every point of its sweep, repeated and validated."""
-    outcome, page = run(experiment, out, resume=resume, report=not no_report)
+    outcome, page = run(experiment, out, resume=resume, again=again, report=not no_report)
     for label, reason in outcome.unstable:
         click.echo(f"unstable: [{label}] {reason}")
     click.echo(f"results: {outcome.database.resolve()}")
     if page is not None:
         click.echo(f"report: {page.resolve()}")
     return 0
+
+
+def _move_aside(out: Path) -> None:
+    previous = out.with_name(out.name + ".previous")
+    if previous.exists():
+        shutil.rmtree(previous)
+    out.rename(previous)
+    click.echo(f"the previous results in {out} are now in {previous}")
