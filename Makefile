@@ -9,9 +9,9 @@ PY        := $(VENV)/bin/python
 STAMP     := $(VENV)/.installed
 SUDO      := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 # Debian packages the tests, the demo and the benchmarks run against.
-APT_PKGS  := memcached redis-server nutcracker libmemcached-tools
+APT_PKGS  := memcached redis-server nutcracker libmemcached-tools iperf3 openssh-server
 # Commands that tell whether each package above is installed.
-APT_CMDS  := memcached redis-server nutcracker memcaslap
+APT_CMDS  := memcached redis-server nutcracker memcaslap iperf3 sshd
 
 .PHONY: help deps system-deps rust-deps build test lint test-rust test-python demo bench clean
 
@@ -31,7 +31,7 @@ system-deps:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $(APT_PKGS); \
 	fi
 	@# Debian starts the packaged services; our tests start their own on free ports.
-	@-$(SUDO) systemctl disable --now memcached redis-server nutcracker >/dev/null 2>&1 || true
+	@-$(SUDO) systemctl disable --now memcached redis-server nutcracker ssh >/dev/null 2>&1 || true
 
 rust-deps:
 	@command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup"; exit 1; }

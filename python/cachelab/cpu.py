@@ -108,3 +108,53 @@ class Sampler:
             now = self._read()
             self.samples.extend(utilisation(self._last, now, self._clock() - self._start))
             self._last = now
+
+
+def core_percent(before: tuple[float, float], after: tuple[float, float],
+                 seconds: float) -> tuple[float, float]:
+    """(usr, sys) of a group of processes over an interval, in percent of one core, from
+    two readings of its cumulative CPU seconds; 200 means two cores busy all the time."""
+    if seconds <= 0:
+        return 0.0, 0.0
+    return (max(0.0, 100.0 * (after[0] - before[0]) / seconds),
+            max(0.0, 100.0 * (after[1] - before[1]) / seconds))
+
+
+class GroupSampler:
+    """A thread that reads each host's cumulative (user, system) CPU seconds every
+    `interval` seconds (a cgroup's counters), so each host's cost is seen apart from the
+    machine's. `samples` holds (t, host, usr %, sys %) per host and interval."""
+
+    def __init__(self, readers: dict[str, Callable[[], tuple[float, float]]],
+                 interval: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.readers = readers
+        self.interval = interval
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="host-cpu", daemon=True)
+        self.samples: list[tuple[float, str, float, float]] = []
+
+    def __enter__(self) -> GroupSampler:
+        self._start = self._last_t = self._clock()
+        self._last = {name: read() for name, read in self.readers.items()}
+        if self.readers:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            now_t = self._clock()
+            for name, read in self.readers.items():
+                try:
+                    now = read()
+                except OSError:  # the host went away under us: nothing more to read
+                    continue
+                usr, sys_ = core_percent(self._last[name], now, now_t - self._last_t)
+                self.samples.append((now_t - self._start, name, usr, sys_))
+                self._last[name] = now
+            self._last_t = now_t

@@ -1,5 +1,6 @@
-"""The `local` topology: servers, middlewares and load generators as processes on this host,
-on loopback, optionally pinned to CPUs.
+"""Starting servers, middlewares and load generators as processes on a `Host`: this host
+on loopback (the `local` topology), or an emulated host of the `netns` topology (its
+command prefix enters the host's namespace and cgroup), optionally pinned to CPUs.
 
 Every process is started in its own session, so a Ctrl-C in the terminal reaches only the
 harness, which then stops them in order; and with a parent-death signal (`setpriv
@@ -18,16 +19,19 @@ from pathlib import Path
 
 from cachelab.binaries import find_binary
 from cachelab.errors import UserError
+from cachelab.hosts import LOOPBACK, Host
 from cachelab.procs import START_TIMEOUT_S, Managed, free_port, require_command, wait_for_port
 
-HOST = "127.0.0.1"
+HOST = LOOPBACK.address
 
 
-def wrap(argv: Sequence[str], cpus: Sequence[int] = ()) -> list[str]:
-    """The command line with the parent-death signal and the CPU pinning put in front."""
+def wrap(argv: Sequence[str], cpus: Sequence[int] = (), host: Host = LOOPBACK) -> list[str]:
+    """The command line with the parent-death signal, the host's prefix and the CPU
+    pinning put in front."""
     prefix: list[str] = []
     if shutil.which("setpriv"):
         prefix += [shutil.which("setpriv") or "setpriv", "--pdeathsig", "TERM", "--"]
+    prefix += host.prefix
     if cpus:
         prefix += [require_command("taskset"), "-c", ",".join(str(c) for c in cpus)]
     return [*prefix, *argv]
@@ -44,42 +48,45 @@ def _spawn(argv: list[str], log: Path) -> subprocess.Popen:
                                 start_new_session=True)
 
 
-def server_argv(kind: str, port: int, threads: int, memory_mb: int) -> list[str]:
+def server_argv(kind: str, port: int, threads: int, memory_mb: int,
+                listen: str = HOST) -> list[str]:
     if kind == "redis":
-        argv = [require_command("redis-server"), "--port", str(port), "--bind", HOST,
+        argv = [require_command("redis-server"), "--port", str(port), "--bind", listen,
                 "--save", "", "--appendonly", "no", "--protected-mode", "no",
                 "--maxmemory", f"{memory_mb}mb", "--io-threads", str(threads)]
         return argv + (["--io-threads-do-reads", "yes"] if threads > 1 else [])
-    argv = [require_command("memcached"), "-l", HOST, "-p", str(port), "-U", "0",
+    argv = [require_command("memcached"), "-l", listen, "-p", str(port), "-U", "0",
             "-t", str(threads), "-m", str(memory_mb)]
     return argv + (["-u", "root"] if os.geteuid() == 0 else [])
 
 
 def start_server(kind: str, *, threads: int, memory_mb: int, cpus: Sequence[int],
-                 log: Path) -> Managed:
-    """A fresh memcached or Redis on a free loopback port; returns once it accepts."""
+                 log: Path, host: Host = LOOPBACK) -> Managed:
+    """A fresh memcached or Redis on a free port of `host`; returns once it accepts."""
     for _ in range(5):
         port = free_port()
-        proc = _spawn(wrap(server_argv(kind, port, threads, memory_mb), cpus), log)
-        if wait_for_port(HOST, port):
-            return Managed(kind, proc, HOST, port, {"log": log})
+        argv = server_argv(kind, port, threads, memory_mb, host.address)
+        proc = _spawn(wrap(argv, cpus, host), log)
+        if wait_for_port(host.address, port):
+            return Managed(kind, proc, host.address, port, {"log": log})
         proc.kill()
         proc.wait()
-    raise UserError(f"{kind} did not start listening on {HOST}; see {log}")
+    raise UserError(f"{kind} did not start listening on {host.address}; see {log}")
 
 
 def start_middleware(servers: Sequence[str], *, workers: int, sharded: bool,
                      threads: int | None, window_s: float, cpus: Sequence[int],
                      stats_file: Path, log_file: Path, out: Path,
-                     pipeline: int = 1) -> Managed:
+                     pipeline: int = 1, host: Host = LOOPBACK) -> Managed:
     """cachelab-proxy on a free port (it prints `listening on ADDR` first on stdout)."""
-    argv = [str(find_binary("cachelab-proxy")), "-l", HOST, "-p", "0", "-t", str(workers),
+    argv = [str(find_binary("cachelab-proxy")), "-l", host.address, "-p", "0",
+            "-t", str(workers),
             "--stats-window", f"{window_s:g}", "--stats-file", str(stats_file),
             "--log-file", str(log_file), "-m", *servers]
     argv += ["-s"] if sharded else []
     argv += ["--threads", str(threads)] if threads else []
     argv += ["--pipeline", str(pipeline)] if pipeline > 1 else []
-    proc = _spawn(wrap(argv, cpus), out)
+    proc = _spawn(wrap(argv, cpus, host), out)
     deadline = time.monotonic() + START_TIMEOUT_S
     prefix = "listening on "
     while time.monotonic() < deadline:
@@ -98,9 +105,10 @@ def start_middleware(servers: Sequence[str], *, workers: int, sharded: bool,
     raise UserError(f"cachelab-proxy did not start; see {out} and {log_file}")
 
 
-def start_load(args: Sequence[str], *, cpus: Sequence[int], out: Path) -> Managed:
+def start_load(args: Sequence[str], *, cpus: Sequence[int], out: Path,
+               host: Host = LOOPBACK) -> Managed:
     """A cachelab-load instance; its human summary and errors go to `out`."""
-    proc = _spawn(wrap([str(find_binary("cachelab-load")), *args], cpus), out)
+    proc = _spawn(wrap([str(find_binary("cachelab-load")), *args], cpus, host), out)
     return Managed("cachelab-load", proc, "", 0, {"out": out})
 
 

@@ -20,13 +20,14 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from cachelab import hostinfo, loadgen, local, proxy_stats, validate
-from cachelab.cpu import Sampler
+from cachelab import hostinfo, linkprobe, loadgen, local, netns, proxy_stats, topology, validate
+from cachelab.cpu import GroupSampler, Sampler
 from cachelab.errors import UserError
+from cachelab.hosts import LOOPBACK, Host
 from cachelab.procs import Managed
 from cachelab.progress import Progress, Status
 from cachelab.spec import Experiment, Point
-from cachelab.store import FILENAME, RunRecord, Store
+from cachelab.store import FILENAME, HostCpuSample, LinkRecord, RunHost, RunRecord, Store
 
 #: Seconds allowed for the populate step and, beyond the run time, for a run to end.
 POPULATE_TIMEOUT_S = 300.0
@@ -40,16 +41,21 @@ def run_dir(out: Path, point: int, repetition: int) -> Path:
 
 
 def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path) -> RunRecord:
-    """One run of one point on this host (topology `local`)."""
+    """One run of one point: on this host (topology `local`) or on emulated hosts (`netns`,
+    built for the run and removed after it)."""
     c = point.config
     if directory.exists():
         shutil.rmtree(directory)  # left by a run that was interrupted
     directory.mkdir(parents=True)
     host = hostinfo.collect()
+    layout = topology.plan(c) if c.topology.kind != "local" else None
     with ExitStack() as stack:
+        place = _hosts(layout, directory, stack)
+        links = _measure_links(c, layout, place) if layout and repetition == 1 else ()
         servers = [stack.enter_context(local.start_server(
             c.servers.kind, threads=c.servers.threads, memory_mb=c.servers.memory_mb,
-            cpus=local.pinned(c.servers.cpus, i), log=directory / f"server-{i}.log"))
+            cpus=local.pinned(c.servers.cpus, i), log=directory / f"server-{i}.log",
+            host=place("server", i)))
             for i in range(c.servers.count)]
         _populate(c, servers, directory, stack)
         middlewares = [stack.enter_context(local.start_middleware(
@@ -58,10 +64,13 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
             pipeline=c.middleware.pipeline,
             window_s=exp.stats_window_s, cpus=local.pinned(c.middleware.cpus, i),
             stats_file=directory / f"middleware-{i}.stats.jsonl",
-            log_file=directory / f"middleware-{i}.log", out=directory / f"middleware-{i}.out"))
+            log_file=directory / f"middleware-{i}.log", out=directory / f"middleware-{i}.out",
+            host=place("middleware", i)))
             for i in range(c.middleware.count)]
         targets = middlewares or servers
-        with Sampler() as sampler:
+        groups = {} if layout is None else {
+            h.name: place.hosts[h.name].group.usage for h in layout.hosts}
+        with Sampler() as sampler, GroupSampler(groups) as host_sampler:
             started = time.time()
             loads = [stack.enter_context(local.start_load(
                 loadgen.run_argv(c, targets[i % len(targets)].host,
@@ -69,7 +78,8 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
                                  warmup=exp.warmup_s, cooldown=exp.cooldown_s,
                                  seed=c.workload.seed + 1000 * (repetition - 1) + i,
                                  json_out=directory / f"load-{i}.json"),
-                cpus=local.pinned(c.load.cpus, i), out=directory / f"load-{i}.out"))
+                cpus=local.pinned(c.load.cpus, i), out=directory / f"load-{i}.out",
+                host=place("load", i)))
                 for i in range(c.instances)]
             local.wait_all(loads, exp.run_time_s + RUN_GRACE_S)
             ended = time.time()
@@ -85,8 +95,52 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
                                  cooldown=exp.cooldown_s)
     artifacts = {f.name: f.read_bytes() for f in sorted(directory.iterdir())
                  if f.is_file() and not f.name.startswith("populate-")}
+    hosts = () if layout is None else tuple(
+        RunHost(h.name, ",".join(h.roles), place.hosts[h.name].address, h.link_mbit,
+                h.delay_ms, h.cpu_quota, h.cpus) for h in layout.hosts)
     return RunRecord(point.index, repetition, started, ended, summary, host, reports, stats,
-                     tuple(sampler.samples), artifacts)
+                     tuple(sampler.samples), artifacts, hosts,
+                     tuple(HostCpuSample(*x) for x in host_sampler.samples), links)
+
+
+class _Placement:
+    """Where instance i of a role runs: the emulated host the layout gives it, or this
+    host on loopback."""
+
+    def __init__(self, hosts: dict[str, Host], layout: topology.Layout | None) -> None:
+        self.hosts = hosts
+        self.layout = layout
+
+    def __call__(self, role: str, i: int) -> Host:
+        if self.layout is None:
+            return LOOPBACK
+        return self.hosts[self.layout.host(role, i).name]
+
+
+def _hosts(layout: topology.Layout | None, directory: Path, stack: ExitStack) -> _Placement:
+    if layout is None:
+        return _Placement({}, None)
+    centre = stack.enter_context(netns.DataCentre(layout, log_dir=directory))
+    return _Placement(centre.hosts, layout)
+
+
+def _measure_links(c, layout: topology.Layout, place: _Placement) -> tuple[LinkRecord, ...]:
+    """Round trip (and bandwidth where a link is shaped) of every pair of hosts that will
+    carry traffic; pairs whose links are configured alike are measured once."""
+    measured: dict[tuple, LinkRecord] = {}
+    records = []
+    by_name = {h.name: h for h in layout.hosts}
+    for src, dst in layout.pairs():
+        a, b = by_name[src], by_name[dst]
+        key = ((a.link_mbit, a.delay_ms, a.cpu_quota), (b.link_mbit, b.delay_ms, b.cpu_quota))
+        if key not in measured:
+            m = linkprobe.measure(place.hosts[src], place.hosts[dst],
+                                  bandwidth=bool(a.link_mbit or b.link_mbit))
+            measured[key] = LinkRecord(src, dst, m.rtt_p50_us, m.rtt_p99_us, m.rtt_min_us,
+                                       1000 * topology.round_trip_ms(a, b), m.mbit_forward,
+                                       m.mbit_reverse)
+            records.append(measured[key])
+    return tuple(records)
 
 
 def _populate(c, servers: list[Managed], directory: Path, stack: ExitStack) -> None:

@@ -29,8 +29,10 @@ from cachelab import sweep as sweep_mod
 from cachelab.errors import UserError
 
 SERVER_KINDS = ("memcached", "redis")
-#: Topologies of SPEC section 3; only `local` is implemented.
+#: Topologies of SPEC section 3 (docs/topologies.md).
 TOPOLOGIES = ("local", "netns", "ssh")
+#: What a host of a topology may run.
+ROLES = ("server", "middleware", "load")
 MODES = ("closed", "open")
 #: Key patterns by name, as the load generator's letters.
 KEY_PATTERNS = {"uniform": "R", "gaussian": "G", "zipf": "Z", "sequential": "S", "split": "P"}
@@ -128,6 +130,53 @@ class Workload:
         return KEY_PATTERNS.get(self.key_pattern, self.key_pattern)
 
 
+def _roles(v: tuple[str, ...]) -> str | None:
+    return next((f"must be a list of {', '.join(ROLES)}, got {r!r}" for r in v
+                 if r not in ROLES), None)
+
+
+def _cpuset(v: object) -> str | None:
+    if v is None:
+        return None
+    parts = str(v).split(",")
+    for part in parts:
+        low, _, high = part.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            return f'expected a cpuset such as "1" or "0-1" or "0,2", got {v!r}'
+    return None
+
+
+@dataclass(frozen=True)
+class Host:
+    """A host of a `netns` or `ssh` topology; link and CPU fields left out take the
+    topology's values."""
+
+    name: str = _f("")
+    #: What runs here; instances of a role are placed round-robin over its hosts.
+    roles: tuple[str, ...] = _f(ROLES, _roles)
+    link_mbit: float | None = _f(None, _at_least(0))
+    delay_ms: float | None = _f(None, _at_least(0))
+    #: Cores this host may use (a cgroup CPU quota); 0: unlimited.
+    cpu_quota: float | None = _f(None, _at_least(0))
+    #: A cpuset for the host's processes, e.g. "1" or "0-1"; None: every CPU.
+    cpus: str | None = _f(None, _cpuset)
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Where the processes run (docs/topologies.md)."""
+
+    kind: str = _f("local", _one_of(TOPOLOGIES))
+    #: Every host's link: egress rate in Mbit/s, each direction; 0: unshaped.
+    link_mbit: float = _f(0.0, _at_least(0))
+    #: One-way delay added on every host's link, each direction, in milliseconds.
+    delay_ms: float = _f(0.0, _at_least(0))
+    #: Cores per host through a cgroup CPU quota; 0: unlimited.
+    cpu_quota: float = _f(0.0, _at_least(0))
+    #: Explicit hosts; none: every instance of every role gets a host of its own.
+    host: tuple[Host, ...] = field(default=(), metadata={"check": None, "table": Host})
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything one run needs to know about what to start and what load to send."""
@@ -136,6 +185,7 @@ class RunConfig:
     middleware: Middleware
     load: Load
     workload: Workload
+    topology: Topology = Topology()
 
     @property
     def targets(self) -> int:
@@ -204,7 +254,7 @@ class Experiment:
 
 
 _SECTIONS: dict[str, type] = {"servers": Servers, "middleware": Middleware, "load": Load,
-                              "workload": Workload}
+                              "workload": Workload, "topology": Topology}
 _TOP = {"name", "description", "topology", "repetitions", "run_time_s", "warmup_s",
         "cooldown_s", "stats_window_s", "qos_target_ms", "validation", "report", "sweep",
         *_SECTIONS}
@@ -233,12 +283,8 @@ def parse(text: str) -> Experiment:
     name = _get(doc, "name", str, None)
     if not name or not name.strip():
         raise UserError("name: missing (every experiment needs a name)")
-    topology = _get(doc, "topology", str, "local")
-    if topology not in TOPOLOGIES:
-        raise UserError(f"topology: must be one of {', '.join(TOPOLOGIES)}, got {topology!r}")
-    if topology != "local":
-        raise UserError(f"topology: {topology!r} is not supported yet; use \"local\" "
-                        "(every process on this host)")
+    if isinstance(doc.get("topology"), str):  # `topology = "netns"`: the kind alone
+        doc["topology"] = {"kind": doc["topology"]}
     run_time = _get(doc, "run_time_s", float, 60.0)
     warmup = _get(doc, "warmup_s", float, 10.0)
     cooldown = _get(doc, "cooldown_s", float, 5.0)
@@ -267,6 +313,7 @@ def parse(text: str) -> Experiment:
     points = _expand(raw, _table(doc, "sweep"))
     if report_x is not None and report_x not in _paths():
         raise UserError(f"report.x: {report_x!r} is not a field (e.g. \"load.clients\")")
+    topology = ", ".join(dict.fromkeys(p.config.topology.kind for p in points))
     return Experiment(name.strip(), _get(doc, "description", str, ""), topology, repetitions,
                       run_time, warmup, cooldown, window, qos, validation, report_x,
                       points, text)
@@ -350,12 +397,50 @@ def _check_run(c: RunConfig) -> None:
         raise UserError('load.rate: missing (load.mode = "open" needs an offered rate)')
     if c.load.mode == "closed" and c.load.rate is not None:
         raise UserError('load.rate: only for load.mode = "open"')
+    _check_topology(c)
     cpus = os.cpu_count() or 1
     for section in ("servers", "middleware", "load"):
         for cpu in getattr(c, section).cpus:
             if cpu >= cpus:
                 raise UserError(f"{section}.cpus: CPU {cpu} does not exist here "
                                 f"(this host has {cpus}: 0-{cpus - 1})")
+
+
+def _check_topology(c: RunConfig) -> None:
+    t = c.topology
+    if t.kind == "ssh":
+        raise UserError('topology.kind: "ssh" is not supported yet; use "local" or "netns"')
+    if t.kind == "local":
+        if t.host:
+            raise UserError('topology.host: hosts need topology.kind = "netns" or "ssh"')
+        return
+    names = [h.name for h in t.host]
+    for i, name in enumerate(names, start=1):
+        if not name or not all(ch.isalnum() or ch in "-_" for ch in name) or len(name) > 20:
+            raise UserError(f"topology.host[{i}].name: expected 1-20 letters, digits, - or _, "
+                            f"got {name!r}")
+        if names.count(name) > 1:
+            raise UserError(f"topology.host[{i}].name: {name!r} is used twice")
+    if t.host:
+        needed = {"server": c.servers.count, "middleware": c.middleware.count,
+                  "load": c.instances}
+        for role, count in needed.items():
+            if count and not any(role in h.roles for h in t.host):
+                raise UserError(f"topology.host: no host has the role {role!r} "
+                                f"({count} {role} instance(s) to place)")
+    cpus = os.cpu_count() or 1
+    for i, h in enumerate(t.host, start=1):
+        if h.cpus is not None:
+            for part in h.cpus.split(","):
+                low, _, high = part.partition("-")
+                if int(high or low) >= cpus or int(high or low) < int(low):
+                    raise UserError(f"topology.host[{i}].cpus: {h.cpus!r} names CPUs this "
+                                    f"host does not have (0-{cpus - 1})")
+        if h.cpu_quota and h.cpu_quota > cpus:
+            raise UserError(f"topology.host[{i}].cpu_quota: {h.cpu_quota:g} cores, this "
+                            f"machine has {cpus}")
+    if t.cpu_quota > cpus:
+        raise UserError(f"topology.cpu_quota: {t.cpu_quota:g} cores, this machine has {cpus}")
 
 
 def _build(cls: type, table: dict, section: str):
@@ -368,6 +453,13 @@ def _build(cls: type, table: dict, section: str):
         if f.name not in table:
             continue
         where = f"{section}.{f.name}"
+        if "table" in f.metadata:  # an array of tables ([[section.name]])
+            items = table[f.name]
+            if not isinstance(items, list) or not all(isinstance(t, dict) for t in items):
+                raise UserError(f"{where}: must be an array of tables ([[{where}]])")
+            values[f.name] = tuple(_build(f.metadata["table"], t, f"{where}[{i}]")
+                                   for i, t in enumerate(items, start=1))
+            continue
         value = _coerce(table[f.name], hints[f.name], where)
         problem = f.metadata.get("check") and f.metadata["check"](value)
         if problem:
@@ -385,7 +477,7 @@ def _coerce(value: object, hint: object, where: str) -> object:
         return _coerce(value, inner, where)
     if typing.get_origin(hint) is tuple:
         if not isinstance(value, list):
-            raise UserError(f"{where}: expected a list of integers, got {_kind(value)}")
+            raise UserError(f"{where}: expected a list, got {_kind(value)}")
         return tuple(_coerce(v, args[0], where) for v in value)
     if hint is float and isinstance(value, int | float) and not isinstance(value, bool):
         if not math.isfinite(value):
@@ -425,7 +517,9 @@ def _flatten(table: dict, prefix: str = "") -> dict[str, object]:
 
 
 def _paths() -> set[str]:
-    return {f"{s}.{f.name}" for s, cls in _SECTIONS.items() for f in dataclasses.fields(cls)}
+    """The fields a sweep may vary (every field but the list of hosts)."""
+    return {f"{s}.{f.name}" for s, cls in _SECTIONS.items() for f in dataclasses.fields(cls)
+            if "table" not in f.metadata}
 
 
 def _no_unknown(prefix: str, table: dict, known: tuple[str, ...]) -> None:

@@ -14,6 +14,7 @@ is being written.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import time
@@ -149,6 +150,26 @@ MIGRATIONS: tuple[Migration, ...] = (
     # Open loop: whether a load generator sent late (its latencies are then the client's).
     Migration("0002_run_fell_behind", _script("ALTER TABLE run ADD COLUMN fell_behind "
                                               "INTEGER")),
+    # Topologies with hosts: each run's hosts, their CPU, and the measured links.
+    Migration("0003_hosts_and_links", _script("""
+CREATE TABLE run_host (
+    run_id INTEGER NOT NULL REFERENCES run(id), host TEXT NOT NULL, roles TEXT NOT NULL,
+    address TEXT NOT NULL, link_mbit REAL NOT NULL, delay_ms REAL NOT NULL,
+    cpu_quota REAL NOT NULL, cpus TEXT,
+    PRIMARY KEY (run_id, host)
+);
+CREATE TABLE host_cpu (
+    run_id INTEGER NOT NULL REFERENCES run(id), t REAL NOT NULL, host TEXT NOT NULL,
+    usr REAL NOT NULL, sys REAL NOT NULL,
+    PRIMARY KEY (run_id, t, host)
+);
+CREATE TABLE link (
+    run_id INTEGER NOT NULL REFERENCES run(id), src TEXT NOT NULL, dst TEXT NOT NULL,
+    rtt_p50_us REAL NOT NULL, rtt_p99_us REAL NOT NULL, rtt_min_us REAL NOT NULL,
+    expected_rtt_us REAL NOT NULL, mbit_forward REAL, mbit_reverse REAL,
+    PRIMARY KEY (run_id, src, dst)
+);
+""")),
 )
 
 
@@ -208,6 +229,44 @@ class RunRecord:
     middlewares: tuple[proxy_stats.ProxyStats, ...]
     cpu: tuple[Sample, ...]
     artifacts: dict[str, bytes]
+    #: Emulated hosts (empty on `local`): their plan, CPU samples and measured links.
+    hosts: tuple[RunHost, ...] = ()
+    host_cpu: tuple[HostCpuSample, ...] = ()
+    links: tuple[LinkRecord, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunHost:
+    host: str
+    roles: str
+    address: str
+    link_mbit: float
+    delay_ms: float
+    cpu_quota: float
+    cpus: str | None
+
+
+@dataclass(frozen=True)
+class HostCpuSample:
+    """One host's CPU over one interval, in percent of one core (200 = two cores busy)."""
+
+    t: float
+    host: str
+    usr: float
+    sys: float
+
+
+@dataclass(frozen=True)
+class LinkRecord:
+    src: str
+    dst: str
+    rtt_p50_us: float
+    rtt_p99_us: float
+    rtt_min_us: float
+    #: 2 x (delay_src + delay_dst): what the configuration adds to the base round trip.
+    expected_rtt_us: float
+    mbit_forward: float | None
+    mbit_reverse: float | None
 
 
 class Store:
@@ -304,6 +363,12 @@ class Store:
             c.executemany(
                 f"INSERT INTO cpu_sample VALUES (?, ?, ?, {', '.join('?' * len(SHARES))})",
                 [(run_id, x.t, x.cpu, *(getattr(x, k) for k in SHARES)) for x in record.cpu])
+            c.executemany("INSERT INTO run_host VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                          [(run_id, *dataclasses.astuple(h)) for h in record.hosts])
+            c.executemany("INSERT INTO host_cpu VALUES (?, ?, ?, ?, ?)",
+                          [(run_id, *dataclasses.astuple(x)) for x in record.host_cpu])
+            c.executemany("INSERT INTO link VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          [(run_id, *dataclasses.astuple(x)) for x in record.links])
             c.executemany("INSERT INTO artifact VALUES (?, ?, ?)",
                           [(run_id, name, zlib.compress(data))
                            for name, data in sorted(record.artifacts.items())])

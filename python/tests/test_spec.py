@@ -117,8 +117,20 @@ rate = 1000
     (MINIMAL + '[[sweep.points]]\n"load.clients" = 3\n',
      "sweep.points[1].load.clients: also a factor"),
     (MINIMAL.replace("name = \"t\"", ""), "name: missing"),
-    (top('topology = "netns"'), "topology: 'netns' is not supported yet"),
-    (top('topology = "cloud"'), "topology: must be one of local, netns, ssh"),
+    (top('topology = "ssh"'), 'topology.kind: "ssh" is not supported yet'),
+    (top('topology = "cloud"'), "topology.kind: must be one of local, netns, ssh"),
+    (MINIMAL + '[topology]\nkind = "netns"\nlink_mbit = -1\n',
+     "topology.link_mbit: must be >= 0, got -1"),
+    (MINIMAL + '[topology]\nkind = "netns"\n[[topology.host]]\nname = "a"\nroles = ["db"]\n',
+     "topology.host[1].roles: must be a list of server, middleware, load, got 'db'"),
+    (MINIMAL + '[topology]\nkind = "netns"\n[[topology.host]]\nname = "a"\n'
+     'roles = ["server"]\n', "topology.host: no host has the role 'middleware'"),
+    (MINIMAL + '[topology]\nkind = "netns"\n[[topology.host]]\nname = "a b"\n',
+     "topology.host[1].name: expected 1-20 letters"),
+    (MINIMAL + '[topology]\nkind = "netns"\n[[topology.host]]\nname = "a"\ncpus = "x"\n',
+     "topology.host[1].cpus: expected a cpuset"),
+    (MINIMAL + '[topology]\n[[topology.host]]\nname = "a"\n',
+     'topology.host: hosts need topology.kind = "netns"'),
     (MINIMAL.replace("run_time_s = 3", "run_time_s = 1"), "warmup_s: warm-up (0.5 s) plus"),
     (MINIMAL + "[servers]\nkind = \"redis\"\n", "middleware.count: the middleware speaks"),
     (MINIMAL + "[load]\nmode = \"open\"\n", "load.rate: missing"),
@@ -145,3 +157,17 @@ def test_load_prefixes_the_file_name(tmp_path):
     path.write_text(MINIMAL + "[servers]\nkind = 3\n")
     with pytest.raises(UserError, match=r"bad\.toml: servers\.kind: expected a string"):
         spec.load(path)
+
+
+def test_a_netns_topology_with_hosts_and_a_swept_link():
+    e = spec.parse(MINIMAL.replace('"load.clients" = [1, 2]', '"topology.link_mbit" = [50, 100]')
+                   + '[topology]\nkind = "netns"\ndelay_ms = 0.45\ncpu_quota = 0.5\n'
+                   '[[topology.host]]\nname = "srv"\nroles = ["server"]\ncpu_quota = 1\n'
+                   '[[topology.host]]\nname = "rest"\nroles = ["middleware", "load"]\n'
+                   'cpus = "0"\n')
+    assert e.topology == "netns"
+    assert [p.config.topology.link_mbit for p in e.points] == [50, 100]
+    hosts = e.points[0].config.topology.host
+    assert [(h.name, h.roles, h.cpu_quota, h.cpus) for h in hosts] == [
+        ("srv", ("server",), 1.0, None), ("rest", ("middleware", "load"), None, "0")]
+    assert spec.parse(top('topology = "netns"')).points[0].config.topology.kind == "netns"
