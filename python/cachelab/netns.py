@@ -22,6 +22,7 @@ what a killed harness left (`remove_stale`) and touches nothing else.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -220,10 +221,8 @@ class DataCentre:
 
 def _kill(pids: list[int]) -> None:
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def _remove_netns(netns: str) -> None:
