@@ -276,7 +276,8 @@ def leftovers(owner: int) -> list[str]:
                                                   text=True).stdout.splitlines()
              if n.split() and _owner(n.split()[0]) == owner]
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    found += [line.split(":")[1].strip() for line in links.splitlines()
-              if line.split(":")[1].strip().startswith(f"cl{owner}-")]
+    names = [line.split(":")[1].strip().split("@")[0] for line in links.splitlines()
+             if line.count(":") >= 2]
+    found += [name for name in names if name.startswith(f"cl{owner}-")]
     found += [str(d) for d in cgroups.stale(PREFIX, lambda pid: pid != owner)]
     return found

@@ -1,0 +1,123 @@
+"""The `netns` topology against the real kernel: shaped links cap throughput at their bound,
+delays show in the round trip, and nothing of ours is left after success, Ctrl-C or
+kill -9. Needs root (these machines run the tests as root); without it only the error
+test runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cachelab import linkbound, netns, runner, spec, topology
+from cachelab.errors import UserError
+from cachelab.progress import Progress
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+
+GETS_4K = """
+name = "shaped"
+repetitions = 1
+run_time_s = {run_time}
+warmup_s = 1
+cooldown_s = 0.5
+[topology]
+kind = "netns"
+link_mbit = {mbit}
+delay_ms = {delay}
+[servers]
+memory_mb = 64
+[middleware]
+count = 0
+[load]
+clients = 8
+[workload]
+ratio = "0:1"
+data_size = 4096
+key_maximum = 999
+[sweep.factors]
+"servers.count" = [{servers}]
+"""
+
+
+def experiment(mbit=20, delay=0, servers=1, run_time=4):
+    return spec.parse(GETS_4K.format(mbit=mbit, delay=delay, servers=servers,
+                                     run_time=run_time))
+
+
+@needs_root
+def test_a_shaped_link_caps_4k_gets_at_its_bound(tmp_path):
+    exp = experiment()
+    point = exp.points[0]
+    record = runner.execute_run(exp, point, 1, tmp_path / "run")
+    layout = topology.plan(point.config)
+    bound = linkbound.bound(point.config, layout, len("memtier-999"),
+                            linkbound.configured_rates(layout))
+    assert 0.85 <= record.summary.throughput / bound.ops_per_s <= 1.02, \
+        (record.summary.throughput, bound)
+    assert record.summary.misses == 0 and record.summary.errors == 0
+    # the link was measured and stored with the run: goodput just under the 20 Mbit/s
+    (link,) = record.links
+    assert (link.src, link.dst) == ("load1", "server1")
+    assert 15 < link.mbit_forward <= 20.5 and 15 < link.mbit_reverse <= 20.5
+    assert {h.host for h in record.hosts} == {"load1", "server1"}
+    assert {s.host for s in record.host_cpu} == {"load1", "server1"}
+    assert netns.leftovers(os.getpid()) == []
+
+
+def test_without_root_the_error_is_one_line_before_anything_starts(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(UserError, match='topology.kind = "netns" needs root'):
+        runner.run_experiment(experiment(), tmp_path / "out", progress=Progress())
+    assert not (tmp_path / "out").exists()
+
+
+def _start_harness(tmp_path) -> subprocess.Popen:
+    (tmp_path / "e.toml").write_text(GETS_4K.format(mbit=20, delay=0, servers=1,
+                                                    run_time=20))
+    return subprocess.Popen([sys.executable, "-m", "cachelab.cli", "run",
+                             str(tmp_path / "e.toml"), "--out", str(tmp_path / "out"),
+                             "--no-report"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def _wait_for_load(tmp_path, harness: subprocess.Popen) -> None:
+    """Until the run's load generator runs (namespaces, links and servers are up)."""
+    deadline = time.monotonic() + 60
+    while not list((tmp_path / "out").glob("runs/*/load-0.out")):
+        assert harness.poll() is None, "the harness ended early"
+        assert time.monotonic() < deadline, "the run did not start"
+        time.sleep(0.1)
+    assert netns.leftovers(harness.pid), "the harness built nothing of ours"
+
+
+@needs_root
+def test_ctrl_c_removes_every_namespace_link_and_cgroup(tmp_path):
+    harness = _start_harness(tmp_path)
+    try:
+        _wait_for_load(tmp_path, harness)
+        harness.send_signal(signal.SIGINT)
+        assert harness.wait(timeout=60) != 0
+    finally:
+        harness.kill()
+    assert netns.leftovers(harness.pid) == []
+
+
+@needs_root
+def test_what_a_killed_harness_left_is_removed_at_the_next_start(tmp_path):
+    harness = _start_harness(tmp_path)
+    try:
+        _wait_for_load(tmp_path, harness)
+        harness.send_signal(signal.SIGKILL)
+        harness.wait(timeout=10)
+    finally:
+        harness.kill()
+    left = netns.leftovers(harness.pid)
+    assert any(name.endswith("-core") for name in left), left
+    removed = netns.remove_stale()
+    assert set(left) - set(removed) <= {n for n in left if n.startswith("cl")}  # gone with its peer
+    assert netns.leftovers(harness.pid) == []
