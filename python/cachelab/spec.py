@@ -545,6 +545,16 @@ def _show(value: object) -> str:
     return str(value)
 
 
+def config_from_dict(d: dict) -> RunConfig:
+    """The configuration back from `config_dict`'s plain data (as stored with a point);
+    sections missing from an older database take their defaults."""
+    def plain(table: dict) -> dict:
+        return {k: [plain(x) if isinstance(x, dict) else x for x in v] if isinstance(v, list)
+                else v for k, v in table.items() if v is not None}
+
+    return RunConfig(**{s: _build(cls, plain(d.get(s, {})), s) for s, cls in _SECTIONS.items()})
+
+
 def config_dict(config: RunConfig) -> dict:
     """The configuration as plain data (for the database and the report)."""
     return dataclasses.asdict(config)

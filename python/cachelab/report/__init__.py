@@ -61,6 +61,9 @@ def write_report(out: Path) -> Path:
     if any(p.cpu for p in measured):
         add("cpu", "CPU utilisation of the host by state",
             partial(plots.plot_cpu, points=measured))
+    if any(p.host_cpu for p in measured):
+        add("host-cpu", "CPU per emulated host (user solid, system light; % of one core)",
+            partial(plots.plot_host_cpu, points=measured))
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent),
                              autoescape=True, undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True)

@@ -14,7 +14,7 @@ import sqlite3
 import statistics
 from dataclasses import dataclass, field
 
-from cachelab import validate
+from cachelab import linkbound, spec, topology, validate
 from cachelab.analysis import laws, qos
 from cachelab.cpu import SHARES
 from cachelab.errors import UserError
@@ -53,6 +53,12 @@ class PointResult:
     server_service_us: tuple[float, ...] = ()
     #: Mean CPU shares (percent) of the host over the steady samples.
     cpu: dict[str, float] | None = None
+    #: Emulated hosts: mean (usr, sys) per host over the steady samples, % of one core.
+    host_cpu: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: The throughput the configured links allow (linkbound.py), and the link that sets it.
+    link_bound: linkbound.Bound | None = None
+    #: The links measured before the point's first run (store.LinkRecord columns).
+    links: tuple[dict, ...] = ()
 
     @property
     def measured(self) -> bool:
@@ -117,7 +123,32 @@ def _point(conn: sqlite3.Connection, row: sqlite3.Row, runs: list[sqlite3.Row],
         queue_len=_queue_len(conn, used, settings),
         server_service_us=_server_service(conn, used, settings),
         cpu=_cpu(conn, ids, settings),
+        host_cpu=_host_cpu(conn, ids, settings),
+        link_bound=_link_bound(base["config"]),
+        links=tuple(dict(r) for r in conn.execute(
+            f"SELECT * FROM link WHERE run_id IN ({', '.join('?' * len(runs))}) "
+            "ORDER BY run_id, src, dst", [r["id"] for r in runs])),
     )
+
+
+def _host_cpu(conn, run_ids: list[int], settings) -> dict[str, tuple[float, float]]:
+    lo = settings["warmup_s"]
+    hi = settings["run_time_s"] - settings["cooldown_s"]
+    marks = ", ".join("?" * len(run_ids))
+    return {r["host"]: (r["usr"], r["sys"]) for r in conn.execute(
+        f"SELECT host, avg(usr) AS usr, avg(sys) AS sys FROM host_cpu "
+        f"WHERE run_id IN ({marks}) AND t - 0.5 BETWEEN ? AND ? GROUP BY host ORDER BY host",
+        (*run_ids, lo, hi))}
+
+
+def _link_bound(config: dict) -> linkbound.Bound | None:
+    """The configured links' bound on throughput, for points with emulated hosts."""
+    c = spec.config_from_dict(config)
+    if c.topology.kind == "local":
+        return None
+    layout = topology.plan(c)
+    key_len = len("memtier-") + len(str(c.workload.key_maximum))
+    return linkbound.bound(c, layout, key_len, linkbound.configured_rates(layout))
 
 
 def _steady_windows(conn: sqlite3.Connection, runs: list[sqlite3.Row],

@@ -49,9 +49,17 @@ def _plot_mean_with_std(ax: Axes, curves: Sequence[Curve], mean: str, std: str, 
 
 def plot_throughput(ax: Axes, curves: Sequence[Curve], xlabel: str,
                     ticks: Sequence[str] | None = None) -> None:
-    """Mean throughput over the repetitions, error bars one standard deviation."""
+    """Mean throughput over the repetitions, error bars one standard deviation; where the
+    links are shaped, the bound they set (dashed, the curve's colour)."""
     _plot_mean_with_std(ax, curves, "throughput", "throughput_std", "throughput (ops/s)",
                         xlabel, ticks)
+    for line, c in zip(ax.get_lines(), curves, strict=False):
+        bounds = [p.link_bound.ops_per_s if p.link_bound else None for p in c.points]
+        if any(b is not None for b in bounds):
+            ax.plot(c.x, [b if b is not None else float("nan") for b in bounds], ls="--",
+                    color=line.get_color(), alpha=0.7, label=f"link bound ({c.label})")
+    if any(p.link_bound for c in curves for p in c.points):
+        _legend(ax, 2 * len(curves))
 
 
 def plot_response_time(ax: Axes, curves: Sequence[Curve], xlabel: str,
@@ -145,6 +153,26 @@ def plot_cpu(ax: Axes, points: Sequence[PointResult]) -> None:
     ax.set_xlabel("point")
     ax.set_ylabel("CPU (% of all cores)")
     ax.legend(fontsize="small", loc="upper left", ncols=4)
+    ax.grid(True, axis="y", alpha=0.3)
+
+
+def plot_host_cpu(ax: Axes, points: Sequence[PointResult]) -> None:
+    """Each emulated host's CPU (user and system stacked, % of one core) per point."""
+    shown = [p for p in points if p.host_cpu]
+    hosts = sorted({h for p in shown for h in p.host_cpu})
+    width = 0.8 / max(1, len(hosts))
+    for j, host in enumerate(hosts):
+        xs = [i + (j - (len(hosts) - 1) / 2) * width for i in range(len(shown))]
+        usr = [p.host_cpu.get(host, (0.0, 0.0))[0] for p in shown]
+        sys_ = [p.host_cpu.get(host, (0.0, 0.0))[1] for p in shown]
+        bars = ax.bar(xs, usr, width, label=f"{host} usr")
+        ax.bar(xs, sys_, width, bottom=usr, color=bars.patches[0].get_facecolor(),
+               alpha=0.45, label=f"{host} sys")
+    ax.set_xticks(list(range(len(shown))), [f"#{p.index + 1}" for p in shown])
+    ax.set_xlabel("point")
+    ax.set_ylabel("CPU (% of one core)")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize="x-small", loc="upper left", ncols=4)
     ax.grid(True, axis="y", alpha=0.3)
 
 
