@@ -41,6 +41,9 @@ PREFIX = "cachelab-"
 NETNS_DIR = Path("/run/netns")
 #: TBF queue: how long a packet may wait for tokens before it is dropped.
 TBF_LATENCY_MS = 50
+#: The delay lines wake this early and busy-wait the rest: a sleep overshoots by ~40 us
+#: here, which four crossings per round trip would add up to.
+SPIN_US = 60
 _counter = itertools.count(1)
 
 
@@ -181,7 +184,7 @@ class DataCentre:
         out = self.log_dir / f"delay-{name}.out"
         argv = ["nsenter", f"--net={NETNS_DIR / self.core}", "--",
                 str(find_binary("cachelab-delay")), "--a", a, "--b", b,
-                "--delay-us-ab", us, "--delay-us-ba", us,
+                "--delay-us-ab", us, "--delay-us-ba", us, "--spin-us", str(SPIN_US),
                 "--stats-file", str(self.log_dir / f"delay-{name}.json")]
         if shutil.which("setpriv"):
             argv = ["setpriv", "--pdeathsig", "KILL", "--", *argv]

@@ -5,6 +5,7 @@ test runs."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -13,7 +14,7 @@ import time
 
 import pytest
 
-from cachelab import linkbound, netns, runner, spec, topology
+from cachelab import linkbound, linkprobe, netns, runner, spec, topology
 from cachelab.errors import UserError
 from cachelab.progress import Progress
 
@@ -121,3 +122,24 @@ def test_what_a_killed_harness_left_is_removed_at_the_next_start(tmp_path):
     removed = netns.remove_stale()
     assert set(left) - set(removed) <= {n for n in left if n.startswith("cl")}  # gone with its peer
     assert netns.leftovers(harness.pid) == []
+
+
+def _round_trip(tmp_path, delay_ms: float) -> float:
+    exp = experiment(mbit=0, delay=delay_ms)
+    layout = topology.plan(exp.points[0].config)
+    with netns.DataCentre(layout, log_dir=tmp_path) as centre:
+        m = linkprobe.measure(centre.hosts["load1"], centre.hosts["server1"],
+                              bandwidth=False, count=400)
+    return m.rtt_p50_us
+
+
+@needs_root
+def test_a_delayed_link_adds_its_configured_round_trip(tmp_path):
+    base = _round_trip(tmp_path, 0)
+    delayed = _round_trip(tmp_path, 0.45)
+    added = delayed - base
+    configured = 2 * (0.45 + 0.45) * 1000
+    assert abs(added - configured) <= 0.05 * configured + 20, (base, delayed)
+    stats = json.loads((tmp_path / "delay-load1.json").read_text())
+    assert stats["ab"]["packets"] > 400 and stats["ab"]["drops"] == 0
+    assert netns.leftovers(os.getpid()) == []
