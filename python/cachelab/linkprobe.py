@@ -95,21 +95,26 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def measure(src: Host, dst: Host, *, bandwidth: bool, count: int = RTT_COUNT) -> LinkMeasurement:
-    """Round trip (and, with `bandwidth`, iperf3 each way) between two hosts."""
+def round_trips(src: Host, dst: Host, count: int = RTT_COUNT) -> list[float]:
+    """`count` TCP round trips src -> dst -> src, in microseconds."""
     server = _spawn(dst, [sys.executable, "-m", "cachelab.linkprobe", "echo", dst.address,
                           str(PORT)])
     try:
         _wait_ready(server)
         client = subprocess.run(
             [*src.prefix, sys.executable, "-m", "cachelab.linkprobe", "rtt", dst.address,
-             str(PORT), str(count)], capture_output=True, text=True, timeout=60)
+             str(PORT), str(count)], capture_output=True, text=True, timeout=60 + count / 100)
         if client.returncode != 0:
             raise UserError(f"measuring the round trip {src.name} -> {dst.name} failed: "
                             f"{client.stderr.strip()[-300:]}")
-        samples = json.loads(client.stdout)["rtt_us"]
+        return json.loads(client.stdout)["rtt_us"]
     finally:
         _stop(server)
+
+
+def measure(src: Host, dst: Host, *, bandwidth: bool, count: int = RTT_COUNT) -> LinkMeasurement:
+    """Round trip (and, with `bandwidth`, iperf3 each way) between two hosts."""
+    samples = round_trips(src, dst, count)
     forward = reverse = None
     if bandwidth:
         forward = iperf(src, dst, reverse=False)

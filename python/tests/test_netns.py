@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from cachelab import linkbound, linkprobe, netns, runner, spec, topology
+from cachelab import linkbound, linkprobe, loadgen, netns, runner, spec, topology
 from cachelab.errors import UserError
 from cachelab.progress import Progress
 
@@ -56,7 +56,7 @@ def test_a_shaped_link_caps_4k_gets_at_its_bound(tmp_path):
     point = exp.points[0]
     record = runner.execute_run(exp, point, 1, tmp_path / "run")
     layout = topology.plan(point.config)
-    bound = linkbound.bound(point.config, layout, len("memtier-999"),
+    bound = linkbound.bound(point.config, layout, len(loadgen.KEY_PREFIX + "999"),
                             linkbound.configured_rates(layout))
     assert 0.85 <= record.summary.throughput / bound.ops_per_s <= 1.02, \
         (record.summary.throughput, bound)

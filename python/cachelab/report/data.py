@@ -14,7 +14,7 @@ import sqlite3
 import statistics
 from dataclasses import dataclass, field
 
-from cachelab import linkbound, spec, topology, validate
+from cachelab import linkbound, loadgen, spec, topology, validate
 from cachelab.analysis import laws, qos
 from cachelab.cpu import SHARES
 from cachelab.errors import UserError
@@ -147,7 +147,7 @@ def _link_bound(config: dict) -> linkbound.Bound | None:
     if c.topology.kind == "local":
         return None
     layout = topology.plan(c)
-    key_len = len("memtier-") + len(str(c.workload.key_maximum))
+    key_len = len(loadgen.KEY_PREFIX) + len(str(c.workload.key_maximum))
     return linkbound.bound(c, layout, key_len, linkbound.configured_rates(layout))
 
 
