@@ -11,7 +11,7 @@ through `taskset`, before exec, so every thread the process creates inherits it.
 from __future__ import annotations
 
 import os
-import shutil
+import random
 import subprocess
 import time
 from collections.abc import Sequence
@@ -26,15 +26,8 @@ HOST = LOOPBACK.address
 
 
 def wrap(argv: Sequence[str], cpus: Sequence[int] = (), host: Host = LOOPBACK) -> list[str]:
-    """The command line with the parent-death signal, the host's prefix and the CPU
-    pinning put in front."""
-    prefix: list[str] = []
-    if shutil.which("setpriv"):
-        prefix += [shutil.which("setpriv") or "setpriv", "--pdeathsig", "TERM", "--"]
-    prefix += host.prefix
-    if cpus:
-        prefix += [require_command("taskset"), "-c", ",".join(str(c) for c in cpus)]
-    return [*prefix, *argv]
+    """The command line as `host` runs it (parent-death signal, prefix, pinning)."""
+    return host.command(argv, cpus)
 
 
 def pinned(cpus: Sequence[int], i: int) -> tuple[int, ...]:
@@ -42,14 +35,8 @@ def pinned(cpus: Sequence[int], i: int) -> tuple[int, ...]:
     return (cpus[i % len(cpus)],) if cpus else ()
 
 
-def _spawn(argv: list[str], log: Path) -> subprocess.Popen:
-    with open(log, "ab") as out:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                start_new_session=True)
-
-
 def server_argv(kind: str, port: int, threads: int, memory_mb: int,
-                listen: str = HOST) -> list[str]:
+                listen: str = HOST, as_root: bool | None = None) -> list[str]:
     if kind == "redis":
         argv = [require_command("redis-server"), "--port", str(port), "--bind", listen,
                 "--save", "", "--appendonly", "no", "--protected-mode", "no",
@@ -57,16 +44,17 @@ def server_argv(kind: str, port: int, threads: int, memory_mb: int,
         return argv + (["--io-threads-do-reads", "yes"] if threads > 1 else [])
     argv = [require_command("memcached"), "-l", listen, "-p", str(port), "-U", "0",
             "-t", str(threads), "-m", str(memory_mb)]
-    return argv + (["-u", "root"] if os.geteuid() == 0 else [])
+    as_root = os.geteuid() == 0 if as_root is None else as_root
+    return argv + (["-u", "root"] if as_root else [])
 
 
 def start_server(kind: str, *, threads: int, memory_mb: int, cpus: Sequence[int],
                  log: Path, host: Host = LOOPBACK) -> Managed:
     """A fresh memcached or Redis on a free port of `host`; returns once it accepts."""
     for _ in range(5):
-        port = free_port()
-        argv = server_argv(kind, port, threads, memory_mb, host.address)
-        proc = _spawn(wrap(argv, cpus, host), log)
+        port = _port(host)
+        argv = server_argv(kind, port, threads, memory_mb, host.address, host.root)
+        proc = host.spawn(argv, log, cpus)
         if wait_for_port(host.address, port):
             return Managed(kind, proc, host.address, port, {"log": log})
         proc.kill()
@@ -78,15 +66,24 @@ def start_middleware(servers: Sequence[str], *, workers: int, sharded: bool,
                      threads: int | None, window_s: float, cpus: Sequence[int],
                      stats_file: Path, log_file: Path, out: Path,
                      pipeline: int = 1, host: Host = LOOPBACK) -> Managed:
-    """cachelab-proxy on a free port (it prints `listening on ADDR` first on stdout)."""
-    argv = [str(find_binary("cachelab-proxy")), "-l", host.address, "-p", "0",
+    """cachelab-proxy on a free port (it prints `listening on ADDR` first on stdout; on a
+    remote host, where its output is not at hand, on a port chosen here)."""
+    port = _port(host) if host.remote else 0
+    argv = [str(find_binary("cachelab-proxy")), "-l", host.address, "-p", str(port),
             "-t", str(workers),
             "--stats-window", f"{window_s:g}", "--stats-file", str(stats_file),
             "--log-file", str(log_file), "-m", *servers]
     argv += ["-s"] if sharded else []
     argv += ["--threads", str(threads)] if threads else []
     argv += ["--pipeline", str(pipeline)] if pipeline > 1 else []
-    proc = _spawn(wrap(argv, cpus, host), out)
+    proc = host.spawn(argv, out, cpus)
+    files = {"stats": stats_file, "log": log_file}
+    if host.remote:
+        if wait_for_port(host.address, port):
+            return Managed("cachelab-proxy", proc, host.address, port, files)
+        proc.kill()
+        proc.wait()
+        raise UserError(f"cachelab-proxy did not start on host {host.name}; see {out}")
     deadline = time.monotonic() + START_TIMEOUT_S
     prefix = "listening on "
     while time.monotonic() < deadline:
@@ -95,8 +92,7 @@ def start_middleware(servers: Sequence[str], *, workers: int, sharded: bool,
             if not first[0].startswith(prefix):
                 break
             host, _, port = first[0][len(prefix):].rpartition(":")
-            return Managed("cachelab-proxy", proc, host, int(port),
-                           {"stats": stats_file, "log": log_file})
+            return Managed("cachelab-proxy", proc, host, int(port), files)
         if proc.poll() is not None:
             break
         time.sleep(0.02)
@@ -108,8 +104,16 @@ def start_middleware(servers: Sequence[str], *, workers: int, sharded: bool,
 def start_load(args: Sequence[str], *, cpus: Sequence[int], out: Path,
                host: Host = LOOPBACK) -> Managed:
     """A cachelab-load instance; its human summary and errors go to `out`."""
-    proc = _spawn(wrap([str(find_binary("cachelab-load")), *args], cpus, host), out)
+    proc = host.spawn([str(find_binary("cachelab-load")), *args], out, cpus)
     return Managed("cachelab-load", proc, "", 0, {"out": out})
+
+
+def _port(host: Host) -> int:
+    """A port for a listener on `host`: free here a moment ago (the namespaces of emulated
+    hosts start empty), or a random high one on a remote host (checked when it starts)."""
+    if host.remote:
+        return random.randint(20000, 59999)
+    return free_port()
 
 
 def wait_all(loads: Sequence[Managed], timeout: float) -> None:

@@ -69,7 +69,8 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
             for i in range(c.middleware.count)]
         targets = middlewares or servers
         groups = {} if layout is None else {
-            h.name: place.hosts[h.name].group.usage for h in layout.hosts}
+            h.name: reader for h in layout.hosts
+            if (reader := place.hosts[h.name].cpu_reader()) is not None}
         with Sampler() as sampler, GroupSampler(groups) as host_sampler:
             started = time.time()
             loads = [stack.enter_context(local.start_load(
