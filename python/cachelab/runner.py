@@ -50,7 +50,9 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
     host = hostinfo.collect()
     layout = topology.plan(c) if c.topology.kind != "local" else None
     with ExitStack() as stack:
-        place = _hosts(layout, directory, stack)
+        place = _hosts(c, layout, directory, stack)
+        if place.versions:
+            host = {**host, "hosts": place.versions}
         links = _measure_links(c, layout, place) if layout and repetition == 1 else ()
         servers = [stack.enter_context(local.start_server(
             c.servers.kind, threads=c.servers.threads, memory_mb=c.servers.memory_mb,
@@ -90,6 +92,7 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
                                 f"see {mw.files['log']}")
         for server in servers:  # nothing to keep, and memcached takes ~1 s over SIGTERM
             server.stop(signal.SIGKILL)
+        place.collect()
     reports = tuple(loadgen.load(directory / f"load-{i}.json") for i in range(c.instances))
     stats = tuple(proxy_stats.load(mw.files["stats"]) for mw in middlewares)
     summary = validate.summarise(reports, run_time=exp.run_time_s, warmup=exp.warmup_s,
@@ -108,9 +111,15 @@ class _Placement:
     """Where instance i of a role runs: the emulated host the layout gives it, or this
     host on loopback."""
 
-    def __init__(self, hosts: dict[str, Host], layout: topology.Layout | None) -> None:
+    def __init__(self, hosts: dict[str, Host], layout: topology.Layout | None,
+                 collect: Callable[[], None] = lambda: None,
+                 versions: dict | None = None) -> None:
         self.hosts = hosts
         self.layout = layout
+        #: Brings the files remote processes wrote into the run directory.
+        self.collect = collect
+        #: Per remote host, the versions of what runs there.
+        self.versions = versions or {}
 
     def __call__(self, role: str, i: int) -> Host:
         if self.layout is None:
@@ -118,22 +127,30 @@ class _Placement:
         return self.hosts[self.layout.host(role, i).name]
 
 
-def _hosts(layout: topology.Layout | None, directory: Path, stack: ExitStack) -> _Placement:
+def _hosts(c, layout: topology.Layout | None, directory: Path, stack: ExitStack) -> _Placement:
     if layout is None:
         return _Placement({}, None)
+    if c.topology.kind == "ssh":
+        from cachelab import ssh  # paramiko loads slowly; only SSH experiments need it
+
+        cluster = stack.enter_context(ssh.Cluster(c.topology, layout, directory))
+        return _Placement(cluster.hosts, layout, cluster.collect, cluster.versions())
     centre = stack.enter_context(netns.DataCentre(layout, log_dir=directory))
     return _Placement(centre.hosts, layout)
 
 
 def _measure_links(c, layout: topology.Layout, place: _Placement) -> tuple[LinkRecord, ...]:
     """Round trip (and bandwidth where a link is shaped) of every pair of hosts that will
-    carry traffic; pairs whose links are configured alike are measured once."""
+    carry traffic; emulated pairs whose links are configured alike are measured once (real
+    hosts are each measured)."""
     measured: dict[tuple, LinkRecord] = {}
     records = []
     by_name = {h.name: h for h in layout.hosts}
     for src, dst in layout.pairs():
         a, b = by_name[src], by_name[dst]
         key = ((a.link_mbit, a.delay_ms, a.cpu_quota), (b.link_mbit, b.delay_ms, b.cpu_quota))
+        if c.topology.kind == "ssh":
+            key = (src, dst)
         if key not in measured:
             m = linkprobe.measure(place.hosts[src], place.hosts[dst],
                                   bandwidth=bool(a.link_mbit or b.link_mbit))

@@ -160,6 +160,12 @@ class Host:
     cpu_quota: float | None = _f(None, _at_least(0))
     #: A cpuset for the host's processes, e.g. "1" or "0-1"; None: every CPU.
     cpus: str | None = _f(None, _cpuset)
+    #: `ssh`: the address to reach the host at (and its processes listen on), the SSH
+    #: user and private key (default: the topology's), and the SSH port.
+    address: str | None = _f(None)
+    user: str | None = _f(None)
+    key: str | None = _f(None)
+    ssh_port: int = _f(22, _at_least(1))
 
 
 @dataclass(frozen=True)
@@ -173,6 +179,13 @@ class Topology:
     delay_ms: float = _f(0.0, _at_least(0))
     #: Cores per host through a cgroup CPU quota; 0: unlimited.
     cpu_quota: float = _f(0.0, _at_least(0))
+    #: `ssh`: defaults for the hosts' SSH user and key (None: this user, the SSH agent
+    #: and ~/.ssh keys), whether to copy cachelab-proxy and cachelab-load to the hosts,
+    #: and whether a host key must already be known (~/.ssh/known_hosts).
+    user: str | None = _f(None)
+    key: str | None = _f(None)
+    copy_binaries: bool = _f(False)
+    strict_host_keys: bool = _f(True)
     #: Explicit hosts; none: every instance of every role gets a host of its own.
     host: tuple[Host, ...] = field(default=(), metadata={"check": None, "table": Host})
 
@@ -409,7 +422,20 @@ def _check_run(c: RunConfig) -> None:
 def _check_topology(c: RunConfig) -> None:
     t = c.topology
     if t.kind == "ssh":
-        raise UserError('topology.kind: "ssh" is not supported yet; use "local" or "netns"')
+        if not t.host:
+            raise UserError('topology.host: topology.kind = "ssh" needs its hosts '
+                            '([[topology.host]] with name, address and roles)')
+        for key in ("link_mbit", "delay_ms", "cpu_quota"):
+            if getattr(t, key):
+                raise UserError(f"topology.{key}: only for kind = \"netns\" (real hosts "
+                                "have real links and CPUs)")
+        for i, h in enumerate(t.host, start=1):
+            if not h.address:
+                raise UserError(f"topology.host[{i}].address: missing (where to reach "
+                                f"host {h.name!r} over SSH)")
+            for key in ("link_mbit", "delay_ms", "cpu_quota", "cpus"):
+                if getattr(h, key) is not None:
+                    raise UserError(f"topology.host[{i}].{key}: only for kind = \"netns\"")
     if t.kind == "local":
         if t.host:
             raise UserError('topology.host: hosts need topology.kind = "netns" or "ssh"')
@@ -428,6 +454,11 @@ def _check_topology(c: RunConfig) -> None:
             if count and not any(role in h.roles for h in t.host):
                 raise UserError(f"topology.host: no host has the role {role!r} "
                                 f"({count} {role} instance(s) to place)")
+    if t.kind == "netns":
+        for i, h in enumerate(t.host, start=1):
+            if h.address is not None:
+                raise UserError(f"topology.host[{i}].address: cachelab chooses the addresses "
+                                "of emulated hosts; address is for kind = \"ssh\"")
     cpus = os.cpu_count() or 1
     for i, h in enumerate(t.host, start=1):
         if h.cpus is not None:

@@ -117,7 +117,13 @@ rate = 1000
     (MINIMAL + '[[sweep.points]]\n"load.clients" = 3\n',
      "sweep.points[1].load.clients: also a factor"),
     (MINIMAL.replace("name = \"t\"", ""), "name: missing"),
-    (top('topology = "ssh"'), 'topology.kind: "ssh" is not supported yet'),
+    (top('topology = "ssh"'), 'topology.host: topology.kind = "ssh" needs its hosts'),
+    (MINIMAL + '[topology]\nkind = "ssh"\n[[topology.host]]\nname = "a"\n',
+     "topology.host[1].address: missing"),
+    (MINIMAL + '[topology]\nkind = "ssh"\ndelay_ms = 1\n[[topology.host]]\nname = "a"\n'
+     'address = "10.0.0.1"\n', 'topology.delay_ms: only for kind = "netns"'),
+    (MINIMAL + '[topology]\nkind = "netns"\n[[topology.host]]\nname = "a"\n'
+     'address = "10.0.0.1"\n', "topology.host[1].address: cachelab chooses"),
     (top('topology = "cloud"'), "topology.kind: must be one of local, netns, ssh"),
     (MINIMAL + '[topology]\nkind = "netns"\nlink_mbit = -1\n',
      "topology.link_mbit: must be >= 0, got -1"),
