@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -75,6 +78,32 @@ def test_without_root_the_error_is_one_line_before_anything_starts(tmp_path, mon
     with pytest.raises(UserError, match='topology.kind = "netns" needs root'):
         runner.run_experiment(experiment(), tmp_path / "out", progress=Progress())
     assert not (tmp_path / "out").exists()
+
+
+@needs_root
+def test_a_real_unprivileged_user_gets_one_line_and_exit_1():
+    """The same check, for real: the CLI run as `nobody` (skipped where nobody cannot run
+    this Python)."""
+    drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    probe = subprocess.run([*drop, sys.executable, "-c", "import cachelab.cli"],
+                           capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("user nobody cannot run this Python")
+    work = Path(tempfile.mkdtemp(prefix="cachelab-nobody-"))
+    try:
+        work.chmod(0o777)
+        (work / "e.toml").write_text(GETS_4K.format(mbit=20, delay=0, servers=1, run_time=4))
+        result = subprocess.run([*drop, sys.executable, "-m", "cachelab.cli", "run",
+                                 str(work / "e.toml"), "--out", str(work / "out")],
+                                capture_output=True, text=True, timeout=60,
+                                env={**os.environ, "HOME": str(work)})
+        assert result.returncode == 1
+        assert result.stderr.strip().splitlines() == [
+            'cachelab: error: topology.kind = "netns" needs root (network namespaces, veths, '
+            'qdiscs and cgroups); run as root or use topology.kind = "local"']
+        assert not (work / "out").exists()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _start_harness(tmp_path) -> subprocess.Popen:
@@ -143,3 +172,25 @@ def test_a_delayed_link_adds_its_configured_round_trip(tmp_path):
     stats = json.loads((tmp_path / "delay-load1.json").read_text())
     assert stats["ab"]["packets"] > 400 and stats["ab"]["drops"] == 0
     assert netns.leftovers(os.getpid()) == []
+
+
+@needs_root
+def test_a_host_cpu_quota_caps_what_its_processes_get(tmp_path):
+    exp = spec.parse(GETS_4K.format(mbit=0, delay=0, servers=1, run_time=4).replace(
+        "[servers]", "[[topology.host]]\nname = \"slow\"\ncpu_quota = 0.2\n"
+                     "[[topology.host]]\nname = \"other\"\n[servers]"))
+    layout = topology.plan(exp.points[0].config)
+    busy = "import time\nend = time.monotonic() + 1.5\nwhile time.monotonic() < end: pass\n"
+    with netns.DataCentre(layout, log_dir=tmp_path) as centre:
+        slow, other = centre.hosts["slow"], centre.hosts["other"]
+        before = slow.group.usage(), other.group.usage()
+        procs = [h.spawn([sys.executable, "-c", busy], tmp_path / f"busy-{h.name}.out")
+                 for h in (slow, other)]
+        for proc in procs:
+            proc.wait(timeout=30)
+        after = slow.group.usage(), other.group.usage()
+    used = [sum(a) - sum(b) for a, b in zip(after, before, strict=True)]
+    # 1.5 s of wall time: at most 0.2 x 1.5 = 0.3 s of CPU under the quota (a period's
+    # slack allowed), while the unlimited host's process gets most of a core
+    assert used[0] <= 0.3 + 0.05, used
+    assert used[1] >= 0.75, used
