@@ -65,12 +65,14 @@ def main() -> int:
         print("delay_bench: needs root (network namespaces)")
         return 1
     with tempfile.TemporaryDirectory(prefix="cachelab-bench-") as tmp:
-        base = linkprobe.percentile(rtts(0, Path(tmp)), 0.5)
+        base_rtts = rtts(0, Path(tmp))
+        base = linkprobe.percentile(base_rtts, 0.5)
         delayed = rtts(DELAY_MS, Path(tmp))
         configured = 2 * (DELAY_MS + DELAY_MS) * 1000
         added = [x - base - configured for x in delayed]
         rate, cpu_per_packet, mbit = bulk(Path(tmp))
-    print(f"delay line: configured {configured:.0f} us per round trip, base {base:.0f} us")
+    print(f"delay line: configured {configured:.0f} us per round trip, base {base:.0f} us "
+          f"(p99 {linkprobe.percentile(base_rtts, 0.99):.0f} us without the delay lines)")
     print(f"  added beyond configured: p50 {linkprobe.percentile(added, 0.5):+.1f} us, "
           f"p99 {linkprobe.percentile(added, 0.99):+.1f} us (target within 5% + 20 us = "
           f"{0.05 * configured + 20:.0f} us at p50)")
