@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from cachelab import linkprobe, netns, spec, topology
@@ -60,6 +61,29 @@ def bulk(log: Path) -> tuple[float, float, float]:
     return packets / elapsed, 1e6 * cpu / max(packets, 1), mbit
 
 
+def small_packets(log: Path, pps: int = 100_000) -> tuple[float, float, float, float]:
+    """64-byte UDP datagrams through one delay line at `pps` for 2 s: (packets/s it
+    forwarded, loss %, lateness p99 us, CPU us per packet)."""
+    with netns.DataCentre(layout(DELAY_MS), log_dir=log) as centre:
+        a, b = centre.hosts["load1"], centre.hosts["server1"]
+        server = b.spawn_piped(["iperf3", "-s", "-1", "-B", b.address, "-p", "5302"])
+        try:
+            for _ in range(50):
+                result = a.run(["iperf3", "-c", b.address, "-p", "5302", "-u", "-l", "64",
+                                "-b", str(pps * 64 * 8), "-t", "2", "-J"], timeout=30)
+                if '"sum"' in result.stdout:
+                    break
+                time.sleep(0.1)
+        finally:
+            server.kill()
+            server.wait()
+    loss = json.loads(result.stdout)["end"]["sum"]["lost_percent"]
+    stats = json.loads((log / "delay-load1.json").read_text())
+    forwarded = stats["ab"]["packets"] + stats["ba"]["packets"]
+    return (stats["ab"]["packets"] / 2.0, loss, stats["ab"]["lateness_us"]["p99"],
+            1e6 * stats["cpu_s"] / max(forwarded, 1))
+
+
 def main() -> int:
     if os.geteuid() != 0:
         print("delay_bench: needs root (network namespaces)")
@@ -71,6 +95,7 @@ def main() -> int:
         configured = 2 * (DELAY_MS + DELAY_MS) * 1000
         added = [x - base - configured for x in delayed]
         rate, cpu_per_packet, mbit = bulk(Path(tmp))
+        small = small_packets(Path(tmp))
     print(f"delay line: configured {configured:.0f} us per round trip, base {base:.0f} us "
           f"(p99 {linkprobe.percentile(base_rtts, 0.99):.0f} us without the delay lines)")
     print(f"  added beyond configured: p50 {linkprobe.percentile(added, 0.5):+.1f} us, "
@@ -78,6 +103,9 @@ def main() -> int:
           f"{0.05 * configured + 20:.0f} us at p50)")
     print(f"  bulk TCP through two delay lines: {mbit:,.0f} Mbit/s, {rate:,.0f} packets/s, "
           f"{cpu_per_packet:.2f} us CPU per packet")
+    print(f"  64-byte UDP at 100k packets/s offered: {small[0]:,.0f} packets/s through one "
+          f"line, loss {small[1]:.2f}%, its send lateness p99 {small[2]:.0f} us, "
+          f"{small[3]:.2f} us CPU per packet (target >= 50k packets/s per link)")
     return 0
 
 
