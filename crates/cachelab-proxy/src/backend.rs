@@ -1,11 +1,14 @@
 //! One worker's connection to one memcached server, with reconnection and backoff.
 //!
 //! A failed connection is dropped (a half-read reply cannot be resynchronised) and the
-//! server counts as down until its retry time; the next request that needs it after that
-//! reconnects. Each failure doubles the wait, up to the configured maximum.
+//! failure is reported to the proxy's shared [`Health`], which may eject the server for
+//! every worker. While the server is not ejected, this connection waits out its own
+//! retry time (doubling up to the configured maximum, as with `--failure-limit 0`); when
+//! a probe restores the server, the wait ends at once.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -15,10 +18,16 @@ use tokio::net::TcpStream;
 use tracing::{info, warn};
 
 use crate::config::BACKOFF_INITIAL;
+use crate::health::{FailureKind, Health};
 
 pub struct Backend {
     pub worker: usize,
+    /// The server's index in the proxy's server list.
+    pub index: usize,
     pub addr: SocketAddr,
+    health: Arc<Health>,
+    /// `Health::restores` when this connection last failed.
+    restores_seen: u64,
     stream: Option<TcpStream>,
     /// Replies read from the server; `parsed` bytes of it belong to the current request.
     pub rbuf: BytesMut,
@@ -36,13 +45,17 @@ pub struct Backend {
 impl Backend {
     pub fn new(
         worker: usize,
-        addr: SocketAddr,
+        index: usize,
+        health: Arc<Health>,
         connect_timeout: Duration,
         backoff_max: Duration,
     ) -> Self {
         Backend {
             worker,
-            addr,
+            index,
+            addr: health.addr(index),
+            health,
+            restores_seen: 0,
             stream: None,
             rbuf: BytesMut::with_capacity(16 * 1024),
             parsed: 0,
@@ -64,11 +77,20 @@ impl Backend {
     }
 
     /// Connects if down and the retry time has come; true if the server can be used.
+    /// An ejected server cannot be used, whatever the state of this connection.
     pub async fn ensure_connected(&mut self) -> bool {
+        if self.health.is_ejected(self.index) {
+            if self.stream.is_some() {
+                self.drop_connection("server ejected");
+            }
+            self.reason = self.health.reason(self.index);
+            return false;
+        }
         if self.stream.is_some() {
             return true;
         }
-        if self.retry_at.is_some_and(|at| Instant::now() < at) {
+        let restored = self.health.restores(self.index) != self.restores_seen;
+        if !restored && self.retry_at.is_some_and(|at| Instant::now() < at) {
             return false;
         }
         let attempt = tokio::time::timeout(self.connect_timeout, TcpStream::connect(self.addr));
@@ -87,45 +109,132 @@ impl Backend {
                 true
             }
             Ok(Err(e)) => {
-                self.schedule_retry(format!("connect failed: {e}"));
+                self.schedule_retry(FailureKind::Connection, format!("connect failed: {e}"));
                 false
             }
             Err(_) => {
-                self.schedule_retry(format!(
+                let reason = format!(
                     "connect timed out after {} ms",
                     self.connect_timeout.as_millis()
-                ));
+                );
+                self.schedule_retry(FailureKind::Timeout, reason);
                 false
             }
         }
     }
 
-    fn schedule_retry(&mut self, reason: String) {
+    fn schedule_retry(&mut self, kind: FailureKind, reason: String) {
         self.retry_at = Some(Instant::now() + self.backoff);
         self.backoff = (self.backoff * 2).min(self.backoff_max);
+        self.restores_seen = self.health.restores(self.index);
+        self.health.report_failure(self.index, kind, &reason);
         self.reason = reason;
     }
 
-    /// Marks the server down after an error on an established connection. Replies
-    /// already parsed for the current request stay readable until `finish_request`.
-    pub fn fail(&mut self, reason: impl Into<String>) {
+    /// Marks the server down after an error on an established connection and reports
+    /// it. Replies already parsed for the current request stay readable until
+    /// `finish_request`.
+    pub fn fail(&mut self, kind: FailureKind, reason: impl Into<String>) {
         let reason = reason.into();
         if self.stream.take().is_some() {
             warn!(worker = self.worker, server = %self.addr, %reason,
                   "server connection failed; reconnecting with backoff");
         }
         self.wbuf.clear();
-        self.schedule_retry(reason);
+        self.schedule_retry(kind, reason);
     }
 
-    /// Sends the composed messages.
-    pub async fn send(&mut self) -> Result<(), ()> {
+    /// Closes the connection without counting it against the server: it was ejected
+    /// (replies still owed on this connection would arrive out of step), or it closed
+    /// while idle (a restart), to be reopened by the next request that needs it.
+    pub fn drop_connection(&mut self, reason: &str) {
+        if self.stream.take().is_some() {
+            info!(worker = self.worker, server = %self.addr, %reason, "server connection closed");
+        }
+        self.wbuf.clear();
+        self.reason = reason.to_string();
+    }
+
+    /// An answer arrived: the server is alive.
+    pub fn answered(&self) {
+        self.health.report_success(self.index);
+    }
+
+    /// Ready when the idle connection must go: the server closed it (EOF or reset), or
+    /// sent bytes nobody asked for. Pending while it is quiet or not connected.
+    pub fn poll_idle_closed(&mut self, cx: &mut Context<'_>) -> Poll<&'static str> {
         let Some(stream) = self.stream.as_mut() else {
+            return Poll::Pending;
+        };
+        match stream.poll_read_ready(cx) {
+            Poll::Ready(Ok(())) => {
+                let mut probe = [0u8; 64];
+                match stream.try_read(&mut probe) {
+                    Ok(0) => Poll::Ready("server closed the idle connection"),
+                    Ok(_) => Poll::Ready("server sent bytes on an idle connection"),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        // Readiness was stale; poll again to register for the next event.
+                        match stream.poll_read_ready(cx) {
+                            Poll::Ready(_) => Poll::Ready("idle connection became unusable"),
+                            Poll::Pending => Poll::Pending,
+                        }
+                    }
+                    Err(_) => Poll::Ready("idle connection failed"),
+                }
+            }
+            Poll::Ready(Err(_)) => Poll::Ready("idle connection failed"),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Sends the composed messages. A connection the server closed while it sat idle
+    /// would swallow them, so it is checked first and replaced; a write that fails on a
+    /// connection used before is retried once on a fresh one (a write error means the
+    /// kernel refused the bytes: the server did not get the request).
+    pub async fn send(&mut self) -> Result<(), ()> {
+        if self.closed_while_idle() {
+            self.drop_connection("server closed the idle connection");
+            self.reconnect_keeping_wbuf().await?;
+        }
+        let Some(stream) = self.stream.as_mut() else {
+            self.wbuf.clear();
             return Err(());
         };
-        let result = stream.write_all(&self.wbuf).await;
+        if let Err(first) = stream.write_all(&self.wbuf).await {
+            info!(worker = self.worker, server = %self.addr, error = %first,
+                  "write failed; retrying once on a fresh connection");
+            self.drop_connection("write failed");
+            self.reconnect_keeping_wbuf().await?;
+            let stream = self.stream.as_mut().expect("just connected");
+            if let Err(e) = stream.write_all(&self.wbuf).await {
+                self.fail(FailureKind::Connection, format!("write failed: {e}"));
+                return Err(());
+            }
+        }
         self.wbuf.clear();
-        result.map_err(|e| self.fail(format!("write failed: {e}")))
+        Ok(())
+    }
+
+    async fn reconnect_keeping_wbuf(&mut self) -> Result<(), ()> {
+        let pending = std::mem::take(&mut self.wbuf);
+        let connected = self.ensure_connected().await;
+        self.wbuf = pending;
+        if connected {
+            Ok(())
+        } else {
+            self.wbuf.clear();
+            Err(())
+        }
+    }
+
+    /// True if the server has closed (or reset) this connection while no reply was
+    /// owed on it. Checked without waiting.
+    fn closed_while_idle(&mut self) -> bool {
+        if self.stream.is_none() || self.parsed < self.rbuf.len() {
+            return false;
+        }
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        self.poll_idle_closed(&mut cx).is_ready()
     }
 
     /// Reads more reply bytes; `Ready(Err)` carries why the connection is unusable.

@@ -16,6 +16,8 @@ pub const DEFAULT_STATS_WINDOW_SECS: f64 = 5.0;
 pub const DEFAULT_DRAIN_TIMEOUT_SECS: f64 = 5.0;
 pub const DEFAULT_SERVER_TIMEOUT_MS: u64 = 1000;
 pub const DEFAULT_BACKOFF_MAX_MS: u64 = 1000;
+/// Failures in a row (over all workers) that eject a server; twemproxy's default.
+pub const DEFAULT_FAILURE_LIMIT: u32 = 2;
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 pub const DEFAULT_MAX_INFLIGHT: usize = 1024;
 /// Requests a worker has at the servers at once by default: one, the spec's model.
@@ -87,6 +89,12 @@ pub struct Args {
     #[arg(long, default_value_t = DEFAULT_BACKOFF_MAX_MS, value_name = "MS")]
     pub backoff_max: u64,
 
+    /// Failures in a row, over all workers, that eject a server (a timeout ejects at
+    /// once); an ejected server gets no requests until a probe gets an answer. 0: never
+    /// eject (each worker backs off on its own).
+    #[arg(long, default_value_t = DEFAULT_FAILURE_LIMIT, value_name = "N")]
+    pub failure_limit: u32,
+
     /// On SIGTERM or SIGINT, how long in-flight requests may take to finish, in seconds.
     #[arg(long, default_value_t = DEFAULT_DRAIN_TIMEOUT_SECS, value_name = "SECS")]
     pub drain_timeout: f64,
@@ -133,6 +141,7 @@ pub struct Config {
     pub limits: Limits,
     pub server_timeout: Duration,
     pub backoff_max: Duration,
+    pub failure_limit: u32,
     pub drain_timeout: Duration,
     pub max_connections: usize,
     pub max_inflight: usize,
@@ -154,6 +163,7 @@ impl Config {
             limits: Limits::default(),
             server_timeout: Duration::from_millis(DEFAULT_SERVER_TIMEOUT_MS),
             backoff_max: Duration::from_millis(DEFAULT_BACKOFF_MAX_MS),
+            failure_limit: DEFAULT_FAILURE_LIMIT,
             drain_timeout: Duration::from_secs_f64(DEFAULT_DRAIN_TIMEOUT_SECS),
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_inflight: DEFAULT_MAX_INFLIGHT,
@@ -207,6 +217,7 @@ impl TryFrom<&Args> for Config {
             },
             server_timeout: Duration::from_millis(args.server_timeout),
             backoff_max: Duration::from_millis(args.backoff_max.max(1)),
+            failure_limit: args.failure_limit,
             drain_timeout: seconds(args.drain_timeout, "drain-timeout")?,
             max_connections: args.max_connections,
             max_inflight: args.max_inflight,

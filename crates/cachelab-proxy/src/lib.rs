@@ -20,6 +20,7 @@ pub mod config;
 pub mod connection;
 pub mod counters;
 pub mod decode;
+pub mod health;
 pub mod job;
 pub mod logging;
 pub mod metrics;

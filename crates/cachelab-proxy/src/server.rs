@@ -20,6 +20,7 @@ use crate::client::ClientConn;
 use crate::config::Config;
 use crate::connection;
 use crate::counters::Counters;
+use crate::health::{self, Health};
 use crate::job::Job;
 use crate::metrics::WorkerStats;
 use crate::queue::RequestQueue;
@@ -40,6 +41,7 @@ pub struct NetCounters {
 /// State shared by the net layer, the workers and the statistics writer.
 pub struct Shared {
     pub config: Config,
+    pub health: Arc<Health>,
     pub queue: RequestQueue<Job>,
     pub rr: RoundRobin,
     pub counters: Box<[CachePadded<Counters>]>,
@@ -53,6 +55,7 @@ impl Shared {
         let now = Instant::now();
         let servers = config.servers.len();
         Shared {
+            health: Arc::new(Health::new(&config.servers, config.failure_limit)),
             queue: RequestQueue::new(config.workers),
             rr: RoundRobin::new(servers),
             counters: (0..config.workers)
@@ -112,6 +115,16 @@ pub async fn run(
         }
         None => None,
     };
+    let mut probes = JoinSet::new();
+    for server in 0..shared.config.servers.len() {
+        probes.spawn(health::probe(
+            Arc::clone(&shared.health),
+            server,
+            shared.config.server_timeout,
+            shared.config.backoff_max,
+            stop_rx.clone(),
+        ));
+    }
     let mut workers = JoinSet::new();
     for id in 0..shared.config.workers {
         workers.spawn(Worker::new(id, Arc::clone(&shared)).run());
@@ -148,6 +161,7 @@ pub async fn run(
     if let Some(metrics) = metrics {
         metrics.abort();
     }
+    probes.abort_all();
     let _ = stats_stop_tx.send(true);
     let summary = match stats_task.await {
         Ok(summary) => summary,

@@ -44,6 +44,8 @@ pub fn compose_stats(shared: &Shared, out: &mut BytesMut) {
     compose_stat(out, "other_requests", totals.other_requests);
     compose_stat(out, "error_replies", totals.error_replies);
     compose_stat(out, "failovers", totals.failovers);
+    compose_stat(out, "ejected_servers", shared.health.ejected_servers());
+    compose_stat(out, "server_ejections", shared.health.ejections());
     compose_stat(out, "worker_batches", totals.batches);
     for (i, server) in config.servers.iter().enumerate() {
         compose_stat(out, &format!("server_{i}"), server);

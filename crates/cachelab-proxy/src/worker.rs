@@ -14,9 +14,11 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use cachelab_protocol::{parse_reply, parse_request, Expect, Reply, ReplyError, Request};
+use tokio::sync::watch;
 use tracing::warn;
 
 use crate::backend::Backend;
+use crate::health::FailureKind;
 use crate::job::{Job, Route};
 use crate::metrics::{Outcome, Timestamps};
 use crate::routing::{is_success, pick_replicated_reply, split_sizes, Outcome as Replicated};
@@ -78,15 +80,24 @@ pub struct Worker {
     failovers: u64,
     last_warning: Option<Instant>,
     suppressed_warnings: u64,
+    /// Ejections and restores of servers (see `health`): a worker waiting on a server
+    /// that gets ejected stops waiting.
+    health_changes: watch::Receiver<u64>,
 }
 
 impl Worker {
     pub fn new(id: usize, shared: Arc<Shared>) -> Self {
         let config = &shared.config;
-        let backends = config
-            .servers
-            .iter()
-            .map(|addr| Backend::new(id, *addr, config.server_timeout, config.backoff_max))
+        let backends = (0..config.servers.len())
+            .map(|index| {
+                Backend::new(
+                    id,
+                    index,
+                    Arc::clone(&shared.health),
+                    config.server_timeout,
+                    config.backoff_max,
+                )
+            })
             .collect();
         let servers = config.servers.len();
         let depth = config.pipeline;
@@ -101,6 +112,7 @@ impl Worker {
             failovers: 0,
             last_warning: None,
             suppressed_warnings: 0,
+            health_changes: shared.health.subscribe(),
             shared,
         }
     }
@@ -120,7 +132,20 @@ impl Worker {
     pub async fn run(mut self) {
         self.connect().await;
         let depth = self.shared.config.pipeline;
-        while let Some(job) = self.shared.queue.pop(self.id).await {
+        loop {
+            // While waiting for work, notice a server closing an idle connection (a
+            // restart) now, rather than when the next request finds it dead.
+            let queue = &self.shared.queue;
+            let backends = &mut self.backends;
+            let job = tokio::select! {
+                biased;
+                job = queue.pop(self.id) => job,
+                (server, reason) = idle_closed(backends) => {
+                    backends[server].drop_connection(reason);
+                    continue;
+                }
+            };
+            let Some(job) = job else { break };
             self.take(job);
             while self.batch.len() < depth {
                 match self.shared.queue.try_pop() {
@@ -512,71 +537,60 @@ impl Worker {
     /// Reads replies from every server with a pending exchange, concurrently, until all
     /// are answered or failed, or the server timeout passes. Each server's replies are
     /// parsed in the order its messages were composed, which is the order it answers in.
+    /// A server ejected meanwhile (another worker timed out on it) is given up on at once.
     async fn await_replies(&mut self) {
         let timeout = self.shared.config.server_timeout;
-        let backends = &mut self.backends;
-        let exchanges = &mut self.exchanges;
-        let blocked = &mut self.blocked;
-        let all_answered = poll_fn(|cx| {
-            blocked.iter_mut().for_each(|b| *b = false);
-            let mut pending = false;
-            for index in 0..exchanges.len() {
-                if !matches!(exchanges[index].result, State::Pending) {
-                    continue;
-                }
-                let server = exchanges[index].server;
-                if blocked[server] {
-                    pending = true;
-                    continue;
-                }
-                let backend = &mut backends[server];
-                loop {
-                    match parse_reply(&backend.rbuf[backend.parsed..], exchanges[index].expect) {
-                        Ok((reply, len)) => {
-                            exchanges[index].result = State::Done {
-                                reply,
-                                offset: backend.parsed,
-                                len,
-                                at: Instant::now(),
-                            };
-                            backend.parsed += len;
-                            break;
-                        }
-                        Err(ReplyError::Incomplete) => match backend.poll_fill(cx) {
-                            Poll::Ready(Ok(())) => continue,
-                            Poll::Ready(Err(reason)) => {
-                                backend.fail(reason);
-                                fail_pending(exchanges, server);
-                                break;
-                            }
-                            Poll::Pending => {
-                                blocked[server] = true;
-                                pending = true;
-                                break;
-                            }
-                        },
-                        Err(ReplyError::Malformed(why)) => {
-                            backend.fail(format!("malformed reply: {why}"));
-                            fail_pending(exchanges, server);
-                            break;
-                        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        self.health_changes.borrow_and_update();
+        loop {
+            let backends = &mut self.backends;
+            let exchanges = &mut self.exchanges;
+            let blocked = &mut self.blocked;
+            let changes = &mut self.health_changes;
+            let all_answered = poll_fn(|cx| poll_replies(cx, backends, exchanges, blocked));
+            let answered = tokio::select! {
+                biased;
+                done = tokio::time::timeout_at(deadline, all_answered) => Some(done.is_ok()),
+                _ = changes.changed() => None,
+            };
+            match answered {
+                Some(true) => return,
+                Some(false) => break,
+                None => {
+                    self.give_up_on_ejected();
+                    if !self
+                        .exchanges
+                        .iter()
+                        .any(|e| matches!(e.result, State::Pending))
+                    {
+                        return;
                     }
                 }
             }
-            if pending {
-                Poll::Pending
-            } else {
-                Poll::Ready(())
+        }
+        for index in 0..self.exchanges.len() {
+            if matches!(self.exchanges[index].result, State::Pending) {
+                let server = self.exchanges[index].server;
+                self.backends[server].fail(
+                    FailureKind::Timeout,
+                    format!("no reply within {} ms", timeout.as_millis()),
+                );
+                fail_pending(&mut self.exchanges, server);
             }
-        });
-        if tokio::time::timeout(timeout, all_answered).await.is_err() {
-            for index in 0..self.exchanges.len() {
-                if matches!(self.exchanges[index].result, State::Pending) {
-                    let server = self.exchanges[index].server;
-                    self.backends[server]
-                        .fail(format!("no reply within {} ms", timeout.as_millis()));
-                    fail_pending(&mut self.exchanges, server);
-                }
+        }
+    }
+
+    /// Fails the pending exchanges with servers that are now ejected; their connections
+    /// close, since the replies still owed on them would arrive out of step.
+    fn give_up_on_ejected(&mut self) {
+        for server in 0..self.backends.len() {
+            let waiting = self
+                .exchanges
+                .iter()
+                .any(|e| e.server == server && matches!(e.result, State::Pending));
+            if waiting && self.shared.health.is_ejected(server) {
+                self.backends[server].drop_connection("server ejected while we waited");
+                fail_pending(&mut self.exchanges, server);
             }
         }
     }
@@ -651,6 +665,80 @@ impl Worker {
             );
         }
     }
+}
+
+/// One pass over the pending exchanges: parses what has arrived, reads more where a reply
+/// is incomplete; Ready when none is pending any more.
+fn poll_replies(
+    cx: &mut std::task::Context<'_>,
+    backends: &mut [Backend],
+    exchanges: &mut [Exchange],
+    blocked: &mut [bool],
+) -> Poll<()> {
+    blocked.iter_mut().for_each(|b| *b = false);
+    let mut pending = false;
+    for index in 0..exchanges.len() {
+        if !matches!(exchanges[index].result, State::Pending) {
+            continue;
+        }
+        let server = exchanges[index].server;
+        if blocked[server] {
+            pending = true;
+            continue;
+        }
+        let backend = &mut backends[server];
+        loop {
+            match parse_reply(&backend.rbuf[backend.parsed..], exchanges[index].expect) {
+                Ok((reply, len)) => {
+                    exchanges[index].result = State::Done {
+                        reply,
+                        offset: backend.parsed,
+                        len,
+                        at: Instant::now(),
+                    };
+                    backend.parsed += len;
+                    backend.answered();
+                    break;
+                }
+                Err(ReplyError::Incomplete) => match backend.poll_fill(cx) {
+                    Poll::Ready(Ok(())) => continue,
+                    Poll::Ready(Err(reason)) => {
+                        backend.fail(FailureKind::Connection, reason);
+                        fail_pending(exchanges, server);
+                        break;
+                    }
+                    Poll::Pending => {
+                        blocked[server] = true;
+                        pending = true;
+                        break;
+                    }
+                },
+                Err(ReplyError::Malformed(why)) => {
+                    backend.fail(FailureKind::Connection, format!("malformed reply: {why}"));
+                    fail_pending(exchanges, server);
+                    break;
+                }
+            }
+        }
+    }
+    if pending {
+        Poll::Pending
+    } else {
+        Poll::Ready(())
+    }
+}
+
+/// Ready with (server, why) when one of the idle connections must be closed.
+async fn idle_closed(backends: &mut [Backend]) -> (usize, &'static str) {
+    poll_fn(|cx| {
+        for (server, backend) in backends.iter_mut().enumerate() {
+            if let Poll::Ready(reason) = backend.poll_idle_closed(cx) {
+                return Poll::Ready((server, reason));
+            }
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 fn fail_pending(exchanges: &mut [Exchange], server: usize) {

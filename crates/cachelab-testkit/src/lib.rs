@@ -135,6 +135,21 @@ impl Memcached {
         }
     }
 
+    /// The memcached process's PID (to stop it with SIGSTOP, say).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("memcached is running").id()
+    }
+
+    /// Sends a signal to the memcached process (SIGSTOP and SIGCONT for a stall).
+    pub fn signal(&self, signal: i32) {
+        let pid = self.pid() as libc::pid_t;
+        assert_eq!(
+            unsafe { libc::kill(pid, signal) },
+            0,
+            "kill({pid}, {signal})"
+        );
+    }
+
     /// Starts a fresh memcached on the same port (empty, statistics reset).
     pub fn restart(&mut self) {
         self.stop();
