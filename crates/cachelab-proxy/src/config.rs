@@ -103,13 +103,19 @@ pub struct Args {
     #[arg(long, value_name = "HOST:PORT")]
     pub metrics_addr: Option<SocketAddr>,
 
-    /// Client connections accepted at once; further ones wait in the listen backlog.
+    /// Client connections served at once; a connection past the limit is answered
+    /// `ERROR Too many open connections` and closed, as memcached does.
     #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
 
     /// Requests one client connection may have in flight before we stop reading from it.
     #[arg(long, default_value_t = DEFAULT_MAX_INFLIGHT)]
     pub max_inflight: usize,
+
+    /// Close a client connection that has sent nothing and awaits nothing for this many
+    /// seconds (0: never, memcached's default).
+    #[arg(long, default_value_t = 0.0, value_name = "SECS")]
+    pub idle_timeout: f64,
 }
 
 #[derive(Debug, Error)]
@@ -145,9 +151,22 @@ pub struct Config {
     pub drain_timeout: Duration,
     pub max_connections: usize,
     pub max_inflight: usize,
+    pub idle_timeout: Option<Duration>,
 }
 
+/// File descriptors beyond clients and server connections: the listener, the log and
+/// stats files, the metrics listener and its clients, probes, the runtime's own.
+pub const SPARE_DESCRIPTORS: u64 = 64;
+
 impl Config {
+    /// File descriptors the proxy may need at once: every client connection, every
+    /// worker's connection to every server, and `SPARE_DESCRIPTORS`.
+    pub fn descriptors_needed(&self) -> u64 {
+        self.max_connections as u64
+            + (self.workers as u64) * (self.servers.len() as u64)
+            + SPARE_DESCRIPTORS
+    }
+
     /// A configuration with the defaults, for tests and embedding.
     pub fn new(listen: SocketAddr, servers: Vec<SocketAddr>, workers: usize) -> Self {
         Config {
@@ -167,6 +186,7 @@ impl Config {
             drain_timeout: Duration::from_secs_f64(DEFAULT_DRAIN_TIMEOUT_SECS),
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_inflight: DEFAULT_MAX_INFLIGHT,
+            idle_timeout: None,
         }
     }
 }
@@ -221,6 +241,11 @@ impl TryFrom<&Args> for Config {
             drain_timeout: seconds(args.drain_timeout, "drain-timeout")?,
             max_connections: args.max_connections,
             max_inflight: args.max_inflight,
+            idle_timeout: if args.idle_timeout == 0.0 {
+                None
+            } else {
+                Some(seconds(args.idle_timeout, "idle-timeout")?)
+            },
         })
     }
 }
@@ -272,6 +297,22 @@ mod tests {
         assert!(parse(&["p"]).is_err());
         let err = parse(&["p", "-m", "localhost"]).unwrap_err();
         assert!(err.contains("not host:port"), "{err}");
+    }
+
+    #[test]
+    fn descriptors_count_clients_server_connections_and_spares() {
+        let c = parse(&[
+            "p",
+            "-t",
+            "10",
+            "--max-connections",
+            "100",
+            "-m",
+            "127.0.0.1:1",
+            "127.0.0.1:2",
+        ])
+        .unwrap();
+        assert_eq!(c.descriptors_needed(), 100 + 10 * 2 + SPARE_DESCRIPTORS);
     }
 
     #[test]

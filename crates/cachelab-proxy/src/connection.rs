@@ -34,6 +34,7 @@ enum End {
     Shutdown,
     Error(io::Error),
     Dead,
+    Idle,
 }
 
 pub async fn serve(
@@ -59,12 +60,15 @@ pub async fn serve(
         End::Error(e) => {
             debug!(conn = conn.id, peer = %conn.peer, error = %e, "client read failed")
         }
+        End::Idle => {
+            debug!(conn = conn.id, peer = %conn.peer, "closing a connection idle past --idle-timeout")
+        }
         _ => {}
     }
     // Answer everything already received, then close gracefully.
     conn.drain().await;
     conn.shutdown_write();
-    if !matches!(end, End::Eof | End::Error(_) | End::Dead) {
+    if !matches!(end, End::Eof | End::Error(_) | End::Dead | End::Idle) {
         session.linger().await;
     }
     if session.errors > LOGGED_ERRORS {
@@ -72,6 +76,14 @@ pub async fn serve(
               "connection closed after many bad requests");
     }
     shared.net.curr_connections.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Sleeps until `at`, or forever.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 struct Session {
@@ -86,6 +98,8 @@ struct Session {
 impl Session {
     async fn read_loop(&mut self, stop: &mut watch::Receiver<bool>) -> End {
         let max_inflight = self.shared.config.max_inflight;
+        let idle_timeout = self.shared.config.idle_timeout;
+        let mut last_read = tokio::time::Instant::now();
         loop {
             if *stop.borrow() {
                 return End::Shutdown;
@@ -108,15 +122,21 @@ impl Session {
             }
             // `read_buf` is cancel-safe, and clears the socket's readiness after a short
             // read, so a drained socket costs no extra `recv` returning EAGAIN.
+            // Idle: nothing in flight, and nothing read for the timeout.
+            let idle_at = idle_timeout
+                .filter(|_| self.conn.in_flight() == 0)
+                .map(|t| last_read + t);
             let read = tokio::select! {
                 biased;
                 _ = stop.changed() => return End::Shutdown,
                 _ = self.conn.woken() => continue,
                 read = self.reader.read_buf(&mut self.rbuf) => read,
+                _ = sleep_until_some(idle_at) => return End::Idle,
             };
             match read {
                 Ok(0) => return End::Eof,
                 Ok(_) => {
+                    last_read = tokio::time::Instant::now();
                     let arrival = Instant::now();
                     if self.decode_all(arrival) {
                         return End::Quit;

@@ -17,6 +17,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Err(e) = fit_descriptors(&config) {
+        eprintln!("cachelab-proxy: {e}");
+        return ExitCode::from(2);
+    }
     let _log_guard = match logging::init(args.log_file.as_deref(), &args.log_level) {
         Ok(guard) => guard,
         Err(e) => {
@@ -67,6 +71,42 @@ fn serve(config: Config) -> anyhow::Result<()> {
         stdout.flush()?;
         Ok(())
     })
+}
+
+/// Raises the soft file-descriptor limit to the hard one, and refuses to start when even
+/// that cannot hold what --max-connections and the server connections need (accept
+/// would fail with EMFILE under load instead).
+fn fit_descriptors(config: &Config) -> Result<(), String> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit write/read the struct we pass and nothing else.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Ok(()); // cannot tell: let accept report it
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            limit = raised;
+        }
+    }
+    let needed = config.descriptors_needed();
+    if (limit.rlim_cur as u64) < needed {
+        return Err(format!(
+            "--max-connections {} with {} workers x {} servers needs about {needed} file \
+             descriptors, but the limit is {} (ulimit -n); lower --max-connections or raise \
+             the limit",
+            config.max_connections,
+            config.workers,
+            config.servers.len(),
+            limit.rlim_cur
+        ));
+    }
+    Ok(())
 }
 
 /// Resolves on the first SIGTERM or SIGINT.

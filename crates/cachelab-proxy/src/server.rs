@@ -36,6 +36,8 @@ pub struct NetCounters {
     /// Requests decoded (forwarded or answered locally), not counting rejected ones.
     pub arrivals: AtomicU64,
     pub bad_requests: AtomicU64,
+    /// Connections refused because --max-connections were open.
+    pub rejected_connections: AtomicU64,
 }
 
 /// State shared by the net layer, the workers and the statistics writer.
@@ -171,6 +173,18 @@ pub async fn run(
     Ok(summary)
 }
 
+/// Answers a connection past the limit and closes it (bounded in time).
+async fn refuse(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = stream
+            .write_all(b"ERROR Too many open connections\r\n")
+            .await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
+}
+
 async fn accept_loop(
     listener: &TcpListener,
     shared: &Arc<Shared>,
@@ -183,10 +197,6 @@ async fn accept_loop(
     let mut backoff = Duration::from_millis(5);
     tokio::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            _ = &mut shutdown => return,
-            permit = Arc::clone(&limit).acquire_owned() => permit.expect("never closed"),
-        };
         let accepted = tokio::select! {
             _ = &mut shutdown => return,
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
@@ -204,6 +214,20 @@ async fn accept_loop(
                 backoff = (backoff * 2).min(Duration::from_secs(1));
                 continue;
             }
+        };
+        let Ok(permit) = Arc::clone(&limit).try_acquire_owned() else {
+            // memcached's answer past its connection limit; the client learns why instead
+            // of waiting in the backlog forever.
+            let refused = shared
+                .net
+                .rejected_connections
+                .fetch_add(1, Ordering::Relaxed);
+            if refused % 1000 == 0 {
+                warn!(%peer, limit = shared.config.max_connections, refused = refused + 1,
+                      "too many open connections: refusing");
+            }
+            tokio::spawn(refuse(stream));
+            continue;
         };
         let _ = stream.set_nodelay(true);
         next_id += 1;

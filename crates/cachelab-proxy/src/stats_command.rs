@@ -27,6 +27,7 @@ pub fn compose_stats(shared: &Shared, out: &mut BytesMut) {
     );
     compose_stat(out, "curr_connections", load(&net.curr_connections));
     compose_stat(out, "total_connections", load(&net.total_connections));
+    compose_stat(out, "rejected_connections", load(&net.rejected_connections));
     compose_stat(out, "workers", config.workers);
     compose_stat(out, "servers", config.servers.len());
     compose_stat(out, "sharded", u8::from(config.sharded));
