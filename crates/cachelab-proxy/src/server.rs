@@ -222,7 +222,7 @@ async fn accept_loop(
                 .net
                 .rejected_connections
                 .fetch_add(1, Ordering::Relaxed);
-            if refused % 1000 == 0 {
+            if refused.is_multiple_of(1000) {
                 warn!(%peer, limit = shared.config.max_connections, refused = refused + 1,
                       "too many open connections: refusing");
             }
