@@ -95,7 +95,7 @@ fn fit_descriptors(config: &Config) -> Result<(), String> {
         }
     }
     let needed = config.descriptors_needed();
-    if (limit.rlim_cur as u64) < needed {
+    if limit.rlim_cur < needed {
         return Err(format!(
             "--max-connections {} with {} workers x {} servers needs about {needed} file \
              descriptors, but the limit is {} (ulimit -n); lower --max-connections or raise \
