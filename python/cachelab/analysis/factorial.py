@@ -183,3 +183,45 @@ def _as_number(label: str) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+def predict(result: FactorialResult, factors: Mapping[str, Sequence[object]]) -> np.ndarray:
+    """The model's response for each run: y^ = q_I + q_A x_A + ... + q_AB..K x_A...x_K.
+
+    With every effect in the model this is the mean of the run's combination. `factors`
+    holds one column of levels per factor, labelled as in the analysed design.
+    """
+    names = result.factors
+    rows = len(factors[names[0]])
+    coded = {}
+    for name in names:
+        low, high = result.levels[name]
+        labels = [str(v).strip() for v in factors[name]]
+        unknown = next((v for v in labels if v not in (low, high)), None)
+        if unknown is not None:
+            raise AnalysisError(f"factor {name!r}: level {unknown} is neither {low} nor {high}")
+        coded[name] = np.array([-1 if v == low else 1 for v in labels])
+    y = np.zeros(rows)
+    for subset, effect in zip(effect_columns(len(names)), result.effects, strict=True):
+        x = np.ones(rows)
+        for i in subset:
+            x = x * coded[names[i]]
+        y += effect.estimate * x
+    return y
+
+
+def residuals(result: FactorialResult, factors: Mapping[str, Sequence[object]],
+              response: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """(predicted y^, residual e = y - y^) for every run, for Jain's visual tests (18.5):
+    residuals against predicted response should show no trend and a spread that does not
+    grow with the response, and their normal quantile plot should be close to a line."""
+    predicted = predict(result, factors)
+    return predicted, np.asarray(response, dtype=float) - predicted
+
+
+def normal_quantiles(n: int) -> np.ndarray:
+    """The standard normal quantiles at (i - 0.5) / n, i = 1..n, against which the sorted
+    residuals are plotted (Jain, section 12.10)."""
+    if n < 1:
+        raise AnalysisError(f"a quantile plot needs at least one value, got {n}")
+    return stats.norm.ppf((np.arange(1, n + 1) - 0.5) / n)

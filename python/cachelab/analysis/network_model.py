@@ -1,0 +1,123 @@
+"""A closed network of queues for clients, middleware and servers, built from measured
+service demands and solved by exact MVA (`mva`). No I/O.
+
+The stations, with visits V, service time S and demand D = V S per request (seconds):
+
+    network      delay   D = client response time - middleware response time
+                         (the load generator, the kernel and the wire, both ways)
+    net layer i  queue   V = 1/M, S = mean decode time (arrival to enqueued), one per
+                         middleware, whose single net layer reads and decodes every request
+    workers i    multi   m = W, V = 1/M, S = mean worker processing time (worker service
+                         minus server service), one per middleware
+    server j     queue   V = n_j / n (server j's answers per middleware request: 1/S for
+                         round-robin GETs, 1 for replicated sets), S = server j's mean
+                         service time as the middleware measured it; a multi station with
+                         m = threads when the servers run several threads
+
+with no think time (Z = 0): each client sends its next request when the reply arrives.
+A population N counts requests outstanding: clients x the load generator's pipeline.
+
+Asymptotic bounds (Jain, section 33.2): X(N) <= min_k m_k / D_k, the bottleneck being the
+station that attains it; the knee N* = (sum_k D_k + Z) X_max is where the two asymptotes,
+N / (D + Z) and X_max, cross.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cachelab.analysis import mva
+from cachelab.analysis.errors import AnalysisError
+
+#: Server demands that add up to more than this factor of the measured server time per
+#: request mean that the requests visit the servers in parallel.
+PARALLEL_TOLERANCE = 1.1
+
+
+@dataclass(frozen=True)
+class Demands:
+    """Mean times per request measured at one point (seconds) and the structure."""
+
+    network: float
+    decode: float
+    worker_processing: float
+    server_service: tuple[float, ...]
+    server_visits: tuple[float, ...]
+    workers: int
+    middlewares: int = 1
+    server_threads: int = 1
+    #: Measured server time per request, first message sent to last answer.
+    server_time: float | None = None
+
+
+@dataclass(frozen=True)
+class Bounds:
+    bottleneck: str
+    max_throughput: float
+    knee: float
+
+
+def network(d: Demands) -> mva.Network:
+    """The network of the module doc; stations whose measured time is not positive (a
+    network time lost in the noise, say) are left out."""
+    if d.workers < 1 or d.middlewares < 1:
+        raise AnalysisError("a middleware network needs at least one worker")
+    if len(d.server_service) != len(d.server_visits):
+        raise AnalysisError("one visit ratio per server is needed")
+    stations = []
+    if d.network > 0:
+        stations.append(mva.Station("network", "delay", 1.0, d.network))
+    for i in range(d.middlewares):
+        suffix = f" {i + 1}" if d.middlewares > 1 else ""
+        if d.decode > 0:
+            stations.append(mva.Station(f"net layer{suffix}", "queue", 1 / d.middlewares,
+                                        d.decode))
+        if d.worker_processing > 0:
+            stations.append(mva.Station(f"workers{suffix}", "multi", 1 / d.middlewares,
+                                        d.worker_processing, d.workers))
+    for j, (service, visits) in enumerate(zip(d.server_service, d.server_visits,
+                                              strict=True)):
+        if service > 0 and visits > 0:
+            kind = "multi" if d.server_threads > 1 else "queue"
+            stations.append(mva.Station(f"server {j + 1}", kind, visits, service,
+                                        d.server_threads if kind == "multi" else 1))
+    if not any(s.kind != "delay" for s in stations):
+        raise AnalysisError("no station with a positive measured service time")
+    return mva.Network(tuple(stations))
+
+
+def bounds(net: mva.Network) -> Bounds:
+    """The bottleneck (largest D / m), the throughput it allows and the knee N*."""
+    queues = [s for s in net.stations if s.kind != "delay"]
+    worst = max(queues, key=lambda s: s.demand / s.servers)
+    x_max = worst.servers / worst.demand
+    total = sum(s.demand for s in net.stations) + net.think_time
+    return Bounds(worst.name, x_max, total * x_max)
+
+
+def predict(net: mva.Network, populations: list[int]) -> list[mva.MvaPoint]:
+    """The MVA solution at each population (sorted, each >= 1)."""
+    if not populations:
+        return []
+    solved = mva.solve(net, max(populations))
+    return [solved[n - 1] for n in populations]
+
+
+def assumptions(d: Demands, *, pipeline: int = 1, shares_cpus: bool = False) -> tuple[str, ...]:
+    """The model's assumptions that this middleware's structure or measurements break."""
+    notes = ["a worker stays busy while its request is at the servers; the network frees "
+             "it, so the W limit on requests at the servers is not modelled"]
+    summed = sum(s * v for s, v in zip(d.server_service, d.server_visits, strict=True))
+    if (d.server_time is not None and d.server_time > 0
+            and summed > PARALLEL_TOLERANCE * d.server_time):
+        notes.append(f"requests visit several servers at once (replicated writes, sharded "
+                     f"multi-GETs): the model adds their times, {summed * 1e6:.0f} µs per "
+                     f"request against {d.server_time * 1e6:.0f} µs measured")
+    if pipeline > 1:
+        notes.append(f"--pipeline {pipeline}: a worker serves batches, so m is not W")
+    if shares_cpus:
+        notes.append("all stations share the host's CPUs; in the model each has its own")
+    if d.network <= 0:
+        notes.append("the measured network time is not positive; that station is left out")
+    return tuple(notes)
+
