@@ -17,8 +17,23 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tracing::{info, warn};
 
+use crate::budget::{Charge, MemoryBudget};
 use crate::config::BACKOFF_INITIAL;
 use crate::health::{FailureKind, Health};
+
+/// Why reading a reply stopped.
+#[derive(Debug)]
+pub enum FillError {
+    /// The connection is unusable (closed, reset, read error): the server failed.
+    Connection(String),
+    /// One request's reply passed --max-reply-bytes: the request is refused.
+    TooLarge,
+    /// The memory budget is exhausted: the request is refused.
+    OutOfMemory,
+}
+
+/// A reply buffer larger than this is replaced by a fresh one once it is empty.
+const RBUF_KEEP: usize = 256 * 1024;
 
 pub struct Backend {
     pub worker: usize,
@@ -40,6 +55,9 @@ pub struct Backend {
     reason: String,
     connect_timeout: Duration,
     backoff_max: Duration,
+    /// `rbuf` held against the memory budget.
+    charge: Charge,
+    max_reply: usize,
 }
 
 impl Backend {
@@ -47,8 +65,10 @@ impl Backend {
         worker: usize,
         index: usize,
         health: Arc<Health>,
+        budget: Arc<MemoryBudget>,
         connect_timeout: Duration,
         backoff_max: Duration,
+        max_reply: usize,
     ) -> Self {
         Backend {
             worker,
@@ -65,6 +85,8 @@ impl Backend {
             reason: String::from("not connected yet"),
             connect_timeout,
             backoff_max,
+            charge: Charge::new(budget),
+            max_reply,
         }
     }
 
@@ -237,21 +259,37 @@ impl Backend {
         self.poll_idle_closed(&mut cx).is_ready()
     }
 
-    /// Reads more reply bytes; `Ready(Err)` carries why the connection is unusable.
+    /// Reads more reply bytes; `Ready(Err)` says why reading stopped. A reply longer than
+    /// --max-reply-bytes, or bytes the memory budget cannot hold, stop it too: a proxy's
+    /// memory must not be what one request asks for.
     ///
     /// Goes through `AsyncRead`, which clears the socket's readiness after a short read,
     /// so a drained socket costs no extra `recv` returning EAGAIN.
-    pub fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), String>> {
+    pub fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), FillError>> {
         let Some(stream) = self.stream.as_mut() else {
-            return Poll::Ready(Err(self.reason.clone()));
+            return Poll::Ready(Err(FillError::Connection(self.reason.clone())));
         };
+        if self.rbuf.len() - self.parsed > self.max_reply {
+            return Poll::Ready(Err(FillError::TooLarge));
+        }
         if self.rbuf.capacity() - self.rbuf.len() < 4096 {
             self.rbuf.reserve(16 * 1024);
         }
         match tokio_util::io::poll_read_buf(Pin::new(stream), cx, &mut self.rbuf) {
-            Poll::Ready(Ok(0)) => Poll::Ready(Err("server closed the connection".into())),
-            Poll::Ready(Ok(_)) => Poll::Ready(Ok(())),
-            Poll::Ready(Err(e)) => Poll::Ready(Err(format!("read failed: {e}"))),
+            Poll::Ready(Ok(0)) => Poll::Ready(Err(FillError::Connection(
+                "server closed the connection".into(),
+            ))),
+            Poll::Ready(Ok(_)) => {
+                // The buffer's capacity, not its length: that is what the allocator holds.
+                if self.charge.resize(self.rbuf.capacity()) {
+                    Poll::Ready(Ok(()))
+                } else {
+                    Poll::Ready(Err(FillError::OutOfMemory))
+                }
+            }
+            Poll::Ready(Err(e)) => {
+                Poll::Ready(Err(FillError::Connection(format!("read failed: {e}"))))
+            }
             Poll::Pending => Poll::Pending,
         }
     }
@@ -264,5 +302,14 @@ impl Backend {
             self.rbuf.clear();
         }
         self.parsed = 0;
+        // A large reply's buffer goes back to the allocator, not just to the budget.
+        if self.rbuf.is_empty() && self.rbuf.capacity() > RBUF_KEEP {
+            self.rbuf = BytesMut::with_capacity(16 * 1024);
+        }
+        self.charge.force_resize(if self.rbuf.is_empty() {
+            0
+        } else {
+            self.rbuf.capacity()
+        });
     }
 }

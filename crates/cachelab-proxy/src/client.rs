@@ -20,8 +20,15 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::Notify;
 
+use crate::budget::{Charge, MemoryBudget};
 use crate::job::Job;
 use crate::queue::RequestQueue;
+
+/// An outbox buffer larger than this is replaced by a fresh one once it is empty.
+const OUTBOX_KEEP: usize = 256 * 1024;
+
+/// What a reply that does not fit in the memory budget becomes.
+const OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR out of memory\r\n";
 
 enum Slot {
     Waiting,
@@ -49,6 +56,10 @@ struct Outbox {
     write_dispatched: bool,
     /// Requests held back by the write barrier, in arrival order.
     held: VecDeque<Job>,
+    /// Bytes of the replies completed ahead of an earlier one (in `slots`).
+    aside: usize,
+    /// `buf` and `aside` held against the memory budget.
+    charge: Charge,
 }
 
 impl Outbox {
@@ -59,6 +70,20 @@ impl Outbox {
     fn note_dispatch(&mut self, replicated: bool) {
         self.dispatched += 1;
         self.write_dispatched |= replicated;
+    }
+
+    fn pending_bytes(&self) -> usize {
+        self.buf.len() + self.aside
+    }
+
+    /// The charge follows what is held (shrinking always succeeds); a large buffer that
+    /// has been written out goes back to the allocator.
+    fn settle(&mut self) {
+        if self.buf.is_empty() && self.buf.capacity() > OUTBOX_KEEP {
+            self.buf = BytesMut::with_capacity(16 * 1024);
+        }
+        let n = self.pending_bytes();
+        self.charge.force_resize(n);
     }
 }
 
@@ -74,7 +99,12 @@ pub struct ClientConn {
 }
 
 impl ClientConn {
-    pub fn new(id: u64, peer: SocketAddr, stream: OwnedWriteHalf) -> Self {
+    pub fn new(
+        id: u64,
+        peer: SocketAddr,
+        stream: OwnedWriteHalf,
+        budget: std::sync::Arc<MemoryBudget>,
+    ) -> Self {
         ClientConn {
             id,
             peer,
@@ -90,6 +120,8 @@ impl ClientConn {
                 dispatched: 0,
                 write_dispatched: false,
                 held: VecDeque::new(),
+                aside: 0,
+                charge: Charge::new(budget),
             }),
             wake: Notify::new(),
         }
@@ -149,23 +181,40 @@ impl ClientConn {
             self.flush_locked(&mut ob);
         } else {
             ob.next_seq += 1;
+            ob.aside += reply.len();
             ob.slots
                 .push_back(Slot::Ready(Bytes::copy_from_slice(reply)));
         }
+        ob.settle();
     }
 
-    /// Completes slot `seq` with the reply `write` produces.
+    /// Completes slot `seq` with the reply `write` produces; a reply that does not fit
+    /// in the memory budget is replaced by `SERVER_ERROR out of memory`.
     pub fn complete(&self, seq: u64, write: impl FnOnce(&mut BytesMut)) {
         let mut ob = self.lock();
         let index = (seq - ob.base_seq) as usize;
         if index == 0 {
             if !ob.dead {
+                let before = ob.buf.len();
                 write(&mut ob.buf);
+                let n = ob.pending_bytes();
+                if !ob.charge.resize(n) {
+                    ob.buf.truncate(before);
+                    ob.buf.extend_from_slice(OUT_OF_MEMORY);
+                    ob.settle();
+                }
             }
             self.advance_locked(&mut ob);
         } else {
             let mut aside = BytesMut::new();
             write(&mut aside);
+            let n = ob.pending_bytes() + aside.len();
+            if !ob.charge.resize(n) {
+                aside.clear();
+                aside.extend_from_slice(OUT_OF_MEMORY);
+            }
+            ob.aside += aside.len();
+            ob.settle();
             ob.slots[index] = Slot::Ready(aside.freeze());
         }
         self.after_complete(&mut ob);
@@ -189,6 +238,7 @@ impl ClientConn {
         ob.base_seq += 1;
         while matches!(ob.slots.front(), Some(Slot::Ready(_) | Slot::Silent)) {
             if let Some(Slot::Ready(bytes)) = ob.slots.pop_front() {
+                ob.aside -= bytes.len();
                 if !ob.dead {
                     ob.buf.extend_from_slice(&bytes);
                 }
@@ -199,6 +249,7 @@ impl ClientConn {
 
     fn after_complete(&self, ob: &mut Outbox) {
         self.flush_locked(ob);
+        ob.settle();
         if ob.task_waiting {
             ob.task_waiting = false;
             self.wake.notify_one();
@@ -243,11 +294,12 @@ impl ClientConn {
         self.lock().dead
     }
 
-    /// Arms a wake-up for the next completion if `in_flight() >= limit`; returns whether
-    /// the caller should wait.
-    pub fn must_wait(&self, limit: usize) -> bool {
+    /// Arms a wake-up for the next completion if `in_flight() >= limit` or the client
+    /// has `max_pending` reply bytes or more unread; returns whether the caller should
+    /// wait.
+    pub fn must_wait(&self, limit: usize, max_pending: usize) -> bool {
         let mut ob = self.lock();
-        let wait = !ob.dead && ob.slots.len() >= limit;
+        let wait = !ob.dead && (ob.slots.len() >= limit || ob.pending_bytes() >= max_pending);
         ob.task_waiting = wait;
         wait
     }
@@ -268,11 +320,13 @@ impl ClientConn {
                 let mut ob = self.lock();
                 ob.dead = true;
                 ob.buf.clear();
+                ob.settle();
                 return;
             }
             let mut ob = self.lock();
             ob.blocked = false;
             self.flush_locked(&mut ob);
+            ob.settle();
         }
     }
 
@@ -315,13 +369,24 @@ mod tests {
     /// A connection, the client's socket, and the read half (kept open by the caller:
     /// dropping it would not close the socket, but keeping it mirrors the server).
     async fn pair() -> (ClientConn, TcpStream, tokio::net::tcp::OwnedReadHalf) {
+        pair_with_budget(1 << 30).await
+    }
+
+    async fn pair_with_budget(
+        budget: usize,
+    ) -> (ClientConn, TcpStream, tokio::net::tcp::OwnedReadHalf) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let client = TcpStream::connect(listener.local_addr().unwrap())
             .await
             .unwrap();
         let (server, peer) = listener.accept().await.unwrap();
         let (read_half, write_half) = server.into_split();
-        (ClientConn::new(1, peer, write_half), client, read_half)
+        let budget = Arc::new(MemoryBudget::new(budget));
+        (
+            ClientConn::new(1, peer, write_half, budget),
+            client,
+            read_half,
+        )
     }
 
     async fn read_exactly(client: &mut TcpStream, n: usize) -> Vec<u8> {
@@ -343,7 +408,23 @@ mod tests {
             noreply: false,
             arrival: now,
             enqueued: now,
+            charge: Charge::new(Arc::new(MemoryBudget::new(0))),
         }
+    }
+
+    #[tokio::test]
+    async fn a_reply_beyond_the_memory_budget_becomes_an_error_line() {
+        let (conn, mut client, _read) = pair_with_budget(1000).await;
+        let first = conn.reserve();
+        let second = conn.reserve();
+        // completed out of order: the second waits aside, and must fit too
+        conn.complete(second, |out| out.extend_from_slice(&[b'x'; 5000]));
+        conn.complete(first, |out| out.extend_from_slice(b"END\r\n"));
+        let expected = [&b"END\r\n"[..], OUT_OF_MEMORY].concat();
+        assert_eq!(read_exactly(&mut client, expected.len()).await, expected);
+        let third = conn.reserve();
+        conn.complete(third, |out| out.extend_from_slice(&[b'y'; 900]));
+        assert_eq!(read_exactly(&mut client, 900).await, vec![b'y'; 900]);
     }
 
     #[tokio::test]

@@ -20,6 +20,13 @@ pub const DEFAULT_BACKOFF_MAX_MS: u64 = 1000;
 pub const DEFAULT_FAILURE_LIMIT: u32 = 2;
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 pub const DEFAULT_MAX_INFLIGHT: usize = 1024;
+/// Bytes held for requests and replies at once (see `budget`).
+pub const DEFAULT_MEMORY_BUDGET_MB: usize = 1024;
+/// Largest reply one server may send for one request (a multi-GET of 10,000 values of
+/// 1 KiB is 10 MiB).
+pub const DEFAULT_MAX_REPLY_BYTES: usize = 32 << 20;
+/// Reply bytes a client may leave unread before we stop reading its requests.
+pub const DEFAULT_MAX_PENDING_BYTES: usize = 4 << 20;
 /// Requests a worker has at the servers at once by default: one, the spec's model.
 pub const DEFAULT_PIPELINE: usize = 1;
 /// The first reconnection attempt waits this long; each failure doubles it.
@@ -112,6 +119,20 @@ pub struct Args {
     #[arg(long, default_value_t = DEFAULT_MAX_INFLIGHT)]
     pub max_inflight: usize,
 
+    /// Memory for requests and replies in MiB: requests and replies that would not fit
+    /// are answered `SERVER_ERROR out of memory` (see the README's memory bound).
+    #[arg(long, default_value_t = DEFAULT_MEMORY_BUDGET_MB, value_name = "MIB")]
+    pub memory_budget: usize,
+
+    /// Largest reply one server may send for one request; a larger one is answered
+    /// `SERVER_ERROR reply too large`.
+    #[arg(long, default_value_t = DEFAULT_MAX_REPLY_BYTES, value_name = "BYTES")]
+    pub max_reply_bytes: usize,
+
+    /// Reply bytes a client may leave unread before we stop reading its requests.
+    #[arg(long, default_value_t = DEFAULT_MAX_PENDING_BYTES, value_name = "BYTES")]
+    pub max_pending_bytes: usize,
+
     /// Close a client connection that has sent nothing and awaits nothing for this many
     /// seconds (0: never, memcached's default).
     #[arg(long, default_value_t = 0.0, value_name = "SECS")]
@@ -152,6 +173,9 @@ pub struct Config {
     pub max_connections: usize,
     pub max_inflight: usize,
     pub idle_timeout: Option<Duration>,
+    pub memory_budget: usize,
+    pub max_reply_bytes: usize,
+    pub max_pending_bytes: usize,
 }
 
 /// File descriptors beyond clients and server connections: the listener, the log and
@@ -187,6 +211,9 @@ impl Config {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_inflight: DEFAULT_MAX_INFLIGHT,
             idle_timeout: None,
+            memory_budget: DEFAULT_MEMORY_BUDGET_MB << 20,
+            max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
+            max_pending_bytes: DEFAULT_MAX_PENDING_BYTES,
         }
     }
 }
@@ -214,6 +241,9 @@ impl TryFrom<&Args> for Config {
             (args.max_inflight == 0, "max-inflight"),
             (args.server_timeout == 0, "server-timeout"),
             (args.pipeline == 0, "pipeline"),
+            (args.memory_budget == 0, "memory-budget"),
+            (args.max_reply_bytes == 0, "max-reply-bytes"),
+            (args.max_pending_bytes == 0, "max-pending-bytes"),
             (args.threads == Some(0), "threads"),
         ] {
             if is_zero {
@@ -246,6 +276,9 @@ impl TryFrom<&Args> for Config {
             } else {
                 Some(seconds(args.idle_timeout, "idle-timeout")?)
             },
+            memory_budget: args.memory_budget.saturating_mul(1 << 20),
+            max_reply_bytes: args.max_reply_bytes,
+            max_pending_bytes: args.max_pending_bytes,
         })
     }
 }

@@ -14,6 +14,7 @@ use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use crate::budget::Charge;
 use crate::client::ClientConn;
 use crate::decode::{Class, Decoder, Forward, Local, Step};
 use crate::job::{Job, Route};
@@ -99,6 +100,7 @@ impl Session {
     async fn read_loop(&mut self, stop: &mut watch::Receiver<bool>) -> End {
         let max_inflight = self.shared.config.max_inflight;
         let idle_timeout = self.shared.config.idle_timeout;
+        let max_pending = self.shared.config.max_pending_bytes;
         let mut last_read = tokio::time::Instant::now();
         loop {
             if *stop.borrow() {
@@ -110,7 +112,7 @@ impl Session {
             // Runs to completion (never inside select!), so a flush is never abandoned
             // half-way with the outbox marked blocked.
             self.conn.flush_when_blocked().await;
-            if self.conn.must_wait(max_inflight) {
+            if self.conn.must_wait(max_inflight, max_pending) {
                 tokio::select! {
                     _ = self.conn.woken() => {}
                     _ = stop.changed() => return End::Shutdown,
@@ -247,6 +249,18 @@ impl Session {
         } else {
             self.rbuf.split_to(len).freeze()
         };
+        let Some(charge) = Charge::take(&self.shared.budget, frame.len()) else {
+            if self.shared.budget.refusals().is_multiple_of(1000) {
+                warn!(
+                    conn = self.conn.id,
+                    bytes = frame.len(),
+                    budget = self.shared.budget.limit(),
+                    "memory budget exhausted: refusing requests (SERVER_ERROR out of memory)"
+                );
+            }
+            self.conn.reply_now(b"SERVER_ERROR out of memory\r\n");
+            return;
+        };
         let servers = self.shared.config.servers.len();
         let route = if forward.replicated {
             Route::All
@@ -270,6 +284,7 @@ impl Session {
             noreply: forward.noreply,
             arrival,
             enqueued: Instant::now(),
+            charge,
         };
         self.conn
             .dispatch(job, forward.replicated, &self.shared.queue);

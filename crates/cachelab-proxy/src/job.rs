@@ -6,6 +6,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use cachelab_protocol::Expect;
 
+use crate::budget::Charge;
 use crate::client::ClientConn;
 use crate::metrics::OpKind;
 
@@ -37,4 +38,6 @@ pub struct Job {
     /// When it was decoded and queued; a request held behind its connection's write
     /// barrier counts that wait as queue waiting time.
     pub enqueued: Instant,
+    /// The request's bytes held against the memory budget until the job is dropped.
+    pub charge: Charge,
 }

@@ -15,6 +15,7 @@
 //! - [`server::run`] wires it together and shuts it down gracefully.
 
 pub mod backend;
+pub mod budget;
 pub mod client;
 pub mod config;
 pub mod connection;

@@ -16,6 +16,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{error, info, warn};
 
+use crate::budget::MemoryBudget;
 use crate::client::ClientConn;
 use crate::config::Config;
 use crate::connection;
@@ -44,6 +45,7 @@ pub struct NetCounters {
 pub struct Shared {
     pub config: Config,
     pub health: Arc<Health>,
+    pub budget: Arc<MemoryBudget>,
     pub queue: RequestQueue<Job>,
     pub rr: RoundRobin,
     pub counters: Box<[CachePadded<Counters>]>,
@@ -58,6 +60,7 @@ impl Shared {
         let servers = config.servers.len();
         Shared {
             health: Arc::new(Health::new(&config.servers, config.failure_limit)),
+            budget: Arc::new(MemoryBudget::new(config.memory_budget)),
             queue: RequestQueue::new(config.workers),
             rr: RoundRobin::new(servers),
             counters: (0..config.workers)
@@ -234,7 +237,12 @@ async fn accept_loop(
         shared.net.total_connections.fetch_add(1, Ordering::Relaxed);
         shared.net.curr_connections.fetch_add(1, Ordering::Relaxed);
         let (read_half, write_half) = stream.into_split();
-        let conn = Arc::new(ClientConn::new(next_id, peer, write_half));
+        let conn = Arc::new(ClientConn::new(
+            next_id,
+            peer,
+            write_half,
+            Arc::clone(&shared.budget),
+        ));
         let shared = Arc::clone(shared);
         let stop = stop_rx.clone();
         connections.spawn(async move {

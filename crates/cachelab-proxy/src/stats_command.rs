@@ -46,6 +46,9 @@ pub fn compose_stats(shared: &Shared, out: &mut BytesMut) {
     compose_stat(out, "error_replies", totals.error_replies);
     compose_stat(out, "failovers", totals.failovers);
     compose_stat(out, "ejected_servers", shared.health.ejected_servers());
+    compose_stat(out, "memory_used", shared.budget.used());
+    compose_stat(out, "memory_budget", shared.budget.limit());
+    compose_stat(out, "memory_refusals", shared.budget.refusals());
     compose_stat(out, "server_ejections", shared.health.ejections());
     compose_stat(out, "worker_batches", totals.batches);
     for (i, server) in config.servers.iter().enumerate() {

@@ -17,7 +17,7 @@ use cachelab_protocol::{parse_reply, parse_request, Expect, Reply, ReplyError, R
 use tokio::sync::watch;
 use tracing::warn;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, FillError};
 use crate::health::FailureKind;
 use crate::job::{Job, Route};
 use crate::metrics::{Outcome, Timestamps};
@@ -36,7 +36,16 @@ enum State {
     Failed {
         at: Instant,
     },
+    /// The server answered, but the reply could not be held (too large for one request,
+    /// or beyond the memory budget): the request is refused, not failed over.
+    Refused {
+        at: Instant,
+        line: &'static [u8],
+    },
 }
+
+const REPLY_TOO_LARGE: &[u8] = b"SERVER_ERROR reply too large\r\n";
+const OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR out of memory\r\n";
 
 /// One message to one server and what came of it.
 #[derive(Debug, Clone, Copy)]
@@ -94,8 +103,10 @@ impl Worker {
                     id,
                     index,
                     Arc::clone(&shared.health),
+                    Arc::clone(&shared.budget),
                     config.server_timeout,
                     config.backoff_max,
+                    config.max_reply_bytes,
                 )
             })
             .collect();
@@ -251,7 +262,9 @@ impl Worker {
             if !matches!(ex.result, State::Failed { at } if at == ex.sent) {
                 first_sent = Some(first_sent.map_or(ex.sent, |t| t.min(ex.sent)));
             }
-            if let State::Done { at, .. } | State::Failed { at } = ex.result {
+            if let State::Done { at, .. } | State::Failed { at } | State::Refused { at, .. } =
+                ex.result
+            {
                 last_answer = Some(last_answer.map_or(at, |t| t.max(at)));
             }
         }
@@ -274,6 +287,15 @@ impl Worker {
         }
     }
 
+    /// The error line of a refused reply to request `index`, if one was refused (a
+    /// refusal is about the request, so it is not failed over).
+    fn refusal_of(&self, index: usize) -> Option<&'static [u8]> {
+        self.exchanges.iter().find_map(|ex| match ex.result {
+            State::Refused { line, .. } if ex.job == index => Some(line),
+            _ => None,
+        })
+    }
+
     /// The latest exchange of request `index` with `server`.
     fn exchange_of(&self, index: usize, server: usize) -> Option<&Exchange> {
         self.exchanges
@@ -292,6 +314,11 @@ impl Worker {
         };
         for attempt in 0..servers {
             let server = (start + attempt) % servers;
+            if let Some(line) = self.refusal_of(index) {
+                outcome.error = true;
+                self.reply(job, &outcome, |out| out.extend_from_slice(line));
+                return outcome;
+            }
             if attempt > 0 {
                 self.failovers += 1;
                 if !self.backends[server].ensure_connected().await {
@@ -320,7 +347,10 @@ impl Worker {
             }
         }
         outcome.error = true;
-        self.reply_unavailable(job, &outcome, start);
+        match self.refusal_of(index) {
+            Some(line) => self.reply(job, &outcome, |out| out.extend_from_slice(line)),
+            None => self.reply_unavailable(job, &outcome, start),
+        }
         outcome
     }
 
@@ -389,6 +419,11 @@ impl Worker {
             .resize(split_sizes(job.keys as usize, servers).len(), None);
         let mut round = 0;
         loop {
+            if let Some(line) = self.refusal_of(index) {
+                outcome.error = true;
+                self.reply(job, &outcome, |out| out.extend_from_slice(line));
+                return outcome;
+            }
             for (at, ex) in self.exchanges.iter().enumerate() {
                 if ex.job == index && matches!(ex.result, State::Done { .. }) {
                     self.part_answers[ex.part].get_or_insert(at);
@@ -469,7 +504,9 @@ impl Worker {
                     success: is_success(job.expect, reply),
                     at,
                 },
-                State::Failed { at } => Replicated { success: false, at },
+                State::Failed { at } | State::Refused { at, .. } => {
+                    Replicated { success: false, at }
+                }
                 // await_replies settles every exchange; count a straggler as failed now.
                 State::Pending => Replicated {
                     success: false,
@@ -489,6 +526,9 @@ impl Worker {
             State::Done { offset, len, .. } => {
                 let bytes = &self.backends[ex.server].rbuf[offset..offset + len];
                 self.reply(job, &outcome, |out| out.extend_from_slice(bytes));
+            }
+            State::Refused { line, .. } => {
+                self.reply(job, &outcome, |out| out.extend_from_slice(line))
             }
             _ => self.reply_unavailable(job, &outcome, ex.server),
         }
@@ -702,8 +742,23 @@ fn poll_replies(
                 }
                 Err(ReplyError::Incomplete) => match backend.poll_fill(cx) {
                     Poll::Ready(Ok(())) => continue,
-                    Poll::Ready(Err(reason)) => {
+                    Poll::Ready(Err(FillError::Connection(reason))) => {
                         backend.fail(FailureKind::Connection, reason);
+                        fail_pending(exchanges, server);
+                        break;
+                    }
+                    Poll::Ready(Err(refusal)) => {
+                        // The rest of this reply is not wanted, and the connection is out
+                        // of step; the server itself is fine.
+                        let line = match refusal {
+                            FillError::TooLarge => REPLY_TOO_LARGE,
+                            _ => OUT_OF_MEMORY,
+                        };
+                        exchanges[index].result = State::Refused {
+                            at: Instant::now(),
+                            line,
+                        };
+                        backend.drop_connection("reply refused (too large or out of memory)");
                         fail_pending(exchanges, server);
                         break;
                     }

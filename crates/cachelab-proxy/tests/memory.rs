@@ -1,0 +1,117 @@
+//! Memory is bounded by configuration, not by what clients send: a client that pipelines
+//! GETs of a large value and never reads, and multi-GETs naming one 500 KB value 2,000
+//! times (1 GB of reply for an 8 KB request), leave the proxy's peak RSS under
+//! `--memory-budget` plus a fixed allowance, and the server is not blamed.
+
+mod common;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{start_servers, values_reply, Client};
+
+const BUDGET_MIB: u64 = 64;
+/// The bound this test holds: the README's memory bound (twice the budget for buffer
+/// capacity, plus buffers per connection) with room for the allocator, in KiB.
+const ALLOWANCE_KIB: u64 = 48 * 1024;
+
+fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+fn stat(client: &mut Client, name: &str) -> u64 {
+    let reply = client.request(b"stats\r\n", cachelab_protocol::Expect::Stats);
+    let text = String::from_utf8(reply).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
+        .unwrap_or_else(|| panic!("no stat {name}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn big_value() -> String {
+    "v".repeat(500_000)
+}
+
+#[test]
+fn a_client_that_never_reads_cannot_grow_the_proxy_past_its_budget() {
+    let servers = start_servers(1);
+    let budget = BUDGET_MIB.to_string();
+    let proxy = common::Proxy::start(&[&servers[0]], &["--memory-budget", &budget]);
+    let pid = proxy.child.id();
+    let mut control = proxy.client();
+    assert_eq!(control.set("big", &big_value()), "STORED\r\n");
+    let base = status_kib(pid, "VmRSS:");
+
+    let mut greedy = TcpStream::connect(proxy.addr).unwrap();
+    greedy
+        .set_write_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    for _ in 0..2000 {
+        // The proxy stops reading this client once its unread replies pass the limit, so
+        // the writes block: that is the point. Stop at the deadline either way.
+        if Instant::now() > deadline || greedy.write_all(b"get big\r\n").is_err() {
+            break;
+        }
+    }
+    thread::sleep(Duration::from_millis(500));
+    let peak = status_kib(pid, "VmHWM:");
+    assert!(
+        peak <= base + 2 * BUDGET_MIB * 1024 + ALLOWANCE_KIB,
+        "peak RSS {peak} KiB, base {base} KiB"
+    );
+    // the budget, not luck, held it: replies past it were refused
+    assert!(stat(&mut control, "memory_refusals") > 0);
+    // everyone else is still served
+    assert_eq!(control.set("k", "v"), "STORED\r\n");
+    assert_eq!(control.get(&["k"]), values_reply(&[("k", "v")]));
+    drop(greedy);
+}
+
+#[test]
+fn a_multi_get_of_a_gigabyte_is_refused_with_a_clear_error_and_bounded_memory() {
+    let servers = start_servers(1);
+    let budget = BUDGET_MIB.to_string();
+    let proxy = common::Proxy::start(&[&servers[0]], &["--memory-budget", &budget, "-t", "4"]);
+    let pid = proxy.child.id();
+    let mut control = proxy.client();
+    assert_eq!(control.set("big", &big_value()), "STORED\r\n");
+    let base = status_kib(pid, "VmRSS:");
+
+    let request = format!("get{}\r\n", " big".repeat(2000));
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let mut client = proxy.client();
+            let request = request.clone();
+            thread::spawn(move || {
+                client.send(request.as_bytes());
+                client.read_line()
+            })
+        })
+        .collect();
+    for handle in handles {
+        let line = handle.join().unwrap();
+        assert!(
+            line == "SERVER_ERROR reply too large\r\n" || line == "SERVER_ERROR out of memory\r\n",
+            "{line:?}"
+        );
+    }
+    let peak = status_kib(pid, "VmHWM:");
+    assert!(
+        peak <= base + 2 * BUDGET_MIB * 1024 + ALLOWANCE_KIB,
+        "peak RSS {peak} KiB, base {base} KiB"
+    );
+    // The server did nothing wrong: not ejected, and it serves the next request.
+    assert_eq!(control.get(&["k"]), "END\r\n");
+    assert_eq!(stat(&mut control, "ejected_servers"), 0);
+    assert!(!proxy.log().contains("server ejected:"), "{}", proxy.log());
+}
