@@ -4,7 +4,7 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use cachelab_protocol::limits::{DEFAULT_MAX_LINE_LEN, DEFAULT_MAX_VALUE_LEN, MAX_KEY_LEN};
+use cachelab_protocol::limits::{DEFAULT_MAX_VALUE_LEN, MAX_KEY_LEN};
 use cachelab_protocol::Limits;
 use clap::Parser;
 use thiserror::Error;
@@ -20,6 +20,9 @@ pub const DEFAULT_BACKOFF_MAX_MS: u64 = 1000;
 pub const DEFAULT_FAILURE_LIMIT: u32 = 2;
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 pub const DEFAULT_MAX_INFLIGHT: usize = 1024;
+/// Longest command line accepted by default: room for a 10,000-key multi-GET of 250-byte
+/// keys, which memcached serves.
+pub const DEFAULT_MAX_LINE_LENGTH: usize = 4 << 20;
 /// Bytes held for requests and replies at once (see `budget`).
 pub const DEFAULT_MEMORY_BUDGET_MB: usize = 1024;
 /// Largest reply one server may send for one request (a multi-GET of 10,000 values of
@@ -119,6 +122,16 @@ pub struct Args {
     #[arg(long, default_value_t = DEFAULT_MAX_INFLIGHT)]
     pub max_inflight: usize,
 
+    /// Warnings about clients (bad requests) logged per second over the whole proxy;
+    /// the rest are counted and the count is logged.
+    #[arg(long, default_value_t = crate::log_limit::DEFAULT_LINES_PER_SECOND, value_name = "N")]
+    pub log_lines_per_second: u32,
+
+    /// Longest command line accepted (a multi-GET's key list), in bytes. memcached has
+    /// no such limit; 4 MiB holds 16,000 keys of the longest size.
+    #[arg(long, default_value_t = DEFAULT_MAX_LINE_LENGTH, value_name = "BYTES")]
+    pub max_line_length: usize,
+
     /// Memory for requests and replies in MiB: requests and replies that would not fit
     /// are answered `SERVER_ERROR out of memory` (see the README's memory bound).
     #[arg(long, default_value_t = DEFAULT_MEMORY_BUDGET_MB, value_name = "MIB")]
@@ -176,6 +189,7 @@ pub struct Config {
     pub memory_budget: usize,
     pub max_reply_bytes: usize,
     pub max_pending_bytes: usize,
+    pub log_lines_per_second: u32,
 }
 
 /// File descriptors beyond clients and server connections: the listener, the log and
@@ -203,7 +217,10 @@ impl Config {
             stats_file: None,
             stats_window: Duration::from_secs_f64(DEFAULT_STATS_WINDOW_SECS),
             metrics_addr: None,
-            limits: Limits::default(),
+            limits: Limits {
+                max_line_len: DEFAULT_MAX_LINE_LENGTH,
+                ..Limits::default()
+            },
             server_timeout: Duration::from_millis(DEFAULT_SERVER_TIMEOUT_MS),
             backoff_max: Duration::from_millis(DEFAULT_BACKOFF_MAX_MS),
             failure_limit: DEFAULT_FAILURE_LIMIT,
@@ -214,6 +231,7 @@ impl Config {
             memory_budget: DEFAULT_MEMORY_BUDGET_MB << 20,
             max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
             max_pending_bytes: DEFAULT_MAX_PENDING_BYTES,
+            log_lines_per_second: crate::log_limit::DEFAULT_LINES_PER_SECOND,
         }
     }
 }
@@ -263,7 +281,7 @@ impl TryFrom<&Args> for Config {
             limits: Limits {
                 max_key_len: MAX_KEY_LEN,
                 max_value_len: args.max_value_size,
-                max_line_len: DEFAULT_MAX_LINE_LEN,
+                max_line_len: args.max_line_length.max(16),
             },
             server_timeout: Duration::from_millis(args.server_timeout),
             backoff_max: Duration::from_millis(args.backoff_max.max(1)),
@@ -279,6 +297,7 @@ impl TryFrom<&Args> for Config {
             memory_budget: args.memory_budget.saturating_mul(1 << 20),
             max_reply_bytes: args.max_reply_bytes,
             max_pending_bytes: args.max_pending_bytes,
+            log_lines_per_second: args.log_lines_per_second.max(1),
         })
     }
 }

@@ -16,7 +16,7 @@ use tracing::{debug, info, warn};
 
 use crate::budget::Charge;
 use crate::client::ClientConn;
-use crate::decode::{Class, Decoder, Forward, Local, Step};
+use crate::decode::{binary_error, Class, Decoder, Forward, Local, Step};
 use crate::job::{Job, Route};
 use crate::server::Shared;
 use crate::stats_command::compose_stats;
@@ -171,6 +171,16 @@ impl Session {
             match self.decoder.step(&self.rbuf, &limits) {
                 Step::Incomplete => return false,
                 Step::Skipped(n) => self.rbuf.advance(n),
+                Step::Binary => {
+                    self.shared.net.bad_requests.fetch_add(1, Ordering::Relaxed);
+                    if self.shared.log_limit.allow() {
+                        warn!(conn = self.conn.id, peer = %self.conn.peer,
+                              "binary-protocol request: answered with an error, closing");
+                    }
+                    self.conn.reply_now(&binary_error(&self.rbuf));
+                    self.rbuf.clear();
+                    return true;
+                }
                 Step::Reject { len, error } => {
                     self.reject(len, error);
                 }
@@ -195,7 +205,8 @@ impl Session {
     fn reject(&mut self, len: usize, error: RequestError) {
         self.errors += 1;
         self.shared.net.bad_requests.fetch_add(1, Ordering::Relaxed);
-        if self.errors <= LOGGED_ERRORS || self.errors.is_multiple_of(1000) {
+        let per_connection = self.errors <= LOGGED_ERRORS || self.errors.is_multiple_of(1000);
+        if per_connection && self.shared.log_limit.allow() {
             let shown = &self.rbuf[..len.min(80)];
             warn!(conn = self.conn.id, peer = %self.conn.peer, %error,
                   request = %String::from_utf8_lossy(shown).escape_debug(),

@@ -53,6 +53,28 @@ pub enum Step {
         len: usize,
         class: Class,
     },
+    /// A binary-protocol request (its first byte is the request magic 0x80): we speak
+    /// only the text protocol, and a binary client would wait forever for a text reply.
+    Binary,
+}
+
+/// The binary protocol's request magic byte.
+pub const BINARY_REQUEST_MAGIC: u8 = 0x80;
+
+/// A binary-protocol error response to the request whose header starts `request`:
+/// status 0x0081 (unknown command), the request's opcode and opaque echoed, and the
+/// reason as the body, so a binary client gets an answer it can read.
+pub fn binary_error(request: &[u8]) -> Vec<u8> {
+    const BODY: &[u8] = b"cachelab-proxy speaks the text protocol only";
+    let opcode = request.get(1).copied().unwrap_or(0);
+    let opaque = request.get(12..16).unwrap_or(&[0; 4]);
+    let mut out = Vec::with_capacity(24 + BODY.len());
+    out.extend_from_slice(&[0x81, opcode, 0, 0, 0, 0, 0x00, 0x81]);
+    out.extend_from_slice(&(BODY.len() as u32).to_be_bytes());
+    out.extend_from_slice(opaque);
+    out.extend_from_slice(&[0; 8]); // cas
+    out.extend_from_slice(BODY);
+    out
 }
 
 /// The per-connection decoder: the parser plus what is left to discard.
@@ -103,6 +125,9 @@ impl Decoder {
                     None => Step::Skipped(buf.len()),
                 }
             }
+        }
+        if buf.first() == Some(&BINARY_REQUEST_MAGIC) {
+            return Step::Binary;
         }
         match parse_request(buf, limits) {
             Ok((request, len)) => Step::Request {
@@ -158,6 +183,21 @@ pub fn classify(request: &Request<'_>) -> Class {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_binary_request_is_recognised_and_answered_in_binary() {
+        let mut d = Decoder::default();
+        let get = [
+            0x80, 0x00, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0xde, 0xad, 0xbe, 0xef,
+        ];
+        assert!(matches!(d.step(&get, &Limits::default()), Step::Binary));
+        let reply = binary_error(&get);
+        assert_eq!(&reply[..2], &[0x81, 0x00]);
+        assert_eq!(&reply[6..8], &[0x00, 0x81]); // unknown command
+        assert_eq!(&reply[12..16], &[0xde, 0xad, 0xbe, 0xef]); // opaque echoed
+        let body = u32::from_be_bytes(reply[8..12].try_into().unwrap()) as usize;
+        assert_eq!(reply.len(), 24 + body);
+    }
+
     fn steps(input: &[u8]) -> Vec<Step> {
         let mut decoder = Decoder::default();
         let limits = Limits {
@@ -170,7 +210,7 @@ mod tests {
             let step = decoder.step(&input[pos..], &limits);
             out.push(step);
             pos += match step {
-                Step::Incomplete => return out,
+                Step::Incomplete | Step::Binary => return out,
                 Step::Skipped(n) => n,
                 Step::Reject { len, .. } | Step::Request { len, .. } => len,
             };

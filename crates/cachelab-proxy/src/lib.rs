@@ -23,6 +23,7 @@ pub mod counters;
 pub mod decode;
 pub mod health;
 pub mod job;
+pub mod log_limit;
 pub mod logging;
 pub mod metrics;
 pub mod metrics_http;

@@ -23,6 +23,7 @@ use crate::connection;
 use crate::counters::Counters;
 use crate::health::{self, Health};
 use crate::job::Job;
+use crate::log_limit::LogLimit;
 use crate::metrics::WorkerStats;
 use crate::queue::RequestQueue;
 use crate::routing::RoundRobin;
@@ -46,6 +47,8 @@ pub struct Shared {
     pub config: Config,
     pub health: Arc<Health>,
     pub budget: Arc<MemoryBudget>,
+    /// Bad-request and similar warnings for the whole proxy.
+    pub log_limit: LogLimit,
     pub queue: RequestQueue<Job>,
     pub rr: RoundRobin,
     pub counters: Box<[CachePadded<Counters>]>,
@@ -61,6 +64,7 @@ impl Shared {
         Shared {
             health: Arc::new(Health::new(&config.servers, config.failure_limit)),
             budget: Arc::new(MemoryBudget::new(config.memory_budget)),
+            log_limit: LogLimit::new(config.log_lines_per_second),
             queue: RequestQueue::new(config.workers),
             rr: RoundRobin::new(servers),
             counters: (0..config.workers)

@@ -113,7 +113,7 @@ fn a_value_at_the_limit_is_accepted() {
 #[test]
 fn garbage_without_newlines_is_dropped_and_the_connection_recovers() {
     let servers = start_servers(1);
-    let proxy = Proxy::start(&[&servers[0]], &[]);
+    let proxy = Proxy::start(&[&servers[0]], &["--max-line-length", "65536"]);
     let mut client = proxy.client();
     client.set("good", "value");
     client.send(&vec![b'z'; 200 * 1024]);
@@ -248,4 +248,71 @@ fn arbitrary_bytes_from_many_clients_do_not_hurt_the_proxy() {
     let stats =
         String::from_utf8(client.request(b"stats\r\n", cachelab_protocol::Expect::Stats)).unwrap();
     assert!(stats.contains("STAT bad_requests "), "{stats}");
+}
+
+#[test]
+fn a_ten_thousand_key_multi_get_is_served_as_memcached_serves_it() {
+    let servers = start_servers(2);
+    let proxy = Proxy::start(&[&servers[0], &servers[1]], &["-s"]);
+    let mut client = proxy.client();
+    assert_eq!(client.set("k0", "a"), "STORED\r\n");
+    let keys: Vec<String> = (0..10_000)
+        .map(|i| format!("k{i}-{}", "x".repeat(200)))
+        .collect();
+    let mut request = String::from("get k0");
+    for key in &keys {
+        request.push(' ');
+        request.push_str(key);
+    }
+    request.push_str("\r\n");
+    assert!(request.len() > 2_000_000);
+    let reply = client.request(request.as_bytes(), cachelab_protocol::Expect::Values);
+    assert_eq!(
+        String::from_utf8(reply).unwrap(),
+        values_reply(&[("k0", "a")])
+    );
+}
+
+#[test]
+fn a_binary_protocol_request_gets_a_binary_error_and_the_connection_closes() {
+    let servers = start_servers(1);
+    let proxy = Proxy::start(&[&servers[0]], &[]);
+    let mut client = proxy.client();
+    // a binary GET of "k", opaque 0x01020304
+    let mut get = vec![0x80, 0x00, 0x00, 0x01, 0, 0, 0, 0, 0, 0, 0, 1, 1, 2, 3, 4];
+    get.extend_from_slice(&[0; 8]);
+    get.push(b'k');
+    client.send(&get);
+    let mut header = [0u8; 24];
+    std::io::Read::read_exact(&mut client.stream, &mut header).unwrap();
+    assert_eq!(header[0], 0x81, "a binary response");
+    assert_eq!(&header[6..8], &[0x00, 0x81], "status: unknown command");
+    assert_eq!(&header[12..16], &[1, 2, 3, 4], "opaque echoed");
+    let body = u32::from_be_bytes(header[8..12].try_into().unwrap()) as usize;
+    let mut text = vec![0; body];
+    std::io::Read::read_exact(&mut client.stream, &mut text).unwrap();
+    assert!(String::from_utf8_lossy(&text).contains("text protocol"));
+    assert!(client.reads_eof());
+    // the proxy is fine
+    assert_eq!(proxy.client().set("k", "v"), "STORED\r\n");
+}
+
+#[test]
+fn the_whole_proxy_logs_at_most_its_rate_of_client_warnings() {
+    let servers = start_servers(1);
+    let proxy = Proxy::start(&[&servers[0]], &["--log-lines-per-second", "5"]);
+    // 40 connections x 3 bad requests: each connection alone is under its own limit
+    for _ in 0..40 {
+        let mut client = proxy.client();
+        for _ in 0..3 {
+            client.send(b"bogus\r\n");
+            assert_eq!(client.read_line(), "ERROR\r\n");
+        }
+    }
+    thread::sleep(Duration::from_millis(1100));
+    let mut client = proxy.client();
+    client.send(b"bogus\r\n");
+    assert_eq!(client.read_line(), "ERROR\r\n");
+    let log = proxy.wait_for_log("log lines suppressed", 1);
+    assert!(log.matches("bad request").count() < 40, "{log}");
 }
