@@ -1,4 +1,5 @@
-"""`cachelab export DIR --format csv|parquet [--dest DIR]`: the raw tables for notebooks."""
+"""`cachelab export DIR [--table NAME ...] [--format csv|parquet] [--dest DIR]`: the raw
+tables, or any of them and of the report's tables by name, for notebooks."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import click
 from cachelab import export
 
 
-def run(directory: Path, fmt: str = "csv", dest: Path | None = None) -> list[Path]:
-    return export.write(directory, fmt, dest)
+def run(directory: Path, fmt: str = "csv", dest: Path | None = None,
+        tables: list[str] | None = None) -> list[Path]:
+    return export.write(directory, fmt, dest, tables)
 
 
 @click.command("export")
@@ -19,8 +21,18 @@ def run(directory: Path, fmt: str = "csv", dest: Path | None = None) -> list[Pat
               help="csv or parquet (one file per table).")
 @click.option("--dest", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where to write the files [default: DIRECTORY/export].")
-def command(directory: Path, fmt: str, dest: Path | None) -> None:
-    """Export an experiment's raw data (points, runs, series, windows, CPU samples)."""
-    files = run(directory, fmt, dest)
+@click.option("--table", "tables", multiple=True, metavar="NAME",
+              help="Only this table (repeat for several): a raw table or one of the "
+                   "report's (factorial, queueing, mva, histograms, ...).")
+def command(directory: Path, fmt: str, dest: Path | None, tables: tuple[str, ...]) -> None:
+    """Export an experiment's raw data (points, runs, series, windows, CPU samples), or
+    the named tables, raw or the report's, one file each.
+
+    Raw tables: points, runs (with `steady` and one column per factor), client_summary,
+    client_second, mw_window, mw_op, mw_server, mw_histogram, cpu_sample. Report tables:
+    point_means, factorial, factorial_runs, queueing, mva, mva_stations, histograms,
+    utilisation, per_op, qos, interactive_law.
+    """
+    files = run(directory, fmt, dest, list(tables) or None)
     for f in files:
         click.echo(str(f))

@@ -1,4 +1,5 @@
-"""`cachelab factorial FILE.csv --response COL ...`: analyse a 2^k r factorial design."""
+"""`cachelab factorial FILE.csv|DIR --response COL ...`: analyse a 2^k r factorial design,
+from a CSV file or from the steady runs of a stored experiment."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import click
 from cachelab.analysis import factorial
 from cachelab.commands._table import num, render
 from cachelab.errors import UserError
+from cachelab.report import designs
+from cachelab.store import Store
 
 
 def read_design(path: Path, responses: Sequence[str]) -> tuple[dict[str, list[str]],
@@ -56,18 +59,68 @@ def read_design(path: Path, responses: Sequence[str]) -> tuple[dict[str, list[st
 
 
 def run(path: Path, responses: Sequence[str], confidence: float = 0.9,
-        as_json: bool = False) -> str:
-    """Analyses each response of the design in `path`; returns the text to print.
+        as_json: bool = False, *, factors: Sequence[str] | None = None,
+        where: Sequence[str] = ()) -> str:
+    """Analyses each response of the design in `path`, a CSV file or an experiment
+    directory; returns the text to print.
 
     As text, one table per response, separated by blank lines. As JSON, one document per
     line (JSON Lines), one per response in the order given, each naming its response.
     """
+    if Path(path).is_dir():
+        return run_stored(Path(path), responses, confidence, as_json, factors=factors,
+                          where=parse_where(where))
+    if factors or where:
+        raise UserError("--factors and --where select runs of a stored experiment; give "
+                        "its directory instead of a CSV file")
     factors, values = read_design(path, responses)
     results = [(name, factorial.analyse(factors, values[name], confidence=confidence))
                for name in responses]
     if as_json:
         return "\n".join(json.dumps(to_json(name, res)) for name, res in results)
     return "\n\n".join(format_table(name, res) for name, res in results)
+
+
+def parse_where(items: Sequence[str]) -> dict[str, str]:
+    """["ratio=0:1", ...] -> {"ratio": "0:1", ...}."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise UserError(f"--where {item!r}: expected FACTOR=LEVEL, e.g. ratio=0:1")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def run_stored(directory: Path, responses: Sequence[str], confidence: float = 0.9,
+               as_json: bool = False, *, factors: Sequence[str] | None = None,
+               where: dict[str, str] | None = None) -> str:
+    """The designs of a stored experiment (`report.designs`, the report's own analysis),
+    steady runs only, one table per design and response."""
+    with Store.open_existing(directory) as s:
+        found = designs.analyse(s, responses, factors=factors, where=where,
+                                confidence=confidence)
+    plan = found.plan
+    if not found.analysed:
+        raise UserError("no design could be analysed: " + "; ".join(plan.skipped))
+    steady = (f"{plan.steady_runs} of {plan.runs} runs are steady; only steady runs are "
+              "used")
+    if as_json:
+        return "\n".join(json.dumps({
+            **to_json(name, res), "design": a.design.label, "factor_paths": a.design.letters,
+            "runs": plan.runs, "steady_runs": plan.steady_runs, "notes": list(a.design.notes),
+            "skipped": list(plan.skipped)}) for a in found.analysed
+            for name, res in a.results.items())
+    head = [f"{directory}: {steady}"]
+    head += [f"not analysed: {reason}" for reason in plan.skipped]
+    parts = ["\n".join(head)]
+    for a in found.analysed:
+        letters = ", ".join(f"{k} = {v}" for k, v in a.design.letters.items())
+        lines = [f"design: {a.design.label}; factors {letters}; r = {a.design.replications}",
+                 *a.design.notes]
+        parts.append("\n".join(lines) + "\n\n" + "\n\n".join(
+            format_table(name, res) for name, res in a.results.items()))
+    return "\n\n".join(parts)
 
 
 def format_table(response: str, res: factorial.FactorialResult) -> str:
@@ -126,20 +179,33 @@ def _number(path: Path, line: int, column: str, cell: str) -> float:
 
 
 @click.command("factorial")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", type=click.Path(path_type=Path))
 @click.option("--response", "responses", multiple=True, required=True, metavar="COL",
-              help="A response column (repeat for several); every other column is a factor.")
+              help="A response column (repeat for several); in a CSV file every other "
+                   "column is a factor. In an experiment: throughput, response_ms, p50_ms, "
+                   "p90_ms, p99_ms, p999_ms or max_ms.")
+@click.option("--factors", default=None, metavar="F,F,...",
+              help="Experiment only: the design's factors, by path or last part "
+                   "(workers for middleware.workers) [default: every factor that varies, "
+                   "workload ones splitting the runs into one design each].")
+@click.option("--where", "where", multiple=True, metavar="FACTOR=LEVEL",
+              help="Experiment only: keep the runs at this level (repeat for several), "
+                   "e.g. ratio=0:1.")
 @click.option("--confidence", default=0.9, show_default=True, type=float,
               help="Confidence level of the intervals for the effects.")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON document per line, one per response, each with a "
                    "\"response\" key, instead of tables.")
-def command(file: Path, responses: tuple[str, ...], confidence: float, as_json: bool) -> None:
-    """Analyse a 2^k r factorial design (Jain, ch. 18) from a CSV file.
+def command(file: Path, responses: tuple[str, ...], factors: str | None,
+            where: tuple[str, ...], confidence: float, as_json: bool) -> None:
+    """Analyse a 2^k r factorial design (Jain, ch. 18) from a CSV file or an experiment.
 
-    FILE has one row per run and one column per factor (levels -1/+1, or any two labels:
-    the smaller number, or else the label met first, is coded -1); runs with the same levels
-    are repetitions. Prints the effects, the variation each explains and their confidence
-    intervals.
+    A CSV FILE has one row per run and one column per factor (levels -1/+1, or any two
+    labels: the smaller number, or else the label met first, is coded -1); runs with the
+    same levels are repetitions. An experiment directory (`cachelab run --out DIR`) gives
+    its steady runs, the factors named A, B, C, ... in order. Prints the effects, the
+    variation each explains and their confidence intervals.
     """
-    click.echo(run(file, list(dict.fromkeys(responses)), confidence, as_json))
+    names = [f.strip() for f in factors.split(",") if f.strip()] if factors else None
+    click.echo(run(file, list(dict.fromkeys(responses)), confidence, as_json,
+                   factors=names, where=where))

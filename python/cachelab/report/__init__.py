@@ -1,8 +1,11 @@
 """`DIR/report.html` from `DIR/results.db`: plots as PNG files beside it, tables, the
-validation results, the configuration and the versions. Works on an unfinished experiment
-(it shows what was measured so far and says what is missing).
+validation results, the analysis (factorial designs, queueing models beside the
+measurements, distributions), the configuration and the versions. Works on an unfinished
+experiment (it shows what was measured so far and says what is missing).
 
-`data` assembles the numbers, `plots` draws them, `template.html.j2` lays out the page.
+`sections` assembles the numbers (from `data`, `measure`, `designs`, `models`,
+`distributions`), `plots` and `plots_analysis` draw them, `template.html.j2` lays out the
+page, and `tables` flattens the same numbers for `cachelab export --table`.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ from pathlib import Path
 
 import jinja2
 
+from cachelab.analysis.design import RESPONSES
 from cachelab.report import data as data_mod
-from cachelab.report import plots
+from cachelab.report import plots, plots_analysis, sections
 from cachelab.store import Store
 
 TEMPLATE = "template.html.j2"
@@ -22,39 +26,97 @@ PAGE = "report.html"
 IMAGES = "report-images"
 
 
+class Figures:
+    """The PNG files of one page, by the section they belong to."""
+
+    def __init__(self, directory: Path, prefix: str) -> None:
+        self.directory = directory
+        self.prefix = prefix
+        self.by_section: dict[str, list[dict[str, str]]] = {}
+        directory.mkdir(exist_ok=True)
+        for old in directory.glob("*.png"):
+            old.unlink()
+
+    def add(self, section: str, name: str, title: str, draw, **size) -> None:
+        plots.render(self.directory / f"{name}.png", draw, **size)
+        self._record(section, name, title)
+
+    def add_grid(self, section: str, name: str, title: str, draws, **size) -> None:
+        plots.render_grid(self.directory / f"{name}.png", draws, **size)
+        self._record(section, name, title)
+
+    def _record(self, section: str, name: str, title: str) -> None:
+        self.by_section.setdefault(section, []).append(
+            {"file": f"{self.prefix}/{name}.png", "title": title})
+
+    def __getitem__(self, section: str) -> list[dict[str, str]]:
+        return self.by_section.get(section, [])
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent),
+                             autoescape=True, undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True)
+    env.filters["num"] = _num
+    env.filters["pct"] = lambda v: "-" if v is None else f"{v:.1%}"
+    env.filters["ratio"] = lambda v: "-" if v is None else f"{v:.2f}"
+    return env
+
+
 def write_report(out: Path) -> Path:
     """Writes DIR/report.html and its images; returns the page's path."""
     with Store.open_existing(out) as s:
-        d = data_mod.load(s)
-    images = out / IMAGES
-    images.mkdir(exist_ok=True)
-    for old in images.glob("*.png"):
-        old.unlink()
-    found, ticks = data_mod.curves(d)
-    _, xlabel = data_mod.x_axis(d)
-    figures = []
+        sec = sections.build(s)
+    figures = Figures(out / IMAGES, IMAGES)
+    _load_figures(sec, figures)
+    _analysis_figures(sec, figures)
+    d = sec.data
+    page = out / PAGE
+    page.write_text(environment().get_template(TEMPLATE).render(
+        d=d, sec=sec, figures=figures, qos=sec.qos, laws=sec.laws, stages=data_mod.STAGES,
+        xlabel=sec.xlabel,
+        unstable=[p for p in d.points if p.verdict and not p.verdict.stable
+                  and not p.verdict.more],
+        pending=[p for p in d.points if p.verdict is None or p.verdict.more],
+        generated=time.strftime("%Y-%m-%d %H:%M:%S")))
+    return page
 
-    def add(name: str, title: str, draw, **size) -> None:
-        plots.render(images / f"{name}.png", draw, **size)
-        figures.append({"file": f"{IMAGES}/{name}.png", "title": title})
 
+def _load_figures(sec: sections.Sections, figures: Figures) -> None:
+    """The plots against load, as before the analysis sections."""
+    found, axis = sec.curves, dict(xlabel=sec.xlabel, ticks=sec.ticks, log_x=sec.log_x)
+    measured = [p for p in sec.data.points if p.measured]
+    add = partial(figures.add, "plots")
     if found:
         add("throughput", "Throughput against load (mean, error bars one standard deviation)",
-            partial(plots.plot_throughput, curves=found, xlabel=xlabel, ticks=ticks))
+            partial(plots.plot_throughput, curves=found, **axis))
         add("response-time", "Response time against load (mean, error bars one standard "
-            "deviation)", partial(plots.plot_response_time, curves=found, xlabel=xlabel,
-                                  ticks=ticks))
+            "deviation)", partial(plots.plot_response_time, curves=found, **axis))
         add("percentiles", "Response-time percentiles and the QoS target",
-            partial(plots.plot_percentiles, curves=found, qos_ms=d.settings["qos_target_ms"],
-                    xlabel=xlabel, ticks=ticks), height=5.5)
-    measured = [p for p in d.points if p.measured]
+            partial(plots.plot_percentiles, curves=found,
+                    qos_ms=sec.data.settings["qos_target_ms"], **axis), height=5.5)
+        add("latency-throughput", "Latency against throughput: p50 and p99 against the "
+            "achieved ops/s, one line per configuration",
+            partial(plots_analysis.plot_latency_throughput, curves=found,
+                    qos_ms=sec.data.settings["qos_target_ms"]))
+    if sec.mixed_ops:
+        figures.add_grid("plots", "per-op", "Per operation type: client throughput and mean "
+                         "response time", [
+                             partial(plots_analysis.plot_per_op, curves=found,
+                                     metric="throughput", **axis),
+                             partial(plots_analysis.plot_per_op, curves=found,
+                                     metric="response_ms", **axis)], width=12, height=4.5)
     if any(p.decomposition for p in measured):
         add("decomposition", "Response-time decomposition in the middleware (network = "
             "client response time minus middleware response time)",
             partial(plots.plot_decomposition, points=measured))
     if any(p.queue_len is not None for p in measured):
         add("queue-length", "Middleware queue length",
-            partial(plots.plot_queue_length, curves=found, xlabel=xlabel, ticks=ticks))
+            partial(plots.plot_queue_length, curves=found, **axis))
+    if any(p.middleware or p.cpu for p in measured):
+        add("utilisation", "Utilisation against load: workers X S / m, servers X V S "
+            "(requests there), the host's CPUs (busy share)",
+            partial(plots_analysis.plot_utilisation, curves=found, **axis))
     if any(p.server_service_us for p in measured):
         add("server-service", "Server service time per server (measured by the middleware)",
             partial(plots.plot_server_service, points=measured))
@@ -64,20 +126,43 @@ def write_report(out: Path) -> Path:
     if any(p.host_cpu for p in measured):
         add("host-cpu", "CPU per emulated host (user solid, system light; % of one core)",
             partial(plots.plot_host_cpu, points=measured))
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent),
-                             autoescape=True, undefined=jinja2.StrictUndefined,
-                             trim_blocks=True, lstrip_blocks=True)
-    env.filters["num"] = _num
-    env.filters["pct"] = lambda v: "-" if v is None else f"{v:.1%}"
-    page = out / PAGE
-    page.write_text(env.get_template(TEMPLATE).render(
-        d=d, figures=figures, qos=data_mod.qos_rows(found, d.settings["qos_target_ms"]),
-        laws=data_mod.interactive_rows(d), stages=data_mod.STAGES, xlabel=xlabel,
-        unstable=[p for p in d.points if p.verdict and not p.verdict.stable
-                  and not p.verdict.more],
-        pending=[p for p in d.points if p.verdict is None or p.verdict.more],
-        generated=time.strftime("%Y-%m-%d %H:%M:%S")))
-    return page
+
+
+def _analysis_figures(sec: sections.Sections, figures: Figures) -> None:
+    for i, a in enumerate(sec.designs.analysed if sec.designs else (), start=1):
+        figures.add(f"design-{i}", f"design-{i}-allocation",
+                    f"Allocation of variation ({a.design.label})",
+                    partial(plots_analysis.plot_allocation, analysed=a, labels=RESPONSES),
+                    width=7, height=3.8)
+        draws = []
+        for name, (predicted, residual) in a.residuals.items():
+            draws += [partial(plots_analysis.plot_residuals, predicted=predicted,
+                              residuals=residual, label=RESPONSES[name]),
+                      partial(plots_analysis.plot_normal_qq, residuals=residual,
+                              label=RESPONSES[name])]
+        figures.add_grid(f"design-{i}", f"design-{i}-residuals",
+                         f"Residuals against predicted response, and their normal quantile "
+                         f"plot ({a.design.label})", draws, ncols=2, width=10, height=3.4)
+    axis = dict(xlabel=sec.xlabel, ticks=sec.ticks, log_x=sec.log_x)
+    if sec.queueing:
+        figures.add_grid("models", "models", "Measured (solid) against M/M/1 (dotted) and "
+                         "M/M/m (dashed) over the sweep", [
+                             partial(plots_analysis.plot_models, rows=sec.queueing,
+                                     metric=m, **axis)
+                             for m in ("response_time", "queue_length")],
+                         width=13, height=4.8)
+    for i, s in enumerate(sec.mva, start=1):
+        figures.add_grid(f"mva-{i}", f"mva-{i}", f"MVA against the measurements ({s.curve})", [
+            partial(plots_analysis.plot_mva, section=s, metric=m)
+            for m in ("throughput", "response")], width=12, height=4.2)
+    ops = list(dict.fromkeys(d.op for d in sec.distributions))
+    for op in ops:
+        mine = [d for d in sec.distributions if d.op == op]
+        figures.add_grid("distributions", f"histogram-{op}",
+                         f"{op}: response time, client and middleware, at each "
+                         "configuration's highest throughput",
+                         [partial(plots_analysis.plot_histogram, dist=d) for d in mine],
+                         ncols=2, width=12 if len(mine) > 1 else 7, height=3.6)
 
 
 def _num(value: float | None, digits: int = 3) -> str:

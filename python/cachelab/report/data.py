@@ -18,7 +18,7 @@ from cachelab import linkbound, loadgen, spec, topology, validate
 from cachelab.analysis import laws, qos
 from cachelab.cpu import SHARES
 from cachelab.errors import UserError
-from cachelab.proxy_stats import Welford
+from cachelab.report import measure
 from cachelab.store import Store
 
 #: The response-time decomposition, in the order the bars stack (see docs/stats-file.md).
@@ -46,6 +46,8 @@ class PointResult:
     cv_within_max: float | None = None
     #: Open-loop runs whose load generator fell behind its schedule.
     fell_behind_runs: int = 0
+    #: The runs the means are over: the steady ones, or every run when none is steady.
+    run_ids: tuple[int, ...] = ()
     #: Mean time per stage in µs (network = client response - middleware response).
     decomposition: dict[str, float] | None = None
     queue_len: float | None = None
@@ -59,6 +61,10 @@ class PointResult:
     link_bound: linkbound.Bound | None = None
     #: The links measured before the point's first run (store.LinkRecord columns).
     links: tuple[dict, ...] = ()
+    #: The middlewares' totals over the steady windows (measure.py); None without one.
+    middleware: measure.MiddlewareTotals | None = None
+    #: Client side per operation type with requests (get, multiget, set).
+    ops: dict[str, measure.OpResult] = field(default_factory=dict)
 
     @property
     def measured(self) -> bool:
@@ -111,6 +117,7 @@ def _point(conn: sqlite3.Connection, row: sqlite3.Row, runs: list[sqlite3.Row],
     ids = [r["id"] for r in used]
     cvs = [r["cv_within"] for r in runs if r["cv_within"] is not None]
     response = _mean([r["response_ms"] for r in used])
+    mw = measure.middleware(conn, measure.steady_windows(conn, used, settings))
     return PointResult(
         **base, steady_runs=len(verdict.steady), verdict=verdict,
         throughput=_mean([r["throughput"] for r in used]),
@@ -119,9 +126,12 @@ def _point(conn: sqlite3.Connection, row: sqlite3.Row, runs: list[sqlite3.Row],
         percentiles_ms={p: _mean([r[f"{p}_ms"] for r in used]) for p in ("p50", "p90", "p99")},
         cv_within_max=max(cvs) if cvs else None,
         fell_behind_runs=sum(1 for r in runs if r["fell_behind"]),
-        decomposition=_decomposition(conn, used, settings, response),
-        queue_len=_queue_len(conn, used, settings),
-        server_service_us=_server_service(conn, used, settings),
+        run_ids=tuple(ids),
+        decomposition=_decomposition(mw, response),
+        queue_len=mw.queue_len if mw else None,
+        server_service_us=tuple(s.service.mean for s in mw.servers) if mw else (),
+        middleware=mw,
+        ops=measure.client_ops(conn, ids),
         cpu=_cpu(conn, ids, settings),
         host_cpu=_host_cpu(conn, ids, settings),
         link_bound=_link_bound(base["config"]),
@@ -151,63 +161,13 @@ def _link_bound(config: dict) -> linkbound.Bound | None:
     return linkbound.bound(c, layout, key_len, linkbound.configured_rates(layout))
 
 
-def _steady_windows(conn: sqlite3.Connection, runs: list[sqlite3.Row],
-                    settings: dict) -> list[tuple[int, int, int]]:
-    """(run id, middleware, window) of the middleware windows in each run's steady part."""
-    out = []
-    for r in runs:
-        lo = r["started_at"] + settings["warmup_s"]
-        hi = r["started_at"] + settings["run_time_s"] - settings["cooldown_s"]
-        out += [(r["id"], w["middleware"], w["window"]) for w in conn.execute(
-            'SELECT middleware, window FROM mw_window WHERE run_id = ? '
-            'AND (start + "end") / 2 BETWEEN ? AND ?', (r["id"], lo, hi))]
-    return out
-
-
-def _windows_sql(keys: list[tuple[int, int, int]]) -> tuple[str, list]:
-    clause = " OR ".join(["(run_id = ? AND middleware = ? AND window = ?)"] * len(keys))
-    return clause, [v for k in keys for v in k]
-
-
-def _decomposition(conn, runs, settings, client_ms) -> dict[str, float] | None:
-    keys = _steady_windows(conn, runs, settings)
-    if not keys:
+def _decomposition(mw: measure.MiddlewareTotals | None,
+                   client_ms: float) -> dict[str, float] | None:
+    if mw is None:
         return None
-    clause, args = _windows_sql(keys)
-    merged = {m: Welford(0, 0.0, 0.0) for m in ("response", *_STAGE_METRICS.values())}
-    for o in conn.execute(f"SELECT * FROM mw_op WHERE {clause}", args):
-        for m in merged:
-            merged[m] = merged[m].merge(Welford(o[f"{m}_count"], o[f"{m}_mean"], o[f"{m}_m2"]))
-    if merged["response"].count == 0:
-        return None
-    stages = {s: merged[m].mean for s, m in _STAGE_METRICS.items()}
-    stages["network"] = max(client_ms * 1000 - merged["response"].mean, 0.0)
+    stages = {s: mw.mean_us(m) for s, m in _STAGE_METRICS.items()}
+    stages["network"] = max(client_ms * 1000 - mw.mean_us("response"), 0.0)
     return {s: stages[s] for s in STAGES}
-
-
-def _queue_len(conn, runs, settings) -> float | None:
-    keys = _steady_windows(conn, runs, settings)
-    if not keys:
-        return None
-    clause, args = _windows_sql(keys)
-    total = Welford(0, 0.0, 0.0)
-    for w in conn.execute(f"SELECT queue_len_count, queue_len_mean, queue_len_m2 "
-                          f"FROM mw_window WHERE {clause}", args):
-        total = total.merge(Welford(*w))
-    return total.mean if total.count else None
-
-
-def _server_service(conn, runs, settings) -> tuple[float, ...]:
-    keys = _steady_windows(conn, runs, settings)
-    if not keys:
-        return ()
-    clause, args = _windows_sql(keys)
-    per: dict[int, Welford] = {}
-    for row in conn.execute(f"SELECT server, count, mean, m2 FROM mw_server WHERE {clause}",
-                            args):
-        per[row["server"]] = per.get(row["server"], Welford(0, 0.0, 0.0)).merge(
-            Welford(row["count"], row["mean"], row["m2"]))
-    return tuple(per[i].mean for i in sorted(per))
 
 
 def _cpu(conn, run_ids: list[int], settings) -> dict[str, float] | None:
@@ -279,6 +239,16 @@ def curves(data: ReportData) -> tuple[list[Curve], list[str] | None]:
         out.append(Curve(label, tuple(pts[i] for i in order), tuple(xs[i] for i in order)))
     return out, ticks
 
+
+#: An x axis whose levels span this factor or more is drawn on a log scale.
+LOG_SPAN = 100
+
+
+def log_x(found: list[Curve], ticks: list[str] | None) -> bool:
+    """Whether the x axis spans decades (object size, rate): numeric, positive, and the
+    largest level at least LOG_SPAN times the smallest."""
+    xs = [x for c in found for x in c.x]
+    return ticks is None and bool(xs) and min(xs) > 0 and max(xs) >= LOG_SPAN * min(xs)
 
 
 @dataclass(frozen=True)

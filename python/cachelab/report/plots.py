@@ -22,10 +22,13 @@ CPU_COLOURS = {"usr": "#4e79a7", "nice": "#a0cbe8", "sys": "#e15759", "softirq":
                "irq": "#ffbe7d", "iowait": "#59a14f", "steal": "#b07aa1"}
 
 
-def _x_axis(ax: Axes, xlabel: str, ticks: Sequence[str] | None) -> None:
+def x_axis(ax: Axes, xlabel: str, ticks: Sequence[str] | None, log_x: bool = False) -> None:
+    """Labels the load axis: text levels as ticks, a log scale when it spans decades."""
     ax.set_xlabel(xlabel)
     if ticks is not None:
         ax.set_xticks(range(len(ticks)), ticks)
+    if log_x:
+        ax.set_xscale("log")
     ax.grid(True, alpha=0.3)
 
 
@@ -35,7 +38,7 @@ def _legend(ax: Axes, n: int) -> None:
 
 
 def _plot_mean_with_std(ax: Axes, curves: Sequence[Curve], mean: str, std: str, ylabel: str,
-                        xlabel: str, ticks: Sequence[str] | None) -> None:
+                        xlabel: str, ticks: Sequence[str] | None, log_x: bool) -> None:
     """One curve per configuration: the attribute `mean` of each point, error bars `std`."""
     for c in curves:
         ax.errorbar(c.x, [getattr(p, mean) for p in c.points],
@@ -43,16 +46,16 @@ def _plot_mean_with_std(ax: Axes, curves: Sequence[Curve], mean: str, std: str, 
                     label=c.label)
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
-    _x_axis(ax, xlabel, ticks)
+    x_axis(ax, xlabel, ticks, log_x)
     _legend(ax, len(curves))
 
 
 def plot_throughput(ax: Axes, curves: Sequence[Curve], xlabel: str,
-                    ticks: Sequence[str] | None = None) -> None:
+                    ticks: Sequence[str] | None = None, log_x: bool = False) -> None:
     """Mean throughput over the repetitions, error bars one standard deviation; where the
     links are shaped, the bound they set (dashed, the curve's colour)."""
     _plot_mean_with_std(ax, curves, "throughput", "throughput_std", "throughput (ops/s)",
-                        xlabel, ticks)
+                        xlabel, ticks, log_x)
     for line, c in zip(ax.get_lines(), curves, strict=False):
         bounds = [p.link_bound.ops_per_s if p.link_bound else None for p in c.points]
         if any(b is not None for b in bounds):
@@ -63,14 +66,14 @@ def plot_throughput(ax: Axes, curves: Sequence[Curve], xlabel: str,
 
 
 def plot_response_time(ax: Axes, curves: Sequence[Curve], xlabel: str,
-                       ticks: Sequence[str] | None = None) -> None:
+                       ticks: Sequence[str] | None = None, log_x: bool = False) -> None:
     """Mean client response time, error bars one standard deviation over repetitions."""
     _plot_mean_with_std(ax, curves, "response_ms", "response_std", "response time (ms)",
-                        xlabel, ticks)
+                        xlabel, ticks, log_x)
 
 
 def plot_percentiles(ax: Axes, curves: Sequence[Curve], qos_ms: float, xlabel: str,
-                     ticks: Sequence[str] | None = None) -> None:
+                     ticks: Sequence[str] | None = None, log_x: bool = False) -> None:
     """p50, p90 and p99 of the client response time (one colour per curve, one line style
     per percentile), with the QoS target as a horizontal line."""
     handles = []
@@ -86,7 +89,7 @@ def plot_percentiles(ax: Axes, curves: Sequence[Curve], qos_ms: float, xlabel: s
                               label=f"QoS target {qos_ms:g} ms"))
     ax.set_ylabel("response time (ms)")
     ax.set_ylim(bottom=0)
-    _x_axis(ax, xlabel, ticks)
+    x_axis(ax, xlabel, ticks, log_x)
     ax.legend(handles=handles, fontsize="x-small", loc="upper left")
 
 
@@ -107,7 +110,7 @@ def plot_decomposition(ax: Axes, points: Sequence[PointResult]) -> None:
 
 
 def plot_queue_length(ax: Axes, curves: Sequence[Curve], xlabel: str,
-                      ticks: Sequence[str] | None = None) -> None:
+                      ticks: Sequence[str] | None = None, log_x: bool = False) -> None:
     """Mean length of the middleware's request queue, as the workers found it."""
     drawn = 0
     for c in curves:
@@ -118,7 +121,7 @@ def plot_queue_length(ax: Axes, curves: Sequence[Curve], xlabel: str,
             drawn += 1
     ax.set_ylabel("mean queue length")
     ax.set_ylim(bottom=0)
-    _x_axis(ax, xlabel, ticks)
+    x_axis(ax, xlabel, ticks, log_x)
     _legend(ax, drawn)
 
 
@@ -179,7 +182,17 @@ def plot_host_cpu(ax: Axes, points: Sequence[PointResult]) -> None:
 def render(path: Path, draw: Callable[[Axes], None], width: float = 8.0,
            height: float = 4.5) -> Path:
     """Draws one plot on a new Figure and writes it as PNG."""
-    fig = Figure(figsize=(width, height), layout="constrained")
-    draw(fig.add_subplot())
+    return render_grid(path, [draw], ncols=1, width=width, height=height)
+
+
+def render_grid(path: Path, draws: Sequence[Callable[[Axes], None]], ncols: int = 2,
+                width: float = 8.0, height: float = 4.5) -> Path:
+    """Draws several plots side by side (`ncols` per row, each row `height` inches high)
+    on one Figure and writes it as PNG."""
+    ncols = max(1, min(ncols, len(draws)))
+    rows = -(-len(draws) // ncols)
+    fig = Figure(figsize=(width, height * rows), layout="constrained")
+    for i, draw in enumerate(draws):
+        draw(fig.add_subplot(rows, ncols, i + 1))
     fig.savefig(path, dpi=100)
     return path

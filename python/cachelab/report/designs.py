@@ -1,0 +1,80 @@
+"""The 2^k r designs of a stored experiment, analysed: what `cachelab factorial DIR` prints
+and the report's factorial section show, computed by this one function so they agree.
+
+Runs are steady when their within-run CV is at most the experiment's threshold (or could
+not be judged), the rule the means of the report use (`validate.is_steady`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from cachelab import validate
+from cachelab.analysis import design, factorial
+from cachelab.analysis.errors import AnalysisError
+from cachelab.errors import UserError
+from cachelab.store import Store
+
+#: The responses the report analyses.
+REPORT_RESPONSES = ("throughput", "response_ms")
+
+
+@dataclass(frozen=True)
+class Analysed:
+    """One design and, per response, its factorial analysis and residuals."""
+
+    design: design.Design
+    results: dict[str, factorial.FactorialResult]
+    #: Per response: (predicted y^, residual y - y^) for each run of the design.
+    residuals: dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class Designs:
+    plan: design.Plan
+    analysed: tuple[Analysed, ...]
+
+
+def stored_runs(s: Store) -> tuple[list[str], list[design.Run]]:
+    """The experiment's factor paths and every stored run with its steadiness."""
+    exp = s.experiment()
+    if exp is None:
+        raise UserError(f"{s.path}: no experiment stored yet")
+    settings = json.loads(exp["settings"])
+    factors = {r["idx"]: json.loads(r["factors"]) for r in s.conn.execute(
+        "SELECT idx, factors FROM point WHERE experiment_id = ?", (exp["id"],))}
+    runs = []
+    for point, rows in s.run_summaries(exp["id"]).items():
+        for r in rows:
+            steady = validate.is_steady(validate.RunOutcome(r["throughput"], r["cv_within"]),
+                                        settings["cv_threshold"])
+            runs.append(design.Run(point, r["repetition"], factors[point], steady,
+                                   {k: r[k] for k in design.RESPONSES}))
+    return list(settings["factors"]), runs
+
+
+def analyse(s: Store, responses: Sequence[str] = REPORT_RESPONSES, *,
+            factors: Sequence[str] | None = None, where: Mapping[str, str] | None = None,
+            confidence: float = 0.9) -> Designs:
+    """Every design of the stored experiment, each response analysed. Raises
+    AnalysisError when the sweep is not a 2^k design or a response is unknown."""
+    for name in responses:
+        if name not in design.RESPONSES:
+            raise AnalysisError(f"--response {name!r}: a stored experiment's responses are "
+                                f"{', '.join(design.RESPONSES)}")
+    paths, runs = stored_runs(s)
+    found = design.plan(paths, runs, factors=factors, where=where)
+    analysed = []
+    for d in found.designs:
+        columns = d.columns()
+        results, residuals = {}, {}
+        for name in responses:
+            y = d.response(name)
+            results[name] = factorial.analyse(columns, y, confidence=confidence)
+            residuals[name] = factorial.residuals(results[name], columns, y)
+        analysed.append(Analysed(d, results, residuals))
+    return Designs(found, tuple(analysed))

@@ -1,0 +1,209 @@
+"""The report's queueing models, from the stored measurements only: M/M/1 and M/M/m beside
+every middleware point (`analysis.middleware_model`), and for each closed-loop sweep over
+clients the network of queues built from measured demands (`analysis.network_model`).
+
+The network is built twice per configuration, from the demands measured at its lowest
+load (where nothing queues, so they are service demands proper) and at its highest
+throughput (where they include the slowdown of shared CPUs): the measured curve should lie
+between the two predictions when the model's structure holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cachelab.analysis import middleware_model, mva, network_model
+from cachelab.analysis.errors import AnalysisError
+from cachelab.report.data import Curve, PointResult
+
+US = 1e-6
+
+
+@dataclass(frozen=True)
+class QueueingPoint:
+    curve: str
+    x: float
+    point: PointResult
+    measured: middleware_model.Measured
+    mm1: middleware_model.ModelRow
+    mmm: middleware_model.ModelRow
+
+
+@dataclass(frozen=True)
+class MvaBasis:
+    """The network built from one point's measured demands, solved at the sweep's
+    populations (`predicted`) and at every population up to the largest (`dense`)."""
+
+    name: str
+    point: PointResult
+    demands: network_model.Demands
+    network: mva.Network
+    bounds: network_model.Bounds
+    predicted: tuple[mva.MvaPoint, ...]
+    dense: tuple[mva.MvaPoint, ...]
+
+
+@dataclass(frozen=True)
+class MvaSection:
+    curve: str
+    populations: tuple[int, ...]
+    points: tuple[PointResult, ...]
+    bases: tuple[MvaBasis, ...]
+    assumptions: tuple[str, ...]
+    #: At the largest population, with that point's own demands: the busiest station and
+    #: its utilisation X D / m, and the host's CPU busy share (percent) if sampled.
+    busiest: tuple[str, float] | None
+    cpu_busy: float | None
+
+
+def measured(p: PointResult) -> middleware_model.Measured | None:
+    """The point's middleware measurements in seconds; None without a middleware."""
+    mw = p.middleware
+    if mw is None or mw.throughput <= 0 or mw.arrival_rate <= 0:
+        return None
+    service = mw.stages["worker_service"]
+    if service.mean <= 0:
+        return None
+    load = p.config["load"]
+    return middleware_model.Measured(
+        arrival_rate=mw.arrival_rate, throughput=mw.throughput,
+        service_time=service.mean * US, queue_wait=mw.mean_us("queue_wait") * US,
+        queue_length=mw.queue_len_total or 0.0,
+        workers=p.config["middleware"]["workers"], middlewares=mw.middlewares,
+        service_cv=service.std / service.mean if service.count > 1 else None,
+        pipeline=p.config["middleware"]["pipeline"],
+        closed_population=(p.clients * load["pipeline"] if load["mode"] == "closed"
+                           else None),
+        shares_cpus=shares_cpus(p.config),
+    )
+
+
+def queueing_points(curves: list[Curve]) -> list[QueueingPoint]:
+    """M/M/1 and M/M/m for every middleware point; M/M/1's mu is the highest throughput
+    the middlewares measured on the point's curve (its configuration)."""
+    out = []
+    for c in curves:
+        found = [(x, p, measured(p)) for x, p in zip(c.x, c.points, strict=True)]
+        found = [(x, p, m) for x, p, m in found if m is not None]
+        if not found:
+            continue
+        capacity = max(m.throughput for _, _, m in found)
+        out += [QueueingPoint(c.label, x, p, m, middleware_model.mm1_row(m, capacity),
+                              middleware_model.mmm_row(m)) for x, p, m in found]
+    return out
+
+
+def population(p: PointResult) -> int:
+    """Requests outstanding in a closed loop: clients x the load generator's pipeline."""
+    return p.clients * p.config["load"]["pipeline"]
+
+
+def demands(p: PointResult) -> network_model.Demands:
+    mw = p.middleware
+    assert mw is not None
+    return network_model.Demands(
+        network=p.response_ms * 1e-3 - mw.mean_us("response") * US,
+        decode=mw.mean_us("decode") * US,
+        worker_processing=mw.mean_us("worker_processing") * US,
+        server_service=tuple(s.service.mean * US for s in mw.servers),
+        server_visits=tuple(mw.visits(j) for j in range(len(mw.servers))),
+        workers=p.config["middleware"]["workers"], middlewares=mw.middlewares,
+        server_threads=p.config["servers"]["threads"],
+        server_time=mw.mean_us("server_service") * US,
+    )
+
+
+def mva_sections(curves: list[Curve], x_path: str) -> tuple[list[MvaSection], str | None]:
+    """One section per closed-loop curve over clients with middleware measurements, and
+    a note naming the curves left out and why (None when none was)."""
+    if x_path != "clients":
+        return [], (f"the network of queues needs a closed-loop sweep over clients; this "
+                    f"report's x axis is {x_path}")
+    out, reasons = [], []
+    for c in curves:
+        points = [p for p in c.points if p.config["load"]["mode"] == "closed"
+                  and p.middleware is not None and p.throughput]
+        if len(points) < 2:
+            reasons.append(f"{c.label}: fewer than two closed-loop points with a middleware")
+            continue
+        try:
+            out.append(_section(c.label, points))
+        except AnalysisError as exc:
+            reasons.append(f"{c.label}: {exc}")
+    return out, "; ".join(reasons) or None
+
+
+def _section(label: str, points: list[PointResult]) -> MvaSection:
+    points = sorted(points, key=population)
+    populations = tuple(population(p) for p in points)
+    lowest = points[0]
+    fastest = max(points, key=lambda p: p.throughput)
+    chosen = [(f"lowest load (N = {population(lowest)})", lowest)]
+    if fastest is not lowest:
+        chosen.append((f"highest throughput (N = {population(fastest)})", fastest))
+    bases = []
+    for name, p in chosen:
+        d = demands(p)
+        net = network_model.network(d)
+        solved = mva.solve(net, populations[-1])
+        bases.append(MvaBasis(name, p, d, net, network_model.bounds(net),
+                              tuple(solved[n - 1] for n in populations), tuple(solved)))
+    last = points[-1]
+    notes = network_model.assumptions(demands(last), pipeline=last.config["middleware"][
+        "pipeline"], shares_cpus=shares_cpus(last.config))
+    own = network_model.network(demands(last))
+    busy = [(s.name, last.middleware.throughput * s.demand / s.servers)
+            for s in own.stations if s.kind != "delay"]
+    return MvaSection(label, populations, tuple(points), tuple(bases), notes,
+                      max(busy, key=lambda b: b[1]) if busy else None,
+                      100.0 - last.cpu["idle"] if last.cpu else None)
+
+
+def shares_cpus(config: dict) -> bool:
+    """Whether the middleware's workers may run on CPUs the servers or load generators
+    use: on `local`, unless the roles are pinned to disjoint CPUs; with hosts, unless
+    every middleware host has a cpuset disjoint from the other hosts' (`ssh` hosts are
+    separate machines, so only a host that also runs another role shares)."""
+    topology = config.get("topology", {"kind": "local", "host": []})
+    if topology["kind"] == "local":
+        return middleware_model.shares_cpus(
+            tuple(config["middleware"]["cpus"]),
+            (tuple(config["servers"]["cpus"]), tuple(config["load"]["cpus"])))
+    hosts = topology.get("host") or []
+    mine = [h for h in hosts if "middleware" in h["roles"]]
+    if not mine:
+        return topology["kind"] != "ssh"
+    if any(len(h["roles"]) > 1 for h in mine):
+        return True
+    if topology["kind"] == "ssh":
+        return False
+    others = tuple(_cpuset(h.get("cpus")) for h in hosts if "middleware" not in h["roles"])
+    return any(middleware_model.shares_cpus(_cpuset(h.get("cpus")), others) for h in mine)
+
+
+def _cpuset(text: str | None) -> tuple[int, ...]:
+    """"0-1,3" -> (0, 1, 3); None or "" -> () (every CPU)."""
+    out: list[int] = []
+    for part in (text or "").split(","):
+        if part:
+            low, _, high = part.partition("-")
+            out += range(int(low), int(high or low) + 1)
+    return tuple(out)
+
+
+def utilisation(p: PointResult) -> dict[str, float]:
+    """Utilisation at a point, by the utilisation law U = X D / m over the middlewares'
+    throughput X: the workers (D = S, the worker service time; m = M W) and each server
+    (D = V_j S_j; as S_j is the time the middleware waited for server j, this is the
+    number of requests in service or waiting there, which is the utilisation only when
+    nothing queues); and the host's CPUs, busy share of all cores (100 - idle)."""
+    out = {}
+    mw = p.middleware
+    if mw is not None and mw.throughput > 0:
+        m = p.config["middleware"]["workers"] * mw.middlewares
+        out["workers"] = mw.throughput * mw.mean_us("worker_service") * US / m
+        for j, server in enumerate(mw.servers):
+            out[f"server {j + 1}"] = mw.throughput * mw.visits(j) * server.service.mean * US
+    if p.cpu:
+        out["host CPU"] = (100.0 - p.cpu["idle"]) / 100.0
+    return out

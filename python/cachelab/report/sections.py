@@ -1,0 +1,59 @@
+"""Everything the report shows, assembled once from the database: the page, its plots and
+`cachelab export DIR --table NAME` all read this, so a table on the page and its export
+hold the same numbers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cachelab.analysis.errors import AnalysisError
+from cachelab.report import data, designs, distributions, models
+from cachelab.store import Store
+
+
+@dataclass(frozen=True)
+class Sections:
+    data: data.ReportData
+    curves: list[data.Curve]
+    ticks: list[str] | None
+    x_path: str
+    xlabel: str
+    log_x: bool
+    designs: designs.Designs | None
+    #: Why there is no factorial section (or which groups were skipped).
+    design_note: str | None
+    queueing: list[models.QueueingPoint]
+    mva: list[models.MvaSection]
+    mva_note: str | None
+    distributions: list[distributions.OpDistribution]
+    qos: list[data.QosRow]
+    laws: list[data.LawRow]
+
+    @property
+    def mixed_ops(self) -> bool:
+        """Whether some point's workload mixes operation types (set, get, multi-get)."""
+        return any(len(p.ops) > 1 for c in self.curves for p in c.points)
+
+
+def build(s: Store) -> Sections:
+    d = data.load(s)
+    found, ticks = data.curves(d)
+    x_path, xlabel = data.x_axis(d)
+    found_designs, note = None, None
+    try:
+        found_designs = designs.analyse(s)
+        if found_designs.plan.skipped:
+            note = "not analysed: " + "; ".join(found_designs.plan.skipped)
+        if not found_designs.analysed:
+            found_designs = None
+    except AnalysisError as exc:
+        note = str(exc)
+    mva, mva_note = models.mva_sections(found, x_path)
+    return Sections(
+        data=d, curves=found, ticks=ticks, x_path=x_path, xlabel=xlabel,
+        log_x=data.log_x(found, ticks), designs=found_designs, design_note=note,
+        queueing=models.queueing_points(found), mva=mva, mva_note=mva_note,
+        distributions=distributions.distributions(s.conn, found, d.settings),
+        qos=data.qos_rows(found, d.settings["qos_target_ms"]),
+        laws=data.interactive_rows(d),
+    )

@@ -1,0 +1,156 @@
+"""The report's tables as flat rows, for `cachelab export DIR --table NAME`. Times in ms
+unless a column says otherwise; ratios are predicted / measured."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from cachelab.export import Table
+from cachelab.report.models import utilisation
+from cachelab.report.sections import Sections
+
+
+def _point_means(sec: Sections) -> Table:
+    rows = [(p.index, p.label, p.clients, p.runs, p.steady_runs, p.throughput,
+             p.throughput_std, p.response_ms, p.response_std,
+             *(p.percentiles_ms.get(k) for k in ("p50", "p90", "p99")))
+            for p in sec.data.points if p.measured]
+    return Table("point_means", ("point", "label", "clients", "runs", "steady_runs",
+                                 "throughput", "throughput_std", "response_ms",
+                                 "response_std", "p50_ms", "p90_ms", "p99_ms"), rows)
+
+
+def _factorial(sec: Sections) -> Table:
+    rows = []
+    for a in sec.designs.analysed if sec.designs else ():
+        letters = a.design.letters
+        for response, res in a.results.items():
+            for e in res.effects:
+                lo, hi = e.ci if e.ci else (None, None)
+                rows.append((a.design.label, response, e.name,
+                             " x ".join(letters[c] for c in e.name if c in letters),
+                             e.estimate, e.ss, e.variation_pct, lo, hi, e.significant,
+                             res.replications, res.confidence))
+            rows.append((a.design.label, response, "error", "", None, res.sse, res.error_pct,
+                         None, None, None, res.replications, res.confidence))
+            rows.append((a.design.label, response, "total", "", None, res.sst,
+                         100.0 if res.sst > 0 else 0.0, None, None, None, res.replications,
+                         res.confidence))
+    return Table("factorial", ("design", "response", "effect", "factors", "estimate",
+                               "sum_of_squares", "variation_pct", "ci_low", "ci_high",
+                               "significant", "replications", "confidence"), rows)
+
+
+def _factorial_runs(sec: Sections) -> Table:
+    rows = []
+    for a in sec.designs.analysed if sec.designs else ():
+        for response, (predicted, residual) in a.residuals.items():
+            y = a.design.response(response)
+            rows += [(a.design.label, r.point, r.repetition, response, yi, float(pi), float(ei))
+                     for r, yi, pi, ei in zip(a.design.runs, y, predicted, residual,
+                                              strict=True)]
+    return Table("factorial_runs", ("design", "point", "repetition", "response", "measured",
+                                    "predicted", "residual"), rows)
+
+
+def _queueing(sec: Sections) -> Table:
+    rows = []
+    for q in sec.queueing:
+        for row in (q.mm1, q.mmm):
+            rows.append((
+                q.point.index, q.point.label, q.curve, q.x, row.model, row.arrival_rate,
+                row.service_rate, row.servers, row.utilization, row.measured_utilization,
+                row.queue_length.measured, row.queue_length.predicted, row.queue_length.ratio,
+                *_ms(row.queue_wait.measured, row.queue_wait.predicted), row.queue_wait.ratio,
+                *_ms(row.response_time.measured, row.response_time.predicted),
+                row.response_time.ratio, "; ".join(row.assumptions)))
+    return Table("queueing", (
+        "point", "label", "curve", "x", "model", "lambda", "mu", "servers", "rho",
+        "measured_utilization", "queue_length_measured", "queue_length_predicted",
+        "queue_length_ratio", "queue_wait_measured_ms", "queue_wait_predicted_ms",
+        "queue_wait_ratio", "response_measured_ms", "response_predicted_ms", "response_ratio",
+        "assumptions_broken"), rows)
+
+
+def _mva(sec: Sections) -> Table:
+    rows = []
+    for s in sec.mva:
+        for b in s.bases:
+            for p, m in zip(s.points, b.predicted, strict=True):
+                rows.append((s.curve, b.name, m.clients, p.index, p.throughput, m.throughput,
+                             _ratio(m.throughput, p.throughput), p.response_ms,
+                             m.response_time * 1e3,
+                             _ratio(m.response_time * 1e3, p.response_ms)))
+    return Table("mva", ("curve", "basis", "N", "point", "throughput_measured",
+                         "throughput_predicted", "throughput_ratio", "response_measured_ms",
+                         "response_predicted_ms", "response_ratio"), rows)
+
+
+def _mva_stations(sec: Sections) -> Table:
+    rows = []
+    for s in sec.mva:
+        for b in s.bases:
+            rows += [(s.curve, b.name, st.name, st.kind, st.servers, st.visits,
+                      st.service_time * 1e6, st.demand * 1e6, st.name == b.bounds.bottleneck)
+                     for st in b.network.stations]
+    return Table("mva_stations", ("curve", "basis", "station", "kind", "servers", "visits",
+                                  "service_us", "demand_us", "bottleneck"), rows)
+
+
+def _histograms(sec: Sections) -> Table:
+    rows = []
+    for dist in sec.distributions:
+        for side, h in (("client", dist.client), ("middleware", dist.middleware)):
+            if h is None:
+                continue
+            rows += [(dist.point.index, dist.curve, dist.op, side, lo, hi, n)
+                     for lo, hi, n in zip(h.edges, h.edges[1:], h.counts, strict=False)]
+            rows.append((dist.point.index, dist.curve, dist.op, side, h.cutoff, None,
+                         h.overflow))
+    return Table("histograms", ("point", "curve", "op", "side", "low_ms", "high_ms",
+                                "count"), rows)
+
+
+def _utilisation(sec: Sections) -> Table:
+    rows = [(p.index, p.label, c.label, x, station, u)
+            for c in sec.curves for x, p in zip(c.x, c.points, strict=True)
+            for station, u in utilisation(p).items()]
+    return Table("utilisation", ("point", "label", "curve", "x", "station", "utilisation"),
+                 rows)
+
+
+def _per_op(sec: Sections) -> Table:
+    rows = [(p.index, p.label, op, o.throughput, o.response_ms, o.requests)
+            for p in sec.data.points for op, o in p.ops.items()]
+    return Table("per_op", ("point", "label", "op", "throughput", "response_ms", "requests"),
+                 rows)
+
+
+def _qos(sec: Sections) -> Table:
+    rows = [(r.curve, *((r.result.throughput, r.result.load, r.result.latency)
+                        if r.result else (None, None, None))) for r in sec.qos]
+    return Table("qos", ("curve", "throughput", "load", "p99_ms"), rows)
+
+
+def _interactive_law(sec: Sections) -> Table:
+    rows = [(r.point.index, r.point.label, r.check.clients, r.check.throughput * 1000,
+             r.check.measured, r.check.expected, r.check.error) for r in sec.laws]
+    return Table("interactive_law", ("point", "label", "N", "throughput", "response_ms",
+                                     "expected_ms", "error_ms"), rows)
+
+
+#: The report's tables by export name, in the order the page shows them.
+TABLES: dict[str, Callable[[Sections], Table]] = {
+    "point_means": _point_means, "factorial": _factorial, "factorial_runs": _factorial_runs,
+    "queueing": _queueing, "mva": _mva, "mva_stations": _mva_stations,
+    "histograms": _histograms, "utilisation": _utilisation, "per_op": _per_op, "qos": _qos,
+    "interactive_law": _interactive_law,
+}
+
+
+def _ms(measured: float, predicted: float | None) -> tuple[float, float | None]:
+    return measured * 1e3, None if predicted is None else predicted * 1e3
+
+
+def _ratio(predicted: float, measured: float | None) -> float | None:
+    return predicted / measured if measured else None
