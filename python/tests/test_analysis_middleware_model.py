@@ -19,7 +19,7 @@ def test_mmm_prediction_from_lambda_and_mu_by_hand():
     # = 26.5: C = 0.509434. Wq = C / (m mu - lambda) = 0.509434 / 1000 s = 0.509434 ms;
     # R = Wq + 1/mu = 1.509434 ms; Lq = lambda Wq = 1.528302.
     row = mmm_row(measured())
-    assert (row.model, row.servers, row.service_rate) == ("M/M/4", 4, pytest.approx(1000))
+    assert (row.model, row.servers, row.service_rate) == ("M/M/m", 4, pytest.approx(1000))
     assert row.utilization == pytest.approx(0.75)
     assert row.queue_wait.predicted == pytest.approx(0.509434e-3, rel=1e-6)
     assert row.response_time.predicted == pytest.approx(1.509434e-3, rel=1e-6)
@@ -64,12 +64,13 @@ def test_the_assumptions_the_point_breaks_are_listed():
     row = mmm_row(measured(pipeline=4, closed_population=4, service_cv=0.3, shares_cpus=True,
                            arrival_rate=3300.0))
     assert row.assumptions == (
-        "closed loop: at most 4 requests in the system, so arrivals are not Poisson",
+        "closed loop (N = 4): arrivals depend on the requests in the system, so they are "
+        "not Poisson",
         "arrivals 3,300/s against completions 3,000/s: not in steady state",
         "the workers share CPUs with other processes",
         "--pipeline 4: a worker serves up to 4 requests at once, so m is not W and S "
         "includes the batch",
-        "4 closed-loop requests for m = 4 workers: none can wait in the real system",
+        "N = 4 requests for m = 4 workers: none can wait in the real system",
         "service time CV 0.30 (exponential: 1)",
     )
 

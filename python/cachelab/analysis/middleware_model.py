@@ -88,7 +88,8 @@ class Compared:
 
 @dataclass(frozen=True)
 class ModelRow:
-    """One model at one point. `utilization` is the model's rho = lambda / (m mu);
+    """One model ("M/M/1" or "M/M/m") at one point. `utilization` is the model's
+    rho = lambda / (m mu);
     `measured_utilization` is X / mu for M/M/1 and X S / m for M/M/m."""
 
     model: str
@@ -129,11 +130,11 @@ def mmm_row(m: Measured) -> ModelRow:
     if m.middlewares > 1:
         notes.append(f"{m.middlewares} middlewares have a queue each; the model pools them")
     if m.closed_population is not None and m.closed_population <= m.servers:
-        notes.append(f"{m.closed_population} closed-loop requests for m = {m.servers} "
-                     "workers: none can wait in the real system")
+        notes.append(f"N = {m.closed_population} requests for m = {m.servers} workers: "
+                     "none can wait in the real system")
     if m.service_cv is not None and abs(m.service_cv - 1) > CV_TOLERANCE:
         notes.append(f"service time CV {m.service_cv:.2f} (exponential: 1)")
-    return _row(f"M/M/{m.servers}", m, m.arrival_rate, 1 / m.service_time, m.servers,
+    return _row("M/M/m", m, m.arrival_rate, 1 / m.service_time, m.servers,
                 m.utilization, notes)
 
 
@@ -160,8 +161,8 @@ def _row(name: str, m: Measured, lam: float, mu: float, servers: int, measured_u
 def _common(m: Measured) -> list[str]:
     notes = []
     if m.closed_population is not None:
-        notes.append(f"closed loop: at most {m.closed_population} requests in the system, "
-                     "so arrivals are not Poisson")
+        notes.append(f"closed loop (N = {m.closed_population}): arrivals depend on the "
+                     "requests in the system, so they are not Poisson")
     if m.throughput > 0 and abs(m.arrival_rate - m.throughput) / m.throughput > RATE_TOLERANCE:
         notes.append(f"arrivals {m.arrival_rate:,.0f}/s against completions "
                      f"{m.throughput:,.0f}/s: not in steady state")
