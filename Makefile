@@ -13,12 +13,13 @@ APT_PKGS  := memcached redis-server nutcracker libmemcached-tools iperf3 openssh
 # Commands that tell whether each package above is installed.
 APT_CMDS  := memcached redis-server nutcracker memcaslap iperf3 sshd
 
-.PHONY: help deps system-deps rust-deps build test lint test-rust test-python demo bench clean
+.PHONY: help deps system-deps rust-deps build test lint test-rust test-python demo bench fuzz clean
 
 help:
 	@echo "make demo   build and run a short real experiment, print where its report is"
 	@echo "make test   build and run every test (Rust and Python) and the linters"
 	@echo "make bench  measure against the peer tools (see README: Performance)"
+	@echo "make fuzz   fuzz the request and reply parsers (FUZZ_SECONDS each, default 60)"
 	@echo "make build  release build of the Rust binaries"
 
 deps: system-deps rust-deps $(STAMP)
@@ -68,6 +69,15 @@ demo: deps build
 bench: deps build
 	@ls bench/*_bench.py >/dev/null 2>&1 || { echo "no benchmarks yet"; exit 1; }
 	@for b in bench/*_bench.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# cargo-fuzz needs nightly; each target runs for a bounded time and fails on any crash.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := parse_request parse_reply
+fuzz: rust-deps
+	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --version 0.13.2 --locked
+	cd crates/cachelab-protocol && for t in $(FUZZ_TARGETS); do \
+	  cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; done
 
 clean:
 	cargo clean
