@@ -43,6 +43,10 @@ def test_a_missing_combination_and_no_match_at_all():
                               "with middleware.workers=32 (it has 8)")
     assert m.unmatched[1] == ("B #1 (middleware.workers=8, load.clients=4): A has each of "
                               "these levels but not this combination")
+    m = match(PATHS, ["A", "B"], [a, points([("8", "1"), ("16", "16")])])
+    assert m.unmatched[-1] == ("B #2 (middleware.workers=16, load.clients=16): A has no point "
+                               "with middleware.workers=16 (it has 8, 32) nor load.clients=16 "
+                               "(it has 1, 4)")
     with pytest.raises(AnalysisError, match="the experiments share no point: middleware.workers "
                                             "is 8, 32 in A; 16 in B"):
         match(PATHS, ["A", "B"], [a, points([("16", "1")])])

@@ -82,8 +82,9 @@ def _why(p: PointKey, paths: Sequence[str], other: str, points: Sequence[PointKe
     missing = [path for path in paths if p.values.get(path, "") not in _levels(points, path)]
     if not missing:
         return f"{other} has each of these levels but not this combination"
-    return "; ".join(f"{other} has no point with {path}={p.values.get(path, '')} "
-                     f"(it has {', '.join(_levels(points, path))})" for path in missing)
+    return f"{other} has no point with " + " nor ".join(
+        f"{path}={p.values.get(path, '')} (it has {', '.join(_levels(points, path))})"
+        for path in missing)
 
 
 def _differences(paths: Sequence[str], names: Sequence[str],
