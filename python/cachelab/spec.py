@@ -411,12 +411,43 @@ def _check_run(c: RunConfig) -> None:
     if c.load.mode == "closed" and c.load.rate is not None:
         raise UserError('load.rate: only for load.mode = "open"')
     _check_topology(c)
+    _check_counts(c)
     cpus = os.cpu_count() or 1
     for section in ("servers", "middleware", "load"):
         for cpu in getattr(c, section).cpus:
             if cpu >= cpus:
                 raise UserError(f"{section}.cpus: CPU {cpu} does not exist here "
                                 f"(this host has {cpus}: 0-{cpus - 1})")
+
+
+#: Processes one run may start (servers, middlewares, load generators): far more than
+#: any experiment needs, and few enough that a typo (servers.count = 100000) is caught
+#: before thousands of processes start.
+MAX_PROCESSES = 256
+#: Client connections one run may open (each takes a socket and a port on its host).
+MAX_CLIENTS = 50_000
+
+
+def _check_counts(c: RunConfig) -> None:
+    processes = c.servers.count + c.middleware.count + c.instances
+    if processes > MAX_PROCESSES:
+        field_, value = max((("servers.count", c.servers.count),
+                             ("middleware.count", c.middleware.count),
+                             ("load.instances", c.instances)), key=lambda fv: fv[1])
+        raise UserError(f"{field_}: {value} is too many: the run would start {processes} "
+                        f"processes ({c.servers.count} servers, {c.middleware.count} "
+                        f"middlewares, {c.instances} load generators); at most "
+                        f"{MAX_PROCESSES} fit")
+    if c.total_clients > MAX_CLIENTS:
+        raise UserError(f"load.clients: {c.total_clients} client connections in all "
+                        f"(instances x threads x clients); at most {MAX_CLIENTS} fit")
+    if c.topology.kind == "netns":
+        from cachelab.topology import MAX_HOSTS  # topology imports this module
+
+        hosts = len(c.topology.host) or processes
+        if hosts > MAX_HOSTS:
+            raise UserError(f"topology: {hosts} emulated hosts; at most {MAX_HOSTS} fit in "
+                            "one topology (name fewer hosts with [[topology.host]])")
 
 
 def _check_topology(c: RunConfig) -> None:
