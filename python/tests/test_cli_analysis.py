@@ -224,3 +224,12 @@ def test_missing_network_file_is_one_line(capsys, tmp_path):
     code, out, err = run_cli(capsys, "model", "mva", str(tmp_path / "nope.toml"),
                              "--clients", "1")
     assert_one_line_error(code, out, err, "cannot read", "nope.toml")
+
+
+def test_export_help_names_every_report_table(capsys):
+    from cachelab.export import raw_names, report_names
+
+    code, out, _ = run_cli(capsys, "export", "--help")
+    text = " ".join(out.split())
+    assert code == 0
+    assert all(name in text for name in (*raw_names(), *report_names()))

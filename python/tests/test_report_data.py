@@ -47,3 +47,37 @@ def test_a_text_factor_is_categorical_and_rate_wins_in_open_loop():
     assert data.x_axis(d)[0] == "load.rate"
     assert data.interactive_rows(d) == []  # the law is for closed loops
     assert data.x_axis(report(pts, ["servers.kind"], "servers.kind"))[0] == "servers.kind"
+
+
+def test_an_axis_spanning_two_decades_is_logarithmic():
+    def curve(*xs):
+        return data.Curve("c", (), tuple(float(x) for x in xs))
+
+    assert data.log_x([curve(2, 64, 1024, 524288)], None)  # object sizes
+    assert data.log_x([curve(1000, 5000), curve(100_000)], None)  # rates, over two curves
+    assert not data.log_x([curve(1, 4, 16, 64)], None)
+    assert not data.log_x([curve(0, 100, 1000)], None)  # 0 has no place on a log axis
+    assert not data.log_x([curve(0, 1)], ["memcached", "redis"])
+
+
+def test_workers_share_cpus_unless_pinned_apart_or_on_hosts_of_their_own():
+    from cachelab.report.models import _cpuset, shares_cpus
+
+    def local(mw, servers, load):
+        return {"topology": {"kind": "local", "host": []}, "middleware": {"cpus": mw},
+                "servers": {"cpus": servers}, "load": {"cpus": load}}
+
+    assert shares_cpus(local([], [], []))
+    assert shares_cpus(local([1], [0], []))  # the load generators may run anywhere
+    assert not shares_cpus(local([1], [0], [0]))
+
+    def hosts(kind, *specs):
+        return {"topology": {"kind": kind, "host": [{"roles": r, "cpus": c}
+                                                    for r, c in specs]}}
+
+    assert shares_cpus(hosts("netns"))  # every host a namespace on the same CPUs
+    assert shares_cpus(hosts("netns", (["middleware"], "1"), (["server"], "0-1")))
+    assert not shares_cpus(hosts("netns", (["middleware"], "1"), (["server", "load"], "0")))
+    assert not shares_cpus(hosts("ssh", (["middleware"], None), (["server"], None)))
+    assert shares_cpus(hosts("ssh", (["middleware", "server"], None)))
+    assert _cpuset("0-2,5") == (0, 1, 2, 5) and _cpuset(None) == ()

@@ -30,8 +30,8 @@ def command(directory: Path, fmt: str, dest: Path | None, tables: tuple[str, ...
 
     Raw tables: points, runs (with `steady` and one column per factor), client_summary,
     client_second, mw_window, mw_op, mw_server, mw_histogram, cpu_sample. Report tables:
-    point_means, factorial, factorial_runs, queueing, mva, mva_stations, histograms,
-    utilisation, per_op, qos, interactive_law.
+    point_means, decomposition, qos, interactive_law, per_op, utilisation, factorial,
+    factorial_runs, queueing, mva, mva_stations, histograms, links.
     """
     files = run(directory, fmt, dest, list(tables) or None)
     for f in files:

@@ -21,6 +21,7 @@ from matplotlib.lines import Line2D
 from cachelab.analysis import compare as compare_mod
 from cachelab.analysis.design import level_text
 from cachelab.errors import UserError
+from cachelab.report import Figures, environment
 from cachelab.report import data as data_mod
 from cachelab.report.data import PointResult, ReportData
 from cachelab.report.plots import x_axis
@@ -239,8 +240,6 @@ def write_csv(comparison: Comparison, path: Path) -> Path:
 
 def write(directories: list[Path], out: Path, level: float = 0.05) -> tuple[Path, Comparison]:
     """Writes OUT/compare.html, its images and OUT/compare.csv."""
-    from cachelab.report import Figures, environment
-
     comparison = load(directories, level)
     out.mkdir(parents=True, exist_ok=True)
     figures = Figures(out / IMAGES, IMAGES)

@@ -48,8 +48,11 @@ def distributions(conn: sqlite3.Connection, found: list[Curve],
     out = []
     for c in found[:MAX_POINTS]:
         p = max(c.points, key=lambda q: q.throughput)
-        client = _client_counts(conn, p.run_ids)
-        mw = _middleware_counts(conn, p.run_ids, settings)
+        try:
+            client = _client_counts(conn, p.run_ids)
+            mw = _middleware_counts(conn, p.run_ids, settings)
+        except (hdr.HdrError, KeyError, ValueError):
+            continue  # a damaged stored histogram: the other points still get theirs
         for op in measure.CLIENT_OPS:
             if client.get(op) and client[op].total:
                 out.append(_pair(c.label, p, op, client[op], mw.get(op)))

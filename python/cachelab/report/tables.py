@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cachelab.export import Table
+from cachelab.report.data import STAGES
 from cachelab.report.models import utilisation
 from cachelab.report.sections import Sections
 
@@ -13,11 +14,32 @@ from cachelab.report.sections import Sections
 def _point_means(sec: Sections) -> Table:
     rows = [(p.index, p.label, p.clients, p.runs, p.steady_runs, p.throughput,
              p.throughput_std, p.response_ms, p.response_std,
-             *(p.percentiles_ms.get(k) for k in ("p50", "p90", "p99")))
+             *(p.percentiles_ms.get(k) for k in ("p50", "p90", "p99")), p.cv_within_max,
+             p.verdict.cv_between, p.verdict.stable, p.verdict.reason)
             for p in sec.data.points if p.measured]
     return Table("point_means", ("point", "label", "clients", "runs", "steady_runs",
                                  "throughput", "throughput_std", "response_ms",
-                                 "response_std", "p50_ms", "p90_ms", "p99_ms"), rows)
+                                 "response_std", "p50_ms", "p90_ms", "p99_ms",
+                                 "cv_within_max", "cv_between", "stable", "validation"), rows)
+
+
+def _decomposition(sec: Sections) -> Table:
+    rows = [(p.index, p.label, *(p.decomposition[s] for s in STAGES), p.queue_len,
+             ", ".join(f"{v:g}" for v in p.server_service_us))
+            for p in sec.data.points if p.decomposition]
+    return Table("decomposition", ("point", "label", *(f"{s}_us" for s in STAGES),
+                                   "queue_length", "server_service_us"), rows)
+
+
+def _links(sec: Sections) -> Table:
+    rows = [(p.index, p.label, p.link_bound.ops_per_s if p.link_bound else None,
+             p.link_bound.limit if p.link_bound else None, link["src"], link["dst"],
+             link["rtt_p50_us"], link["rtt_p99_us"], link["expected_rtt_us"],
+             link["mbit_forward"], link["mbit_reverse"])
+            for p in sec.data.points for link in p.links]
+    return Table("links", ("point", "label", "link_bound", "set_by", "src", "dst",
+                           "rtt_p50_us", "rtt_p99_us", "expected_rtt_us", "mbit_forward",
+                           "mbit_reverse"), rows)
 
 
 def _factorial(sec: Sections) -> Table:
@@ -141,10 +163,10 @@ def _interactive_law(sec: Sections) -> Table:
 
 #: The report's tables by export name, in the order the page shows them.
 TABLES: dict[str, Callable[[Sections], Table]] = {
-    "point_means": _point_means, "factorial": _factorial, "factorial_runs": _factorial_runs,
-    "queueing": _queueing, "mva": _mva, "mva_stations": _mva_stations,
-    "histograms": _histograms, "utilisation": _utilisation, "per_op": _per_op, "qos": _qos,
-    "interactive_law": _interactive_law,
+    "point_means": _point_means, "decomposition": _decomposition, "qos": _qos,
+    "interactive_law": _interactive_law, "per_op": _per_op, "utilisation": _utilisation,
+    "factorial": _factorial, "factorial_runs": _factorial_runs, "queueing": _queueing,
+    "mva": _mva, "mva_stations": _mva_stations, "histograms": _histograms, "links": _links,
 }
 
 
