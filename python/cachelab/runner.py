@@ -12,15 +12,26 @@ crash loses only the run in progress, and `resume=True` continues with it.
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from cachelab import hostinfo, linkprobe, loadgen, local, netns, proxy_stats, topology, validate
+from cachelab import (
+    hostinfo,
+    linkprobe,
+    loadgen,
+    local,
+    netns,
+    order,
+    proxy_stats,
+    topology,
+    validate,
+)
 from cachelab.cpu import GroupSampler, Sampler
 from cachelab.errors import UserError
 from cachelab.hosts import LOOPBACK, Host
@@ -202,29 +213,59 @@ def run_experiment(exp: Experiment, out: Path, *, resume: bool = False,
             raise UserError(f"--resume: the experiment file differs from the one {out} was "
                             "started with; undo the change or choose another --out")
         exp_id = existing["id"] if existing is not None else store.create_experiment(exp)
+        run_order, seed = store.run_order(exp_id)
         outcomes = _stored_outcomes(exp, store, exp_id)
         status = Status(exp, outcomes)
         progress.begin(status)
-        unstable = []
+        by_index = {p.index: p for p in exp.points}
+
+        def run_next(index: int) -> None:
+            point, runs = by_index[index], outcomes[index]
+            repetition = len(runs) + 1
+            status.start(point, repetition)
+            progress.started(status)
+            record = execute(exp, point, repetition, run_dir(out, point.index, repetition))
+            store.save_run(exp_id, record)
+            runs.append(validate.RunOutcome(record.summary.throughput,
+                                            record.summary.cv_within))
+            status.finish(point, record)
+            progress.finished(status, record, _assess(exp, runs))
+
         try:
-            for point in exp.points:
-                runs = outcomes[point.index]
-                while (verdict := _assess(exp, runs)).more:
-                    repetition = len(runs) + 1
-                    status.start(point, repetition)
-                    progress.started(status)
-                    record = execute(exp, point, repetition,
-                                     run_dir(out, point.index, repetition))
-                    store.save_run(exp_id, record)
-                    runs.append(validate.RunOutcome(record.summary.throughput,
-                                                    record.summary.cv_within))
-                    status.finish(point, record)
-                    progress.finished(status, record, _assess(exp, runs))
-                if not verdict.stable:
-                    unstable.append((point.label, verdict.reason))
+            for index in schedule(exp, outcomes, run_order, seed):
+                run_next(index)
         finally:
             progress.end(status)
+    unstable = [(p.label, v.reason) for p in exp.points
+                if not (v := _assess(exp, outcomes[p.index])).stable]
     return Outcome(exp_id, status.runs_this_session, tuple(unstable), out / FILENAME)
+
+
+def schedule(exp: Experiment, outcomes: dict[int, list[validate.RunOutcome]],
+             run_order: str, seed: int) -> Iterator[int]:
+    """The point of each next run, in the experiment's order (order.py), as validation
+    goes: `sweep` runs each point until it is settled, then the next; the others first run
+    every planned repetition in their order, then add rounds of one more run per point
+    that validation asks for. Runs already stored (a resumed experiment) are skipped in
+    place, so the order continues where it stopped."""
+    indices = [p.index for p in exp.points]
+    if run_order == "sweep":
+        for index in indices:
+            while _assess(exp, outcomes[index]).more:
+                yield index
+        return
+    stored = {index: len(outcomes[index]) for index in indices}
+    slots: dict[int, int] = {}
+    for index, _ in order.plan(indices, exp.repetitions, run_order, seed):
+        slots[index] = slots.get(index, 0) + 1
+        if slots[index] > stored[index] and _assess(exp, outcomes[index]).more:
+            yield index
+    for round_ in itertools.count(1):
+        wanting = [(i, len(outcomes[i]) + 1) for i in indices if _assess(exp, outcomes[i]).more]
+        if not wanting:
+            return
+        for index, _ in order.extra_round(wanting, run_order, seed, round_):
+            yield index
 
 
 def stored_state(exp: Experiment, out: Path) -> str:

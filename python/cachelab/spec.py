@@ -27,6 +27,7 @@ from pathlib import Path
 
 from cachelab import sweep as sweep_mod
 from cachelab.errors import UserError
+from cachelab.order import ORDERS
 
 SERVER_KINDS = ("memcached", "redis")
 #: Topologies of SPEC section 3 (docs/topologies.md).
@@ -252,6 +253,10 @@ class Experiment:
     points: tuple[Point, ...]
     #: The file as written (stored with the results) and its hash (checked by --resume).
     source: str
+    #: The order of the runs (order.py) and its seed (None: drawn when the experiment is
+    #: first stored, then kept).
+    order: str = "randomized"
+    order_seed: int | None = None
 
     @property
     def max_repetitions(self) -> int:
@@ -269,6 +274,7 @@ class Experiment:
 _SECTIONS: dict[str, type] = {"servers": Servers, "middleware": Middleware, "load": Load,
                               "workload": Workload, "topology": Topology}
 _TOP = {"name", "description", "topology", "repetitions", "run_time_s", "warmup_s",
+        "order", "order_seed",
         "cooldown_s", "stats_window_s", "qos_target_ms", "validation", "report", "sweep",
         *_SECTIONS}
 
@@ -326,10 +332,14 @@ def parse(text: str) -> Experiment:
     points = _expand(raw, _table(doc, "sweep"))
     if report_x is not None and report_x not in _paths():
         raise UserError(f"report.x: {report_x!r} is not a field (e.g. \"load.clients\")")
+    run_order = _get(doc, "order", str, "randomized")
+    if run_order not in ORDERS:
+        raise UserError(f"order: must be one of {', '.join(ORDERS)}, got {run_order!r}")
+    order_seed = _get(doc, "order_seed", int, None)
     topology = ", ".join(dict.fromkeys(p.config.topology.kind for p in points))
     return Experiment(name.strip(), _get(doc, "description", str, ""), topology, repetitions,
                       run_time, warmup, cooldown, window, qos, validation, report_x,
-                      points, text)
+                      points, text, run_order, order_seed)
 
 
 def _expand(raw: dict[str, dict], sweep: dict) -> tuple[Point, ...]:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cachelab import loadgen, proxy_stats
+from cachelab import order as order_mod
 from cachelab.cpu import SHARES, Sample
 from cachelab.errors import UserError
 from cachelab.spec import Experiment, config_dict
@@ -316,6 +317,9 @@ class Store:
             "topology", "repetitions", "run_time_s", "warmup_s", "cooldown_s",
             "stats_window_s", "qos_target_ms", "report_x", "max_repetitions")}
         settings["cv_threshold"] = exp.validation.cv_threshold
+        settings["order"] = exp.order
+        settings["order_seed"] = exp.order_seed if exp.order_seed is not None \
+            else order_mod.new_seed()
         settings["factors"] = list(exp.factor_paths)
         with self.transaction() as c:
             cur = c.execute("INSERT INTO experiment (name, description, source, digest, "
@@ -329,6 +333,14 @@ class Store:
                 [(exp_id, p.index, p.label, _json(dict(p.factors)),
                   _json(config_dict(p.config)), p.config.total_clients) for p in exp.points])
         return exp_id
+
+    def run_order(self, exp_id: int) -> tuple[str, int]:
+        """The experiment's run order and its seed, as stored when it was created (an
+        experiment stored before orders existed ran in sweep order)."""
+        row = self.conn.execute("SELECT settings FROM experiment WHERE id = ?",
+                                (exp_id,)).fetchone()
+        settings = json.loads(row["settings"])
+        return settings.get("order", "sweep"), int(settings.get("order_seed", 0))
 
     def run_summaries(self, exp_id: int) -> dict[int, list[sqlite3.Row]]:
         """The finished runs of every point, by point index, in repetition order."""

@@ -13,6 +13,7 @@ from cachelab.runner import run_experiment
 
 EXPERIMENT = """
 name = "synthetic"
+order = "sweep"
 repetitions = 2
 run_time_s = 10
 warmup_s = 2
@@ -182,3 +183,55 @@ def test_stored_state_tells_empty_unfinished_finished_and_other(tmp_path):
     run(tmp_path, fake_executor({0: [100.0] * 5, 1: [100.0] * 5}), resume=True)
     assert stored_state(exp, tmp_path) == "finished"
     assert stored_state(spec.parse(EXPERIMENT.replace("[1, 2]", "[1, 3]")), tmp_path) == "other"
+
+
+RANDOM = EXPERIMENT.replace('order = "sweep"', 'order = "randomized"\norder_seed = 11').replace(
+    '"load.clients" = [1, 2]', '"load.clients" = [1, 2, 3, 4]')
+
+
+def steady(points: int, runs: int = 5) -> dict[int, list[float]]:
+    return {p: [100.0] * runs for p in range(points)}
+
+
+def test_randomized_runs_every_planned_run_once_in_the_seeds_order(tmp_path):
+    from cachelab import order
+
+    execute = fake_executor(steady(4))
+    run(tmp_path, execute, text=RANDOM)
+    assert [p for p, _ in execute.calls] == [p for p, _ in order.plan(range(4), 2,
+                                                                       "randomized", 11)]
+    assert sorted(execute.calls) == [(p, r) for p in range(4) for r in (1, 2)]
+    with store.Store(tmp_path / store.FILENAME) as s:
+        assert s.run_order(1) == ("randomized", 11)
+
+
+def test_a_resumed_randomized_experiment_continues_in_the_same_order(tmp_path):
+    whole = fake_executor(steady(4))
+    run(tmp_path / "whole", whole, text=RANDOM.replace("order_seed = 11\n", ""))
+    with store.Store(tmp_path / "whole" / store.FILENAME) as s:
+        _, seed = s.run_order(1)
+    assert seed > 0  # drawn and stored
+    text = RANDOM.replace("order_seed = 11", f"order_seed = {seed}")
+    calls = []
+
+    def crash_on_fourth(exp, point, repetition, directory):
+        calls.append((point.index, repetition))
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return record(point.index, repetition, 100.0)
+
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "cut", crash_on_fourth, text=text)
+    rest = fake_executor(steady(4))
+    run(tmp_path / "cut", rest, text=text, resume=True)
+    assert [p for p, _ in calls[:3] + rest.calls] == [p for p, _ in whole.calls]
+
+
+def test_interleaved_goes_repetition_by_repetition_and_validation_adds_rounds(tmp_path):
+    text = RANDOM.replace('order = "randomized"', 'order = "interleaved"')
+    execute = fake_executor({0: [100, 150, 100, 150, 100], 1: [100] * 5, 2: [100] * 5,
+                             3: [100] * 5})
+    run(tmp_path, execute, text=text)
+    assert execute.calls[:8] == [(0, 1), (1, 1), (2, 1), (3, 1), (0, 2), (1, 2), (2, 2),
+                                 (3, 2)]
+    assert execute.calls[8:] == [(0, 3), (0, 4), (0, 5)]  # only point 0 was unstable
