@@ -35,7 +35,11 @@ _WELFORD_METRICS = ("response", "decode", "queue_wait", "worker_service", "serve
                     "worker_processing")
 _LATENCY = ("avg", "stddev", "p50", "p90", "p99", "p999", "max")
 
-_INITIAL = f"""
+#: Migration 0001 as it was first applied, frozen as text: a migration must not follow
+#: live constants (cpu.SHARES, _LATENCY, ...), or editing one would silently give new
+#: databases a different schema from old ones. tests/test_store_schema.py holds it to
+#: the schema the original code produced.
+_INITIAL = """
 CREATE TABLE experiment (
     id INTEGER PRIMARY KEY,
     name TEXT NOT NULL,
@@ -74,7 +78,7 @@ CREATE TABLE client_summary (
     run_id INTEGER NOT NULL REFERENCES run(id), instance INTEGER NOT NULL, op TEXT NOT NULL,
     ops INTEGER NOT NULL, ops_per_sec REAL NOT NULL, hits INTEGER NOT NULL,
     misses INTEGER NOT NULL, errors INTEGER NOT NULL,
-    {", ".join(f"{k}_ms REAL NOT NULL" for k in _LATENCY)},
+    avg_ms REAL NOT NULL, stddev_ms REAL NOT NULL, p50_ms REAL NOT NULL, p90_ms REAL NOT NULL, p99_ms REAL NOT NULL, p999_ms REAL NOT NULL, max_ms REAL NOT NULL,
     PRIMARY KEY (run_id, instance, op)
 );
 CREATE TABLE client_second (
@@ -98,8 +102,7 @@ CREATE TABLE mw_op (
     window INTEGER NOT NULL, op TEXT NOT NULL,
     count INTEGER NOT NULL, hits INTEGER NOT NULL, misses INTEGER NOT NULL,
     errors INTEGER NOT NULL, keys_mean REAL NOT NULL,
-    {", ".join(f"{m}_count INTEGER NOT NULL, {m}_mean REAL NOT NULL, {m}_m2 REAL NOT NULL"
-               for m in _WELFORD_METRICS)},
+    response_count INTEGER NOT NULL, response_mean REAL NOT NULL, response_m2 REAL NOT NULL, decode_count INTEGER NOT NULL, decode_mean REAL NOT NULL, decode_m2 REAL NOT NULL, queue_wait_count INTEGER NOT NULL, queue_wait_mean REAL NOT NULL, queue_wait_m2 REAL NOT NULL, worker_service_count INTEGER NOT NULL, worker_service_mean REAL NOT NULL, worker_service_m2 REAL NOT NULL, server_service_count INTEGER NOT NULL, server_service_mean REAL NOT NULL, server_service_m2 REAL NOT NULL, worker_processing_count INTEGER NOT NULL, worker_processing_mean REAL NOT NULL, worker_processing_m2 REAL NOT NULL,
     p50_us INTEGER NOT NULL, p90_us INTEGER NOT NULL, p99_us INTEGER NOT NULL,
     p999_us INTEGER NOT NULL, max_us INTEGER NOT NULL, rt_overflow INTEGER NOT NULL,
     rt_hdr TEXT NOT NULL,
@@ -119,7 +122,7 @@ CREATE TABLE mw_histogram (
 );
 CREATE TABLE cpu_sample (
     run_id INTEGER NOT NULL REFERENCES run(id), t REAL NOT NULL, cpu TEXT NOT NULL,
-    {", ".join(f"{s} REAL NOT NULL" for s in SHARES)},
+    usr REAL NOT NULL, nice REAL NOT NULL, sys REAL NOT NULL, iowait REAL NOT NULL, irq REAL NOT NULL, softirq REAL NOT NULL, steal REAL NOT NULL, idle REAL NOT NULL,
     PRIMARY KEY (run_id, t, cpu)
 );
 CREATE TABLE artifact (
@@ -128,7 +131,7 @@ CREATE TABLE artifact (
     PRIMARY KEY (run_id, name)
 );
 CREATE INDEX run_point ON run(point_id);
-"""
+"""  # noqa: E501
 
 
 @dataclass(frozen=True)
