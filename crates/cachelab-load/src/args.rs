@@ -36,6 +36,9 @@ pub enum ProtocolArg {
     /// memcached text protocol: set, get, multi-key get.
     #[value(name = "memcache_text")]
     MemcacheText,
+    /// memcached binary protocol: SET, GET, multi-key get as quiet GETKQs and a NOOP.
+    #[value(name = "memcache_binary")]
+    MemcacheBinary,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

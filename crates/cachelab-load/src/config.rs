@@ -13,6 +13,7 @@ use crate::schedule::Arrival;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
     MemcacheText,
+    MemcacheBinary,
     Redis,
 }
 
@@ -20,6 +21,7 @@ impl Protocol {
     pub fn name(self) -> &'static str {
         match self {
             Protocol::MemcacheText => "memcache_text",
+            Protocol::MemcacheBinary => "memcache_binary",
             Protocol::Redis => "redis",
         }
     }
@@ -345,6 +347,7 @@ impl TryFrom<&Args> for Config {
             workload: Workload {
                 protocol: match args.protocol {
                     ProtocolArg::MemcacheText => Protocol::MemcacheText,
+                    ProtocolArg::MemcacheBinary => Protocol::MemcacheBinary,
                     ProtocolArg::Redis => Protocol::Redis,
                 },
                 ratio: parse_ratio(&args.ratio)?,

@@ -3,6 +3,7 @@
 
 use std::rc::Rc;
 
+use cachelab_protocol::binary;
 use cachelab_protocol::resp::{compose_get, compose_mget, compose_set};
 use cachelab_protocol::{
     parse_reply, parse_resp_reply, Expect, Get, Keys, Reply, ReplyError, RespReply, Store, StoreOp,
@@ -192,6 +193,7 @@ impl Generator {
                 noreply: false,
             }
             .compose(out),
+            Protocol::MemcacheBinary => binary::compose_set(out, &self.keys, 0, 0, data, 0),
             Protocol::Redis => compose_set(out, &self.keys, data),
         }
         Sent {
@@ -213,6 +215,10 @@ impl Generator {
                 cas: false,
             }
             .compose(out),
+            Protocol::MemcacheBinary if n == 1 => binary::compose_get(out, &self.keys, 0),
+            Protocol::MemcacheBinary => {
+                binary::compose_multi_get(out, self.keys.split(|b| *b == b' '), 0)
+            }
             Protocol::Redis if n == 1 => compose_get(out, &self.keys),
             Protocol::Redis => compose_mget(out, self.keys.split(|b| *b == b' ')),
         }
@@ -250,6 +256,7 @@ pub fn read_reply(
             };
             Ok((outcome, used))
         }
+        Protocol::MemcacheBinary => read_binary_reply(sent, buf),
         Protocol::Redis => {
             let (reply, used) = parse_resp_reply(buf)?;
             let outcome = match (sent.op, reply) {
@@ -269,6 +276,41 @@ pub fn read_reply(
             Ok((outcome, used))
         }
     }
+}
+
+/// A binary-protocol response: a miss is status "key not found", any other non-zero
+/// status an error; a multi-get's hits are its GETKQ answers before the NOOP.
+fn read_binary_reply(sent: Sent, buf: &[u8]) -> Result<(Outcome, usize), ReplyError> {
+    let malformed = |e| match e {
+        binary::BinaryError::Incomplete => ReplyError::Incomplete,
+        binary::BinaryError::Malformed(why) => ReplyError::Malformed(why),
+    };
+    if sent.op == Op::MultiGet {
+        let (hits, used) = binary::parse_multi_get(buf).map_err(malformed)?;
+        let outcome = Outcome {
+            hits,
+            misses: sent.keys.saturating_sub(hits),
+            error: false,
+        };
+        return Ok((outcome, used));
+    }
+    let r = binary::parse_response(buf).map_err(malformed)?;
+    let outcome = match (sent.op, r.status) {
+        (Op::Get, binary::STATUS_OK) => Outcome {
+            hits: 1,
+            ..Outcome::default()
+        },
+        (Op::Get, binary::STATUS_KEY_NOT_FOUND) => Outcome {
+            misses: 1,
+            ..Outcome::default()
+        },
+        (Op::Set, binary::STATUS_OK) => Outcome::default(),
+        _ => Outcome {
+            error: true,
+            ..Outcome::default()
+        },
+    };
+    Ok((outcome, r.len))
 }
 
 #[cfg(test)]

@@ -12,9 +12,11 @@
 //! - [`response`]: [`parse_reply`] reads one server reply, given the kind of request it
 //!   answers (a proxy always knows that), without copying it.
 //! - [`limits`]: the explicit limits (key length, value size, line length).
+//! - [`binary`]: the memcached binary protocol's GET, multi-GET and SET, for load.
 //! - [`resp`]: the Redis protocol (RESP2): SET/GET/MGET composed as arrays of bulk
 //!   strings, and replies summarised without copying by [`parse_resp_reply`].
 
+pub mod binary;
 pub mod error;
 pub mod limits;
 mod line;
