@@ -22,7 +22,9 @@ LATENCY_FIELDS = ("avg", "stddev", "p50", "p90", "p99", "p999", "max")
 
 
 def protocol(config: RunConfig) -> str:
-    return "redis" if config.servers.kind == "redis" else "memcache_text"
+    if config.servers.kind == "redis":
+        return "redis"
+    return "memcache_binary" if config.load.protocol == "binary" else "memcache_text"
 
 
 def _workload_args(config: RunConfig) -> list[str]:

@@ -15,6 +15,7 @@ import random
 import subprocess
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from cachelab.binaries import find_binary
@@ -35,31 +36,103 @@ def pinned(cpus: Sequence[int], i: int) -> tuple[int, ...]:
     return (cpus[i % len(cpus)],) if cpus else ()
 
 
+@dataclass(frozen=True)
+class ServerOptions:
+    """How to start one memcached or Redis (spec.Servers, per process)."""
+
+    kind: str = "memcached"
+    threads: int = 1
+    memory_mb: int = 64
+    #: memcached -R.
+    group_size: int | None = None
+    extra_args: tuple[str, ...] = ()
+    #: Redis: "off", "rdb" or "aof".
+    persistence: str = "off"
+
+
 def server_argv(kind: str, port: int, threads: int, memory_mb: int,
-                listen: str = HOST, as_root: bool | None = None) -> list[str]:
+                listen: str = HOST, as_root: bool | None = None,
+                options: ServerOptions | None = None, data_dir: Path | None = None
+                ) -> list[str]:
+    o = options or ServerOptions(kind, threads, memory_mb)
     if kind == "redis":
         argv = [require_command("redis-server"), "--port", str(port), "--bind", listen,
-                "--save", "", "--appendonly", "no", "--protected-mode", "no",
-                "--maxmemory", f"{memory_mb}mb", "--io-threads", str(threads)]
-        return argv + (["--io-threads-do-reads", "yes"] if threads > 1 else [])
+                "--protected-mode", "no", "--maxmemory", f"{memory_mb}mb",
+                "--io-threads", str(threads)]
+        argv += ["--io-threads-do-reads", "yes"] if threads > 1 else []
+        if o.persistence == "off":
+            argv += ["--save", "", "--appendonly", "no"]
+        else:
+            argv += ["--dir", str(data_dir or ".")]
+            argv += (["--appendonly", "yes", "--appendfsync", "everysec", "--save", ""]
+                     if o.persistence == "aof" else
+                     ["--appendonly", "no", "--save", "3600 1 300 100 60 10000"])
+        return argv + list(o.extra_args)
     argv = [require_command("memcached"), "-l", listen, "-p", str(port), "-U", "0",
             "-t", str(threads), "-m", str(memory_mb)]
+    argv += ["-R", str(o.group_size)] if o.group_size else []
     as_root = os.geteuid() == 0 if as_root is None else as_root
-    return argv + (["-u", "root"] if as_root else [])
+    argv += ["-u", "root"] if as_root else []
+    return argv + list(o.extra_args)
 
 
 def start_server(kind: str, *, threads: int, memory_mb: int, cpus: Sequence[int],
-                 log: Path, host: Host = LOOPBACK) -> Managed:
-    """A fresh memcached or Redis on a free port of `host`; returns once it accepts."""
+                 log: Path, host: Host = LOOPBACK, options: ServerOptions | None = None
+                 ) -> Managed:
+    """A fresh memcached or Redis on a free port of `host`; returns once it accepts. Its
+    command line is written beside its log (`.cmdline`), so the run records it."""
+    options = options or ServerOptions(kind, threads, memory_mb)
+    data_dir = log.with_suffix(".data")
+    if kind == "redis" and options.persistence != "off":
+        data_dir.mkdir(exist_ok=True)
     for _ in range(5):
         port = _port(host)
-        argv = server_argv(kind, port, threads, memory_mb, host.address, host.root)
+        argv = server_argv(kind, port, threads, memory_mb, host.address, host.root, options,
+                           data_dir)
+        log.with_suffix(".cmdline").write_text(" ".join(argv) + "\n")
         proc = host.spawn(argv, log, cpus)
         if wait_for_port(host.address, port):
             return Managed(kind, proc, host.address, port, {"log": log})
         proc.kill()
         proc.wait()
     raise UserError(f"{kind} did not start listening on {host.address}; see {log}")
+
+
+#: The threads that serve requests, by their names in /proc/PID/task/*/comm.
+SERVER_THREADS = {"memcached": ("mc-worker",), "redis": ("redis-server", "io_thd_")}
+
+
+def server_threads(pid: int, kind: str, proc_root: Path = Path("/proc")) -> list[int]:
+    """The thread ids of a server's request-serving threads, in thread-id order."""
+    names = SERVER_THREADS[kind]
+    found = []
+    for task in sorted((proc_root / str(pid) / "task").iterdir(), key=lambda p: int(p.name)):
+        try:
+            comm = (task / "comm").read_text().strip()
+        except OSError:
+            continue
+        if any(comm == n or (n.endswith("_") and comm.startswith(n)) for n in names):
+            found.append(int(task.name))
+    return found
+
+
+def pin_threads(pid: int, kind: str, cpus: Sequence[int], first: int = 0,
+                expected: int = 1, timeout: float = 5.0) -> dict[int, int]:
+    """Pins each serving thread of server `pid` to its own CPU, round-robin over `cpus`
+    starting at `first`; returns {thread id: cpu}. Waits (bounded) until the server has
+    started its `expected` threads."""
+    deadline = time.monotonic() + timeout
+    while len(threads := server_threads(pid, kind)) < expected and \
+            time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not threads:
+        raise UserError(f"{kind} (pid {pid}): no worker threads found to pin")
+    placed = {}
+    for j, tid in enumerate(threads):
+        cpu = cpus[(first + j) % len(cpus)]
+        os.sched_setaffinity(tid, {cpu})
+        placed[tid] = cpu
+    return placed
 
 
 def start_middleware(servers: Sequence[str], *, workers: int, sharded: bool,

@@ -13,6 +13,7 @@ crash loses only the run in progress, and `resume=True` continues with it.
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import signal
 import time
@@ -65,11 +66,7 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
         if place.versions:
             host = {**host, "hosts": place.versions}
         links = _measure_links(c, layout, place) if layout and repetition == 1 else ()
-        servers = [stack.enter_context(local.start_server(
-            c.servers.kind, threads=c.servers.threads, memory_mb=c.servers.memory_mb,
-            cpus=local.pinned(c.servers.cpus, i), log=directory / f"server-{i}.log",
-            host=place("server", i)))
-            for i in range(c.servers.count)]
+        servers = _start_servers(c, directory, place, stack)
         _populate(c, servers, directory, stack)
         middlewares = [stack.enter_context(local.start_middleware(
             [s.address for s in servers], workers=c.middleware.workers,
@@ -116,6 +113,33 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
     return RunRecord(point.index, repetition, started, ended, summary, host, reports, stats,
                      tuple(sampler.samples), artifacts, hosts,
                      tuple(HostCpuSample(*x) for x in host_sampler.samples), links)
+
+
+def _start_servers(c, directory: Path, place, stack: ExitStack) -> list[Managed]:
+    """Every server process (count x instances), pinned as `servers.pinning` says: by
+    process to `servers.cpus`, or each serving thread to its own CPU (the placement is
+    written to server-i.pinning)."""
+    s = c.servers
+    options = local.ServerOptions(s.kind, s.threads, s.memory_mb, s.group_size,
+                                  s.extra_args, s.redis_persistence)
+    cpus = {"process": s.cpus, "thread": (), "none": ()}[s.pinning]
+    servers = []
+    for i in range(s.processes):
+        host = place("server", i)
+        server = stack.enter_context(local.start_server(
+            s.kind, threads=s.threads, memory_mb=s.memory_mb, cpus=local.pinned(cpus, i),
+            log=directory / f"server-{i}.log", host=host, options=options))
+        if s.pinning == "thread":
+            if host.remote:
+                raise UserError('servers.pinning = "thread" is not supported on ssh hosts')
+            pool = list(s.cpus) or sorted(os.sched_getaffinity(0))
+            expected = s.threads if s.kind == "memcached" else 1
+            placed = local.pin_threads(server.process.pid, s.kind, pool,
+                                       first=i * expected, expected=expected)
+            (directory / f"server-{i}.pinning").write_text(
+                "".join(f"thread {tid} -> cpu {cpu}\n" for tid, cpu in placed.items()))
+        servers.append(server)
+    return servers
 
 
 class _Placement:

@@ -34,6 +34,9 @@ SERVER_KINDS = ("memcached", "redis")
 TOPOLOGIES = ("local", "netns", "ssh")
 #: What a host of a topology may run.
 ROLES = ("server", "middleware", "load")
+PINNINGS = ("process", "thread", "none")
+PERSISTENCE = ("off", "rdb", "aof")
+PROTOCOLS = ("text", "binary")
 MODES = ("closed", "open")
 #: Key patterns by name, as the load generator's letters.
 KEY_PATTERNS = {"uniform": "R", "gaussian": "G", "zipf": "Z", "sequential": "S", "split": "P"}
@@ -83,6 +86,24 @@ class Servers:
     memory_mb: int = _f(1024, _at_least(1))
     #: Server i is pinned to cpus[i % len(cpus)]; empty: not pinned.
     cpus: tuple[int, ...] = _f((), _cpus)
+    #: Server processes per server host (`count` hosts x `instances` each; on `local`
+    #: simply count x instances processes).
+    instances: int = _f(1, _at_least(1))
+    #: "process": server i on cpus[i mod len] (as `cpus` says); "thread": each server
+    #: worker thread on its own CPU, round-robin over `cpus` (all CPUs if empty);
+    #: "none": not pinned, whatever `cpus` says.
+    pinning: str = _f("process", _one_of(PINNINGS))
+    #: memcached `-R`: requests served per event before the worker yields (None: 20).
+    group_size: int | None = _f(None, _at_least(1))
+    #: Arguments appended to the server's command line as written (recorded).
+    extra_args: tuple[str, ...] = _f(())
+    #: Redis only: "off", "rdb" (snapshots, Redis's default schedule), "aof" (append-only
+    #: file, fsync every second).
+    redis_persistence: str = _f("off", _one_of(PERSISTENCE))
+
+    @property
+    def processes(self) -> int:
+        return self.count * self.instances
 
 
 @dataclass(frozen=True)
@@ -111,6 +132,8 @@ class Load:
     rate: float | None = _f(None, _positive)
     pipeline: int = _f(1, _at_least(1))
     cpus: tuple[int, ...] = _f((), _cpus)
+    #: memcached's "text" or "binary" protocol (binary: servers directly, no middleware).
+    protocol: str = _f("text", _one_of(PROTOCOLS))
 
 
 @dataclass(frozen=True)
@@ -204,7 +227,7 @@ class RunConfig:
     @property
     def targets(self) -> int:
         """What the load generators connect to: the middlewares, or else the servers."""
-        return self.middleware.count or self.servers.count
+        return self.middleware.count or self.servers.processes
 
     @property
     def instances(self) -> int:
@@ -416,6 +439,13 @@ def _check_run(c: RunConfig) -> None:
     if c.servers.kind == "redis" and c.middleware.count:
         raise UserError('middleware.count: the middleware speaks the memcached protocol; '
                         'with servers.kind = "redis" set middleware.count = 0')
+    if c.load.protocol == "binary" and (c.servers.kind != "memcached" or c.middleware.count):
+        raise UserError('load.protocol: "binary" is memcached\'s binary protocol, spoken to '
+                        'memcached directly (servers.kind = "memcached", middleware.count = 0)')
+    if c.servers.kind != "memcached" and c.servers.group_size is not None:
+        raise UserError("servers.group_size: memcached's -R; Redis has no such option")
+    if c.servers.kind != "redis" and c.servers.redis_persistence != "off":
+        raise UserError('servers.redis_persistence: only for servers.kind = "redis"')
     if c.load.mode == "open" and c.load.rate is None:
         raise UserError('load.rate: missing (load.mode = "open" needs an offered rate)')
     if c.load.mode == "closed" and c.load.rate is not None:
@@ -439,13 +469,13 @@ MAX_CLIENTS = 50_000
 
 
 def _check_counts(c: RunConfig) -> None:
-    processes = c.servers.count + c.middleware.count + c.instances
+    processes = c.servers.processes + c.middleware.count + c.instances
     if processes > MAX_PROCESSES:
         field_, value = max((("servers.count", c.servers.count),
                              ("middleware.count", c.middleware.count),
                              ("load.instances", c.instances)), key=lambda fv: fv[1])
         raise UserError(f"{field_}: {value} is too many: the run would start {processes} "
-                        f"processes ({c.servers.count} servers, {c.middleware.count} "
+                        f"processes ({c.servers.processes} servers, {c.middleware.count} "
                         f"middlewares, {c.instances} load generators); at most "
                         f"{MAX_PROCESSES} fit")
     if c.total_clients > MAX_CLIENTS:

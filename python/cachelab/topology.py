@@ -40,7 +40,8 @@ class PlannedHost:
 @dataclass(frozen=True)
 class Layout:
     hosts: tuple[PlannedHost, ...]
-    #: Index into `hosts` of server i, middleware i, load generator instance i.
+    #: Index into `hosts` of server process i (servers.instances of them per server
+    #: host), middleware i, load generator instance i.
     servers: tuple[int, ...]
     middlewares: tuple[int, ...]
     loads: tuple[int, ...]
@@ -70,6 +71,7 @@ def plan(config: RunConfig) -> Layout:
     t = config.topology
     counts = {"server": config.servers.count, "middleware": config.middleware.count,
               "load": config.instances}
+    per_host = {"server": config.servers.instances, "middleware": 1, "load": 1}
     if t.host:
         hosts = tuple(PlannedHost(
             h.name, h.roles,
@@ -79,14 +81,16 @@ def plan(config: RunConfig) -> Layout:
         placement = {}
         for role in ROLES:
             eligible = [i for i, h in enumerate(hosts) if role in h.roles]
-            placement[role] = tuple(eligible[i % len(eligible)] for i in range(counts[role]))
+            placement[role] = tuple(eligible[(i // per_host[role]) % len(eligible)]
+                                    for i in range(counts[role] * per_host[role]))
     else:
         hosts, placement = (), {}
         for role in ROLES:
             first = len(hosts)
             hosts += tuple(PlannedHost(f"{role}{i + 1}", (role,), t.link_mbit, t.delay_ms,
                                        t.cpu_quota, None) for i in range(counts[role]))
-            placement[role] = tuple(range(first, len(hosts)))
+            placement[role] = tuple(first + i // per_host[role]
+                                    for i in range(counts[role] * per_host[role]))
     if len(hosts) > MAX_HOSTS:
         raise ValueError(f"{len(hosts)} hosts; at most {MAX_HOSTS} fit in one topology")
     return Layout(hosts, placement["server"], placement["middleware"], placement["load"])
