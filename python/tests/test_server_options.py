@@ -8,6 +8,7 @@ import io
 import os
 import sqlite3
 import zlib
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +19,7 @@ from cachelab.runner import run_experiment
 
 
 def cmdline(pid: int) -> list[str]:
-    return open(f"/proc/{pid}/cmdline", "rb").read().decode().split("\0")[:-1]
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
 
 
 def test_memcached_options_reach_its_command_line_and_are_recorded(tmp_path):
@@ -53,8 +54,8 @@ def test_thread_pinning_puts_each_memcached_worker_on_its_own_cpu(tmp_path):
         assert len(placed) == 2 and sorted(placed.values()) == cpus
         for tid, cpu in placed.items():
             assert os.sched_getaffinity(tid) == {cpu}
-            assert open(f"/proc/{server.process.pid}/task/{tid}/comm").read().strip() \
-                == "mc-worker"
+            comm = Path(f"/proc/{server.process.pid}/task/{tid}/comm").read_text()
+            assert comm.strip() == "mc-worker"
 
 
 def test_instances_per_host_share_their_host():
