@@ -77,11 +77,12 @@ def experiments(tmp_path_factory, proxy_binary):
 
 @pytest.fixture
 def design_dir(experiments, tmp_path):
-    """A copy of the 2^2 experiment in which run 2 (point 1, repetition 2) is unsteady."""
+    """A copy of the 2^2 experiment in which point 1's second run is unsteady."""
     copy = tmp_path / "design"
     shutil.copytree(experiments["design"], copy)
     with sqlite3.connect(copy / store.FILENAME) as db:
-        db.execute("UPDATE run SET cv_within = 0.95 WHERE id = 2")
+        db.execute("UPDATE run SET cv_within = 0.95 WHERE repetition = 2 AND point_id = "
+                   "(SELECT id FROM point WHERE idx = 0)")
     return copy
 
 
@@ -136,8 +137,10 @@ def test_the_reports_factorial_tables_equal_cachelab_factorial(design_dir, capsy
         assert {e: float(mine[e]["estimate"]) for e in doc["effects"]} == doc["effects"]
         assert mine["AB"]["factors"] == "middleware.workers x load.clients"
         assert float(mine["total"]["sum_of_squares"]) == doc["sst"]
-    assert [r["steady"] for r in read_csv(design_dir / "x" / "runs.csv")] == \
-        ["1", "0", "1", "1", "1", "1", "1", "1"]
+    steady = {(r["point"], r["repetition"]): r["steady"]
+              for r in read_csv(design_dir / "x" / "runs.csv")}
+    assert steady == {(str(p), str(rep)): "0" if (p, rep) == (0, 2) else "1"
+                      for p in range(4) for rep in (1, 2)}
 
     # The text form says it used steady runs only; a bad selection is one line.
     assert main(["factorial", str(design_dir), "--response", "throughput",

@@ -2,10 +2,10 @@
 every middleware point (`analysis.middleware_model`), and for each closed-loop sweep over
 clients the network of queues built from measured demands (`analysis.network_model`).
 
-The network is built twice per configuration, from the demands measured at its lowest
-load (where nothing queues, so they are service demands proper) and at its highest
-throughput (where they include the slowdown of shared CPUs): the measured curve should lie
-between the two predictions when the model's structure holds.
+The network is built from the demands measured at each configuration's lowest load, where
+nothing queues, so the measured times are service demands proper. At higher loads the
+times the middleware measures include waiting it cannot see (in memcached, in the kernel,
+for a CPU), which the model would then count a second time in its own queues.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ class QueueingPoint:
 
 @dataclass(frozen=True)
 class MvaBasis:
-    """The network built from one point's measured demands, solved at the sweep's
-    populations (`predicted`) and at every population up to the largest (`dense`)."""
+    """The network built from one point's measured demands (its `name` says which),
+    solved at the sweep's populations (`predicted`) and at every population up to the
+    largest (`dense`)."""
 
     name: str
     point: PointResult
@@ -48,7 +49,7 @@ class MvaSection:
     curve: str
     populations: tuple[int, ...]
     points: tuple[PointResult, ...]
-    bases: tuple[MvaBasis, ...]
+    basis: MvaBasis
     assumptions: tuple[str, ...]
     #: At the largest population, with that point's own demands: the busiest station and
     #: its utilisation X D / m, and the host's CPU busy share (percent) if sampled.
@@ -136,25 +137,19 @@ def mva_sections(curves: list[Curve], x_path: str) -> tuple[list[MvaSection], st
 def _section(label: str, points: list[PointResult]) -> MvaSection:
     points = sorted(points, key=population)
     populations = tuple(population(p) for p in points)
-    lowest = points[0]
-    fastest = max(points, key=lambda p: p.throughput)
-    chosen = [(f"lowest load (N = {population(lowest)})", lowest)]
-    if fastest is not lowest:
-        chosen.append((f"highest throughput (N = {population(fastest)})", fastest))
-    bases = []
-    for name, p in chosen:
-        d = demands(p)
-        net = network_model.network(d)
-        solved = mva.solve(net, populations[-1])
-        bases.append(MvaBasis(name, p, d, net, network_model.bounds(net),
-                              tuple(solved[n - 1] for n in populations), tuple(solved)))
+    d = demands(points[0])
+    net = network_model.network(d)
+    solved = mva.solve(net, populations[-1])
+    basis = MvaBasis(f"lowest load (N = {populations[0]})", points[0], d, net,
+                     network_model.bounds(net), tuple(solved[n - 1] for n in populations),
+                     tuple(solved))
     last = points[-1]
     notes = network_model.assumptions(demands(last), pipeline=last.config["middleware"][
         "pipeline"], shares_cpus=shares_cpus(last.config))
     own = network_model.network(demands(last))
     busy = [(s.name, last.middleware.throughput * s.demand / s.servers)
             for s in own.stations if s.kind != "delay"]
-    return MvaSection(label, populations, tuple(points), tuple(bases), notes,
+    return MvaSection(label, populations, tuple(points), basis, notes,
                       max(busy, key=lambda b: b[1]) if busy else None,
                       100.0 - last.cpu["idle"] if last.cpu else None)
 

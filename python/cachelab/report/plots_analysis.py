@@ -105,29 +105,27 @@ def plot_models(ax: Axes, rows: Sequence[QueueingPoint], metric: str, xlabel: st
 
 
 def plot_mva(ax: Axes, section: MvaSection, metric: str) -> None:
-    """The network's prediction against N per demand basis (lines), the measurements
-    (points, error bars one standard deviation), and for throughput the bottleneck's
-    bound of the first basis."""
-    ns = section.populations
+    """The network's prediction against N (line), the measurements (points, error bars
+    one standard deviation), and for throughput the bottleneck's bound (dotted)."""
+    ns, b = section.populations, section.basis
     if metric == "throughput":
         ax.errorbar(ns, [p.throughput for p in section.points],
                     yerr=[p.throughput_std for p in section.points], marker="o",
                     linestyle="none", color="black", capsize=3, label="measured")
-        for i, b in enumerate(section.bases):
-            ax.plot(range(1, len(b.dense) + 1), [m.throughput for m in b.dense],
-                    color=f"C{i}", label=f"MVA, demands at {b.name}")
-            ax.axhline(b.bounds.max_throughput, color=f"C{i}", linestyle=":", linewidth=0.8)
+        ax.plot(range(1, len(b.dense) + 1), [m.throughput for m in b.dense], color="C0",
+                label=f"MVA, demands at {b.name}")
+        ax.axhline(b.bounds.max_throughput, color="C0", linestyle=":", linewidth=0.8,
+                   label=f"bound: {b.bounds.bottleneck}")
         ax.set_ylabel("throughput (ops/s)")
         top = max(max(p.throughput for p in section.points),
-                  *(m.throughput for b in section.bases for m in b.dense))
-        ax.set_ylim(0, top * 1.15)
+                  max(m.throughput for m in b.dense))
+        ax.set_ylim(0, min(top, b.bounds.max_throughput) * 1.25)
     else:
         ax.errorbar(ns, [p.response_ms for p in section.points],
                     yerr=[p.response_std for p in section.points], marker="o",
                     linestyle="none", color="black", capsize=3, label="measured")
-        for i, b in enumerate(section.bases):
-            ax.plot(range(1, len(b.dense) + 1), [m.response_time * 1e3 for m in b.dense],
-                    color=f"C{i}", label=f"MVA, demands at {b.name}")
+        ax.plot(range(1, len(b.dense) + 1), [m.response_time * 1e3 for m in b.dense],
+                color="C0", label=f"MVA, demands at {b.name}")
         ax.set_ylabel("response time (ms)")
         ax.set_ylim(bottom=0)
     ax.set_xlabel("N (requests outstanding: clients x pipeline)")

@@ -97,12 +97,10 @@ def _queueing(sec: Sections) -> Table:
 def _mva(sec: Sections) -> Table:
     rows = []
     for s in sec.mva:
-        for b in s.bases:
-            for p, m in zip(s.points, b.predicted, strict=True):
-                rows.append((s.curve, b.name, m.clients, p.index, p.throughput, m.throughput,
-                             _ratio(m.throughput, p.throughput), p.response_ms,
-                             m.response_time * 1e3,
-                             _ratio(m.response_time * 1e3, p.response_ms)))
+        for p, m in zip(s.points, s.basis.predicted, strict=True):
+            rows.append((s.curve, s.basis.name, m.clients, p.index, p.throughput,
+                         m.throughput, _ratio(m.throughput, p.throughput), p.response_ms,
+                         m.response_time * 1e3, _ratio(m.response_time * 1e3, p.response_ms)))
     return Table("mva", ("curve", "basis", "N", "point", "throughput_measured",
                          "throughput_predicted", "throughput_ratio", "response_measured_ms",
                          "response_predicted_ms", "response_ratio"), rows)
@@ -111,10 +109,10 @@ def _mva(sec: Sections) -> Table:
 def _mva_stations(sec: Sections) -> Table:
     rows = []
     for s in sec.mva:
-        for b in s.bases:
-            rows += [(s.curve, b.name, st.name, st.kind, st.servers, st.visits,
-                      st.service_time * 1e6, st.demand * 1e6, st.name == b.bounds.bottleneck)
-                     for st in b.network.stations]
+        b = s.basis
+        rows += [(s.curve, b.name, st.name, st.kind, st.servers, st.visits,
+                  st.service_time * 1e6, st.demand * 1e6, st.name == b.bounds.bottleneck)
+                 for st in b.network.stations]
     return Table("mva_stations", ("curve", "basis", "station", "kind", "servers", "visits",
                                   "service_us", "demand_us", "bottleneck"), rows)
 
