@@ -15,7 +15,8 @@ from cachelab import __version__
 from cachelab.errors import UserError
 
 #: Subcommand modules under `cachelab.commands`, in the order `--help` lists them.
-COMMAND_MODULES = ["proxy", "factorial", "model", "run", "report", "compare", "export"]
+COMMAND_MODULES = ["proxy", "factorial", "model", "run", "capacity", "report", "compare",
+                   "export"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -12,6 +12,7 @@ crash loses only the run in progress, and `resume=True` continues with it.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import shutil
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cachelab import (
+    capacity,
     hostinfo,
     linkprobe,
     loadgen,
@@ -39,7 +41,16 @@ from cachelab.hosts import LOOPBACK, Host
 from cachelab.procs import Managed
 from cachelab.progress import Progress, Status
 from cachelab.spec import Experiment, Point
-from cachelab.store import FILENAME, HostCpuSample, LinkRecord, RunHost, RunRecord, Store
+from cachelab.store import (
+    FILENAME,
+    CapacityRecord,
+    HostCpuSample,
+    LinkRecord,
+    RunHost,
+    RunRecord,
+    RunSummary,
+    Store,
+)
 
 #: Seconds allowed for the populate step and, beyond the run time, for a run to end.
 POPULATE_TIMEOUT_S = 300.0
@@ -83,7 +94,12 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
             if (reader := place.hosts[h.name].cpu_reader()) is not None}
         with Sampler() as sampler, GroupSampler(groups) as host_sampler:
             started = time.time()
-            loads = [stack.enter_context(local.start_load(
+            if c.load.mode == "capacity":
+                searched = capacity.search(
+                    exp, c, [(t.host, t.port) for t in targets], directory,
+                    place=lambda i: place("load", i),
+                    seed=c.workload.seed + 1000 * (repetition - 1))
+            loads = [] if c.load.mode == "capacity" else [stack.enter_context(local.start_load(
                 loadgen.run_argv(c, targets[i % len(targets)].host,
                                  targets[i % len(targets)].port, test_time=exp.run_time_s,
                                  warmup=exp.warmup_s, cooldown=exp.cooldown_s,
@@ -101,10 +117,15 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
         for server in servers:  # nothing to keep, and memcached takes ~1 s over SIGTERM
             server.stop(signal.SIGKILL)
         place.collect()
-    reports = tuple(loadgen.load(directory / f"load-{i}.json") for i in range(c.instances))
     stats = tuple(proxy_stats.load(mw.files["stats"]) for mw in middlewares)
-    summary = validate.summarise(reports, run_time=exp.run_time_s, warmup=exp.warmup_s,
-                                 cooldown=exp.cooldown_s)
+    capacity_record = None
+    if c.load.mode == "capacity":
+        reports, summary, capacity_record = _capacity_result(exp, searched)
+    else:
+        reports = tuple(loadgen.load(directory / f"load-{i}.json")
+                        for i in range(c.instances))
+        summary = validate.summarise(reports, run_time=exp.run_time_s, warmup=exp.warmup_s,
+                                     cooldown=exp.cooldown_s)
     artifacts = {f.name: f.read_bytes() for f in sorted(directory.iterdir())
                  if f.is_file() and not f.name.startswith("populate-")}
     hosts = () if layout is None else tuple(
@@ -112,7 +133,35 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
                 h.delay_ms, h.cpu_quota, h.cpus) for h in layout.hosts)
     return RunRecord(point.index, repetition, started, ended, summary, host, reports, stats,
                      tuple(sampler.samples), artifacts, hosts,
-                     tuple(HostCpuSample(*x) for x in host_sampler.samples), links)
+                     tuple(HostCpuSample(*x) for x in host_sampler.samples), links,
+                     capacity_record)
+
+
+def _capacity_result(exp: Experiment, searched: capacity.Outcome):
+    """A capacity run's record: its throughput is the capacity found, its latencies and
+    client tables those of the trials at that rate (none if no rate passed)."""
+    answer = searched.answer
+    verdicts = {j.rate: "pass" if j.passed else "void" if j.void else "fail"
+                for j in searched.judgements}
+    record = CapacityRecord(
+        tuple((t.rate, t.repetition, t.latency_ms, t.completed_rate, t.send_lag_p99_ms,
+               t.fell_behind, verdicts.get(t.rate, "?"), searched.trial_s[t.rate])
+              for t in searched.trials),
+        answer.capacity, answer.uncertainty, answer.latency_ms, exp.capacity.percentile,
+        exp.capacity.target_ms or exp.qos_target_ms, answer.reason,
+        answer.limited_by_generator)
+    reports = searched.reports
+    if reports:
+        length = max(r.duration_s for r in reports)
+        summary = validate.summarise(reports, run_time=length,
+                                     warmup=exp.capacity.trial_warmup_s, cooldown=0)
+        # Trials of one rate overlap second by second, so a CV within them means nothing;
+        # the capacity's spread over repetitions is what validation checks.
+        summary = dataclasses.replace(summary, throughput=answer.capacity or 0.0,
+                                      cv_within=None)
+    else:
+        summary = RunSummary(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, None, None)
+    return reports, summary, record
 
 
 def _start_servers(c, directory: Path, place, stack: ExitStack) -> list[Managed]:

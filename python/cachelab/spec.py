@@ -37,7 +37,7 @@ ROLES = ("server", "middleware", "load")
 PINNINGS = ("process", "thread", "none")
 PERSISTENCE = ("off", "rdb", "aof")
 PROTOCOLS = ("text", "binary")
-MODES = ("closed", "open")
+MODES = ("closed", "open", "capacity")
 #: Key patterns by name, as the load generator's letters.
 KEY_PATTERNS = {"uniform": "R", "gaussian": "G", "zipf": "Z", "sequential": "S", "split": "P"}
 
@@ -247,6 +247,28 @@ class Validation:
 
 
 @dataclass(frozen=True)
+class Capacity:
+    """The capacity search of `load.mode = "capacity"` points and `cachelab capacity`
+    (analysis/capacity.py)."""
+
+    #: The latency target in ms (None: the experiment's qos_target_ms).
+    target_ms: float | None = _f(None, _positive)
+    #: The latency percentile held to the target.
+    percentile: float = _f(99.0, lambda v: None if 0 < v < 100 else
+                           f"must be between 0 and 100 (exclusive), got {v!r}")
+    #: Seconds of measured load per trial (longer when the percentile needs more samples).
+    trial_s: float = _f(3.0, _positive)
+    trial_warmup_s: float = _f(0.5, _at_least(0))
+    #: Trials per rate; the median decides.
+    trial_repetitions: int = _f(3, _at_least(1))
+    start_rate: float = _f(1000.0, _positive)
+    max_rate: float = _f(2_000_000.0, _positive)
+    growth: float = _f(2.0, lambda v: None if v > 1 else f"must be > 1, got {v!r}")
+    #: The search ends when the bracket is this narrow (a share of the capacity).
+    tolerance: float = _f(0.05, _positive)
+
+
+@dataclass(frozen=True)
 class Point:
     """One point of the sweep: the factor values that define it, and its configuration."""
 
@@ -280,6 +302,7 @@ class Experiment:
     #: first stored, then kept).
     order: str = "randomized"
     order_seed: int | None = None
+    capacity: Capacity = Capacity()
 
     @property
     def max_repetitions(self) -> int:
@@ -297,7 +320,7 @@ class Experiment:
 _SECTIONS: dict[str, type] = {"servers": Servers, "middleware": Middleware, "load": Load,
                               "workload": Workload, "topology": Topology}
 _TOP = {"name", "description", "topology", "repetitions", "run_time_s", "warmup_s",
-        "order", "order_seed",
+        "order", "order_seed", "capacity",
         "cooldown_s", "stats_window_s", "qos_target_ms", "validation", "report", "sweep",
         *_SECTIONS}
 
@@ -359,10 +382,11 @@ def parse(text: str) -> Experiment:
     if run_order not in ORDERS:
         raise UserError(f"order: must be one of {', '.join(ORDERS)}, got {run_order!r}")
     order_seed = _get(doc, "order_seed", int, None)
+    capacity = _build(Capacity, _table(doc, "capacity"), "capacity")
     topology = ", ".join(dict.fromkeys(p.config.topology.kind for p in points))
     return Experiment(name.strip(), _get(doc, "description", str, ""), topology, repetitions,
                       run_time, warmup, cooldown, window, qos, validation, report_x,
-                      points, text, run_order, order_seed)
+                      points, text, run_order, order_seed, capacity)
 
 
 def _expand(raw: dict[str, dict], sweep: dict) -> tuple[Point, ...]:
@@ -448,8 +472,9 @@ def _check_run(c: RunConfig) -> None:
         raise UserError('servers.redis_persistence: only for servers.kind = "redis"')
     if c.load.mode == "open" and c.load.rate is None:
         raise UserError('load.rate: missing (load.mode = "open" needs an offered rate)')
-    if c.load.mode == "closed" and c.load.rate is not None:
-        raise UserError('load.rate: only for load.mode = "open"')
+    if c.load.mode != "open" and c.load.rate is not None:
+        raise UserError('load.rate: only for load.mode = "open" (capacity mode searches '
+                        'the rate)')
     _check_topology(c)
     _check_counts(c)
     cpus = os.cpu_count() or 1

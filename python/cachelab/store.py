@@ -174,6 +174,21 @@ CREATE TABLE link (
     PRIMARY KEY (run_id, src, dst)
 );
 """)),
+    # Capacity searches: every trial of a run's search, and the rate's verdict.
+    Migration("0004_capacity_trials", _script("""
+CREATE TABLE capacity_trial (
+    run_id INTEGER NOT NULL REFERENCES run(id), seq INTEGER NOT NULL,
+    rate REAL NOT NULL, repetition INTEGER NOT NULL, latency_ms REAL NOT NULL,
+    completed_rate REAL NOT NULL, send_lag_p99_ms REAL NOT NULL, fell_behind INTEGER NOT NULL,
+    verdict TEXT NOT NULL, trial_s REAL NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE capacity_answer (
+    run_id INTEGER PRIMARY KEY REFERENCES run(id), capacity REAL, uncertainty REAL,
+    latency_ms REAL, percentile REAL NOT NULL, target_ms REAL NOT NULL, reason TEXT NOT NULL,
+    limited_by_generator INTEGER NOT NULL
+);
+""")),
 )
 
 
@@ -237,6 +252,22 @@ class RunRecord:
     hosts: tuple[RunHost, ...] = ()
     host_cpu: tuple[HostCpuSample, ...] = ()
     links: tuple[LinkRecord, ...] = ()
+    #: Capacity mode: the search's trials and its answer.
+    capacity: CapacityRecord | None = None
+
+
+@dataclass(frozen=True)
+class CapacityRecord:
+    #: (rate, repetition, latency_ms, completed_rate, send_lag_p99_ms, fell_behind,
+    #: verdict of the rate, trial_s) per trial, in the order run.
+    trials: tuple[tuple, ...]
+    capacity: float | None
+    uncertainty: float | None
+    latency_ms: float | None
+    percentile: float
+    target_ms: float
+    reason: str
+    limited_by_generator: bool
 
 
 @dataclass(frozen=True)
@@ -384,6 +415,13 @@ class Store:
                           [(run_id, *dataclasses.astuple(x)) for x in record.host_cpu])
             c.executemany("INSERT INTO link VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                           [(run_id, *dataclasses.astuple(x)) for x in record.links])
+            if record.capacity is not None:
+                k = record.capacity
+                c.executemany("INSERT INTO capacity_trial VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                              [(run_id, seq, *t) for seq, t in enumerate(k.trials, start=1)])
+                c.execute("INSERT INTO capacity_answer VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                          (run_id, k.capacity, k.uncertainty, k.latency_ms, k.percentile,
+                           k.target_ms, k.reason, k.limited_by_generator))
             c.executemany("INSERT INTO artifact VALUES (?, ?, ?)",
                           [(run_id, name, zlib.compress(data))
                            for name, data in sorted(record.artifacts.items())])

@@ -196,3 +196,30 @@ def test_a_host_cpu_quota_caps_what_its_processes_get(tmp_path):
     # allowed), while the unlimited host's process gets most of a core
     assert used[0] <= 0.2 * wall + 0.05, (used, wall)
     assert used[1] >= 0.75, used
+
+
+CAPACITY = GETS_4K.replace("[servers]", """[capacity]
+trial_s = 1.5
+trial_repetitions = 1
+start_rate = 300
+tolerance = 0.1
+target_ms = 20
+[servers]""").replace("clients = 8", 'clients = 8\nmode = "capacity"')
+
+
+@needs_root
+def test_a_capacity_search_finds_the_limit_a_shaped_link_sets(tmp_path):
+    exp = spec.parse(CAPACITY.format(mbit=20, delay=0, servers=1, run_time=4))
+    point = exp.points[0]
+    record = runner.execute_run(exp, point, 1, tmp_path / "run")
+    layout = topology.plan(point.config)
+    bound = linkbound.bound(point.config, layout, len(loadgen.KEY_PREFIX + "999"),
+                            linkbound.configured_rates(layout)).ops_per_s
+    found = record.capacity
+    assert found.capacity is not None and not found.limited_by_generator, found.reason
+    # the bound lies within the answer's bracket (a rate a little above the bound still
+    # completes 95% of what it offers for a 2 s trial, hence the 1/0.95)
+    assert found.capacity <= bound / 0.95, (found, bound)
+    assert found.capacity + found.uncertainty >= 0.9 * bound, (found, bound)
+    assert record.summary.throughput == found.capacity
+    assert len(found.trials) >= 4 and {t[6] for t in found.trials} >= {"pass", "fail"}

@@ -179,6 +179,26 @@ def plot_host_cpu(ax: Axes, points: Sequence[PointResult]) -> None:
     ax.grid(True, axis="y", alpha=0.3)
 
 
+def plot_capacity_trials(ax: Axes, trials: Sequence[tuple[float, float]], target_ms: float,
+                         percentile: float, capacity: float | None,
+                         label: str | None = None) -> None:
+    """A capacity search: every trial's latency percentile against its offered rate, the
+    target as a line, the capacity found as a vertical line."""
+    rates = [r for r, _ in trials]
+    lines = ax.plot(rates, [ms for _, ms in trials], "o", alpha=0.7,
+                    label=label or f"p{percentile:g} per trial")
+    ax.axhline(target_ms, color="red", ls="--", lw=1, label=f"target {target_ms:g} ms")
+    if capacity:
+        ax.axvline(capacity, color=lines[0].get_color(), ls=":", lw=1,
+                   label=f"capacity {capacity:,.0f}/s")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("offered rate (requests/s)")
+    ax.set_ylabel(f"p{percentile:g} latency (ms)")
+    ax.legend(fontsize="small")
+    ax.grid(True, which="both", alpha=0.3)
+
+
 def render(path: Path, draw: Callable[[Axes], None], width: float = 8.0,
            height: float = 4.5) -> Path:
     """Draws one plot on a new Figure and writes it as PNG."""
