@@ -122,10 +122,15 @@ def mva_sections(curves: list[Curve], x_path: str) -> tuple[list[MvaSection], st
                     f"report's x axis is {x_path}")
     out, reasons = [], []
     for c in curves:
+        if all(p.config["middleware"]["count"] == 0 for p in c.points):
+            reasons.append(f"{c.label}: no middleware, whose per-stage times the network "
+                           "needs")
+            continue
         points = [p for p in c.points if p.config["load"]["mode"] == "closed"
                   and p.middleware is not None and p.throughput]
         if len(points) < 2:
-            reasons.append(f"{c.label}: fewer than two closed-loop points with a middleware")
+            reasons.append(f"{c.label}: fewer than two closed-loop points with middleware "
+                           "statistics")
             continue
         try:
             out.append(_section(c.label, points))
