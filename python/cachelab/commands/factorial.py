@@ -178,7 +178,8 @@ def _number(path: Path, line: int, column: str, cell: str) -> float:
             from None
 
 
-@click.command("factorial")
+@click.command("factorial", short_help="Analyse a 2^k r factorial design (CSV file or "
+               "stored experiment).")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--response", "responses", multiple=True, required=True, metavar="COL",
               help="A response column (repeat for several); in a CSV file every other "
