@@ -19,9 +19,18 @@ def test_capacity_of_a_running_memcached(memcached, tmp_path, capsys):
     doc = json.loads((tmp_path / "capacity.json").read_text())
     assert doc["schema"] == "cachelab-capacity/1" and doc["percentile"] == 99
     rates = [t["rate"] for t in doc["trials"]]
-    assert rates[:3] == [2000, 4000, 8000]  # a 50 ms target: every rate passes
-    assert doc["capacity"] == 8000 and "maximum" in doc["reason"]
+    judged = {j["rate"]: j for j in doc["judgements"]}
+    assert rates[0] == 2000 and set(rates) == set(judged)
     assert all(t["trial_s"] >= 0.5 for t in doc["trials"])
+    # Whatever this shared machine allowed, the answer is the best passing rate, and the
+    # search grew the rate while rates passed (a 50 ms target: only a load generator that
+    # falls behind, a void rate, stops it before the maximum).
+    passed = [r for r, j in judged.items() if j["passed"]]
+    assert doc["capacity"] == (max(passed) if passed else None)
+    for r, j in judged.items():
+        assert j["passed"] or j["void"] or j["latency_ms"] > 50 or "answered" in j["reason"]
+    if not any(j["void"] for j in judged.values()):
+        assert doc["capacity"] == 8000 and "maximum" in doc["reason"]
     assert (tmp_path / "capacity.png").stat().st_size > 0
 
 

@@ -212,6 +212,10 @@ def test_a_capacity_search_finds_the_limit_a_shaped_link_sets(tmp_path):
     exp = spec.parse(CAPACITY.format(mbit=20, delay=0, servers=1, run_time=4))
     point = exp.points[0]
     record = runner.execute_run(exp, point, 1, tmp_path / "run")
+    if record.capacity.limited_by_generator:
+        # the search saw its load generator starved (a busy shared machine) and said so
+        # rather than trusting its numbers; one more try
+        record = runner.execute_run(exp, point, 2, tmp_path / "run2")
     layout = topology.plan(point.config)
     bound = linkbound.bound(point.config, layout, len(loadgen.KEY_PREFIX + "999"),
                             linkbound.configured_rates(layout)).ops_per_s
