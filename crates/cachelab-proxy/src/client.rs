@@ -162,7 +162,7 @@ impl ClientConn {
             ob.write_dispatched = false;
         }
         while let Some(front) = ob.held.front() {
-            let front_replicated = front.route == crate::job::Route::All;
+            let front_replicated = front.is_write();
             if ob.write_dispatched || (front_replicated && ob.dispatched > 0) {
                 break;
             }
@@ -360,8 +360,9 @@ impl ClientConn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::Route;
     use crate::metrics::OpKind;
+    use crate::routing::plan::{Access, Pool, PoolServer};
+    use crate::routing::ring::Member;
     use std::sync::Arc;
     use tokio::io::AsyncReadExt;
     use tokio::net::{TcpListener, TcpStream};
@@ -395,13 +396,28 @@ mod tests {
         buf
     }
 
-    fn job(conn: &Arc<ClientConn>, route: Route) -> Job {
+    fn job(conn: &Arc<ClientConn>, access: Access, rr: u64) -> Job {
         let now = std::time::Instant::now();
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let server = PoolServer {
+            id: 0,
+            addr,
+            member: Member {
+                name: addr.to_string(),
+                weight: 1,
+            },
+        };
         Job {
             conn: Arc::clone(conn),
             seq: conn.reserve(),
             frame: bytes::Bytes::new(),
-            route,
+            pool: Arc::new(Pool::replicate(
+                vec![server],
+                false,
+                std::time::Duration::from_secs(1),
+            )),
+            access,
+            rr,
             op: OpKind::Get,
             expect: cachelab_protocol::Expect::Values,
             keys: 1,
@@ -432,10 +448,10 @@ mod tests {
         let (conn, _client, _read) = pair().await;
         let conn = Arc::new(conn);
         let queue = RequestQueue::new(1);
-        conn.dispatch(job(&conn, Route::One(0)), false, &queue);
-        conn.dispatch(job(&conn, Route::One(1)), false, &queue);
-        conn.dispatch(job(&conn, Route::All), true, &queue);
-        conn.dispatch(job(&conn, Route::One(2)), false, &queue);
+        conn.dispatch(job(&conn, Access::Read, 0), false, &queue);
+        conn.dispatch(job(&conn, Access::Read, 1), false, &queue);
+        conn.dispatch(job(&conn, Access::Write, 0), true, &queue);
+        conn.dispatch(job(&conn, Access::Read, 2), false, &queue);
         assert_eq!(
             queue.len(),
             2,
@@ -447,9 +463,9 @@ mod tests {
         let _ = queue.pop(0).await;
         conn.finished(false, &queue);
         assert_eq!(queue.len(), 1, "both reads done: the write goes");
-        assert_eq!(queue.pop(0).await.unwrap().route, Route::All);
+        assert_eq!(queue.pop(0).await.unwrap().access, Access::Write);
         conn.finished(true, &queue);
-        assert_eq!(queue.pop(0).await.unwrap().route, Route::One(2));
+        assert_eq!(queue.pop(0).await.unwrap().rr, 2);
     }
 
     #[tokio::test]

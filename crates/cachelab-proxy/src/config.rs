@@ -9,6 +9,10 @@ use cachelab_protocol::Limits;
 use clap::Parser;
 use thiserror::Error;
 
+use crate::routing::hash::Hash;
+use crate::routing::plan::{Mode, ReadPolicy};
+use crate::routing::ring::Distribution;
+
 pub const DEFAULT_LISTEN: &str = "127.0.0.1";
 pub const DEFAULT_PORT: u16 = 11212;
 pub const DEFAULT_WORKERS: usize = 16;
@@ -53,9 +57,15 @@ pub struct Args {
     #[arg(short = 't', long = "workers", default_value_t = DEFAULT_WORKERS)]
     pub workers: usize,
 
-    /// memcached servers, host:port, one or more.
-    #[arg(short = 'm', long = "servers", num_args = 1.., required = true, value_name = "HOST:PORT")]
+    /// memcached servers, host:port, one or more (a replicate pool; --config for more).
+    #[arg(short = 'm', long = "servers", num_args = 1.., required_unless_present = "config",
+          conflicts_with = "config", value_name = "HOST:PORT")]
     pub servers: Vec<String>,
+
+    /// Listeners and pools from a file: cachelab's TOML, or twemproxy's nutcracker.yml
+    /// as it is (by extension: .yml/.yaml). Reloaded on SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 
     /// Split multi-GETs over the servers instead of sending each to one server.
     #[arg(short = 's', long = "sharded")]
@@ -164,15 +174,90 @@ pub enum ConfigError {
     BadSeconds(&'static str),
     #[error("--{0} must be at least 1")]
     Zero(&'static str),
+    #[error("{0}")]
+    File(#[from] crate::config_file::FileError),
+}
+
+/// One memcached server of a pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSpec {
+    pub addr: SocketAddr,
+    /// The name hashed onto the ketama ring (twemproxy's rule: the configured name, or
+    /// `host:port`, or `host` alone when the port is 11211).
+    pub name: String,
+    pub weight: u32,
+}
+
+/// A pool: its servers and how it routes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolSpec {
+    pub name: String,
+    pub servers: Vec<ServerSpec>,
+    pub mode: Mode,
+    pub hash: Hash,
+    pub hash_tag: Option<[u8; 2]>,
+    pub distribution: Distribution,
+    /// Shard pools: keys of an ejected server go to the next one on the ring.
+    pub auto_eject: bool,
+    pub read_policy: ReadPolicy,
+    /// How long a server may take to answer.
+    pub timeout: Duration,
+    /// Failures in a row that eject a server (0: never).
+    pub failure_limit: u32,
+}
+
+/// A listening address and the pool behind it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerSpec {
+    pub listen: SocketAddr,
+    pub pool: PoolSpec,
+}
+
+impl PoolSpec {
+    /// The command line's pool: `-m` servers, replicated, `-s` splitting multi-GETs.
+    pub fn replicate(
+        servers: Vec<ServerSpec>,
+        split_multiget: bool,
+        timeout: Duration,
+        failure_limit: u32,
+    ) -> PoolSpec {
+        PoolSpec {
+            name: "default".into(),
+            servers,
+            mode: Mode::Replicate { split_multiget },
+            hash: Hash::Fnv1a64,
+            hash_tag: None,
+            distribution: Distribution::Ketama,
+            auto_eject: true,
+            read_policy: ReadPolicy::RoundRobin,
+            timeout,
+            failure_limit,
+        }
+    }
+}
+
+/// twemproxy's name for a server without one: `host:port`, or `host` for port 11211.
+pub fn ketama_name(host: &str, port: u16) -> String {
+    if port == 11211 {
+        host.to_string()
+    } else {
+        format!("{host}:{port}")
+    }
 }
 
 /// The validated configuration the server runs with.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The first listener's address.
     pub listen: SocketAddr,
     pub workers: usize,
+    /// Every distinct server of every pool, in order of appearance.
     pub servers: Vec<SocketAddr>,
+    /// The command line's `-s` (for the stats file header).
     pub sharded: bool,
+    pub listeners: Vec<ListenerSpec>,
+    /// `--config`: reread on SIGHUP.
+    pub config_file: Option<PathBuf>,
     pub pipeline: usize,
     pub threads: Option<usize>,
     pub stats_file: Option<PathBuf>,
@@ -207,11 +292,27 @@ impl Config {
 
     /// A configuration with the defaults, for tests and embedding.
     pub fn new(listen: SocketAddr, servers: Vec<SocketAddr>, workers: usize) -> Self {
+        let specs = servers
+            .iter()
+            .map(|addr| ServerSpec {
+                addr: *addr,
+                name: ketama_name(&addr.ip().to_string(), addr.port()),
+                weight: 1,
+            })
+            .collect();
+        let pool = PoolSpec::replicate(
+            specs,
+            false,
+            Duration::from_millis(DEFAULT_SERVER_TIMEOUT_MS),
+            DEFAULT_FAILURE_LIMIT,
+        );
         Config {
             listen,
             workers,
             servers,
             sharded: false,
+            listeners: vec![ListenerSpec { listen, pool }],
+            config_file: None,
             pipeline: DEFAULT_PIPELINE,
             threads: None,
             stats_file: None,
@@ -243,11 +344,32 @@ impl TryFrom<&Args> for Config {
         if args.workers == 0 {
             return Err(ConfigError::NoWorkers);
         }
-        let servers = args
-            .servers
-            .iter()
-            .map(|s| resolve(s))
-            .collect::<Result<Vec<_>, _>>()?;
+        let server_timeout = Duration::from_millis(args.server_timeout);
+        let listeners = match &args.config {
+            Some(path) => crate::config_file::load(path, server_timeout, args.failure_limit)?,
+            None => {
+                let specs = args
+                    .servers
+                    .iter()
+                    .map(|s| {
+                        let addr = resolve(s)?;
+                        let (host, _) = s.rsplit_once(':').expect("resolve checked host:port");
+                        Ok(ServerSpec {
+                            addr,
+                            name: ketama_name(host, addr.port()),
+                            weight: 1,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, ConfigError>>()?;
+                let pool =
+                    PoolSpec::replicate(specs, args.sharded, server_timeout, args.failure_limit);
+                vec![ListenerSpec {
+                    listen: SocketAddr::new(args.listen, args.port),
+                    pool,
+                }]
+            }
+        };
+        let servers = distinct_servers(&listeners);
         let seconds = |value: f64, name| {
             Duration::try_from_secs_f64(value)
                 .ok()
@@ -269,10 +391,12 @@ impl TryFrom<&Args> for Config {
             }
         }
         Ok(Config {
-            listen: SocketAddr::new(args.listen, args.port),
+            listen: listeners[0].listen,
             workers: args.workers,
             servers,
             sharded: args.sharded,
+            listeners,
+            config_file: args.config.clone(),
             pipeline: args.pipeline,
             threads: args.threads,
             stats_file: args.stats_file.clone(),
@@ -302,7 +426,18 @@ impl TryFrom<&Args> for Config {
     }
 }
 
-fn resolve(server: &str) -> Result<SocketAddr, ConfigError> {
+/// Every distinct server of every listener's pool, in order of appearance.
+pub fn distinct_servers(listeners: &[ListenerSpec]) -> Vec<SocketAddr> {
+    let mut out: Vec<SocketAddr> = Vec::new();
+    for server in listeners.iter().flat_map(|l| &l.pool.servers) {
+        if !out.contains(&server.addr) {
+            out.push(server.addr);
+        }
+    }
+    out
+}
+
+pub(crate) fn resolve(server: &str) -> Result<SocketAddr, ConfigError> {
     if !server.contains(':') {
         return Err(ConfigError::BadServer(server.to_string()));
     }

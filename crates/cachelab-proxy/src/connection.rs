@@ -17,8 +17,9 @@ use tracing::{debug, info, warn};
 use crate::budget::Charge;
 use crate::client::ClientConn;
 use crate::decode::{binary_error, Class, Decoder, Forward, Local, Step};
-use crate::job::{Job, Route};
-use crate::server::Shared;
+use crate::job::Job;
+use crate::routing::plan::{Access, Pool};
+use crate::server::{NetContext, PoolSlot};
 use crate::stats_command::compose_stats;
 
 /// Bad requests per connection logged individually; after that, one line per 1000.
@@ -41,13 +42,17 @@ enum End {
 pub async fn serve(
     conn: Arc<ClientConn>,
     reader: OwnedReadHalf,
-    shared: Arc<Shared>,
+    net: Arc<NetContext>,
+    slot: Arc<PoolSlot>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut session = Session {
         conn: Arc::clone(&conn),
         reader,
-        shared: Arc::clone(&shared),
+        net: Arc::clone(&net),
+        generation: slot.generation(),
+        pool: slot.current(),
+        slot,
         decoder: Decoder::default(),
         rbuf: BytesMut::with_capacity(16 * 1024),
         errors: 0,
@@ -76,7 +81,7 @@ pub async fn serve(
         warn!(conn = conn.id, peer = %conn.peer, bad_requests = session.errors,
               "connection closed after many bad requests");
     }
-    shared.net.curr_connections.fetch_sub(1, Ordering::Relaxed);
+    net.net.curr_connections.fetch_sub(1, Ordering::Relaxed);
 }
 
 /// Sleeps until `at`, or forever.
@@ -90,7 +95,11 @@ async fn sleep_until_some(at: Option<tokio::time::Instant>) {
 struct Session {
     conn: Arc<ClientConn>,
     reader: OwnedReadHalf,
-    shared: Arc<Shared>,
+    net: Arc<NetContext>,
+    /// The listener's pool as of `generation`; refreshed when a reload bumps it.
+    slot: Arc<PoolSlot>,
+    pool: Arc<Pool>,
+    generation: u64,
     decoder: Decoder,
     rbuf: BytesMut,
     errors: u64,
@@ -98,9 +107,9 @@ struct Session {
 
 impl Session {
     async fn read_loop(&mut self, stop: &mut watch::Receiver<bool>) -> End {
-        let max_inflight = self.shared.config.max_inflight;
-        let idle_timeout = self.shared.config.idle_timeout;
-        let max_pending = self.shared.config.max_pending_bytes;
+        let max_inflight = self.net.settings.max_inflight;
+        let idle_timeout = self.net.settings.idle_timeout;
+        let max_pending = self.net.settings.max_pending_bytes;
         let mut last_read = tokio::time::Instant::now();
         loop {
             if *stop.borrow() {
@@ -166,14 +175,19 @@ impl Session {
 
     /// Handles every complete request in the buffer; true if the client sent `quit`.
     fn decode_all(&mut self, arrival: Instant) -> bool {
-        let limits = self.shared.config.limits;
+        let limits = self.net.settings.limits;
+        let generation = self.slot.generation();
+        if generation != self.generation {
+            self.pool = self.slot.current();
+            self.generation = generation;
+        }
         loop {
             match self.decoder.step(&self.rbuf, &limits) {
                 Step::Incomplete => return false,
                 Step::Skipped(n) => self.rbuf.advance(n),
                 Step::Binary => {
-                    self.shared.net.bad_requests.fetch_add(1, Ordering::Relaxed);
-                    if self.shared.log_limit.allow() {
+                    self.net.net.bad_requests.fetch_add(1, Ordering::Relaxed);
+                    if self.net.log_limit.allow() {
                         warn!(conn = self.conn.id, peer = %self.conn.peer,
                               "binary-protocol request: answered with an error, closing");
                     }
@@ -185,7 +199,7 @@ impl Session {
                     self.reject(len, error);
                 }
                 Step::Request { len, class } => {
-                    self.shared.net.arrivals.fetch_add(1, Ordering::Relaxed);
+                    self.net.net.arrivals.fetch_add(1, Ordering::Relaxed);
                     match class {
                         Class::Local(Local::Quit) => {
                             self.rbuf.advance(len);
@@ -204,9 +218,9 @@ impl Session {
 
     fn reject(&mut self, len: usize, error: RequestError) {
         self.errors += 1;
-        self.shared.net.bad_requests.fetch_add(1, Ordering::Relaxed);
+        self.net.net.bad_requests.fetch_add(1, Ordering::Relaxed);
         let per_connection = self.errors <= LOGGED_ERRORS || self.errors.is_multiple_of(1000);
-        if per_connection && self.shared.log_limit.allow() {
+        if per_connection && self.net.log_limit.allow() {
             let shown = &self.rbuf[..len.min(80)];
             warn!(conn = self.conn.id, peer = %self.conn.peer, %error,
                   request = %String::from_utf8_lossy(shown).escape_debug(),
@@ -223,7 +237,7 @@ impl Session {
             ),
             Local::Stats => {
                 let mut out = BytesMut::with_capacity(2048);
-                compose_stats(&self.shared, &mut out);
+                compose_stats(&self.net.observed, &mut out);
                 self.conn.reply_now(&out);
             }
             Local::StatsUnsupported => self
@@ -243,7 +257,7 @@ impl Session {
             // The servers must answer so the worker can apply the reply rule and measure
             // the request; the client's noreply is honoured when replying.
             let mut stripped = BytesMut::with_capacity(len);
-            match parse_request(&self.rbuf[..len], &self.shared.config.limits) {
+            match parse_request(&self.rbuf[..len], &self.net.settings.limits) {
                 Ok((Request::Store(store), _)) => {
                     store.compose_header(&mut stripped, false);
                     stripped.extend_from_slice(store.data);
@@ -260,35 +274,28 @@ impl Session {
         } else {
             self.rbuf.split_to(len).freeze()
         };
-        let Some(charge) = Charge::take(&self.shared.budget, frame.len()) else {
-            if self.shared.budget.refusals().is_multiple_of(1000) {
+        let Some(charge) = Charge::take(&self.net.budget, frame.len()) else {
+            if self.net.budget.refusals().is_multiple_of(1000) {
                 warn!(
                     conn = self.conn.id,
                     bytes = frame.len(),
-                    budget = self.shared.budget.limit(),
+                    budget = self.net.budget.limit(),
                     "memory budget exhausted: refusing requests (SERVER_ERROR out of memory)"
                 );
             }
             self.conn.reply_now(b"SERVER_ERROR out of memory\r\n");
             return;
         };
-        let servers = self.shared.config.servers.len();
-        let route = if forward.replicated {
-            Route::All
-        } else if self.shared.config.sharded && forward.keys > 1 && servers > 1 {
-            let parts = (forward.keys as usize).min(servers);
-            Route::Sharded {
-                first: self.shared.rr.take(parts),
-            }
-        } else {
-            Route::One(self.shared.rr.one())
-        };
+        // Read targets are assigned here, in arrival order (see `Pool::assign`).
+        let rr = self.pool.assign(forward.access, forward.keys as usize);
         let seq = self.conn.reserve();
         let job = Job {
             conn: Arc::clone(&self.conn),
             seq,
             frame,
-            route,
+            pool: Arc::clone(&self.pool),
+            access: forward.access,
+            rr,
             op: forward.op,
             expect: forward.expect,
             keys: forward.keys,
@@ -298,7 +305,7 @@ impl Session {
             charge,
         };
         self.conn
-            .dispatch(job, forward.replicated, &self.shared.queue);
+            .dispatch(job, forward.access != Access::Read, &self.net.queue);
     }
 }
 

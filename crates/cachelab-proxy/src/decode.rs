@@ -6,6 +6,7 @@ use cachelab_protocol::{
 };
 
 use crate::metrics::OpKind;
+use crate::routing::plan::Access;
 
 /// How a request is served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,8 +22,9 @@ pub struct Forward {
     pub op: OpKind,
     pub expect: Expect,
     pub keys: u32,
-    /// Writes go to every server; reads to one (or, sharded, to several).
-    pub replicated: bool,
+    /// Reads go to one server (or, split, to several); writes to every server that
+    /// holds the key; flush_all to every server of the pool.
+    pub access: Access,
     pub noreply: bool,
 }
 
@@ -147,12 +149,12 @@ impl Decoder {
 }
 
 pub fn classify(request: &Request<'_>) -> Class {
-    let forward = |op, expect, keys, replicated| {
+    let forward = |op, expect, keys, access| {
         Class::Forward(Forward {
             op,
             expect,
             keys,
-            replicated,
+            access,
             noreply: request.noreply(),
         })
     };
@@ -164,13 +166,13 @@ pub fn classify(request: &Request<'_>) -> Class {
             } else {
                 OpKind::Get
             };
-            forward(op, Expect::Values, keys, false)
+            forward(op, Expect::Values, keys, Access::Read)
         }
-        Request::Store(_) => forward(OpKind::Set, Expect::Store, 1, true),
-        Request::Delete(_) => forward(OpKind::Other, Expect::Delete, 1, true),
-        Request::Arith(_) => forward(OpKind::Other, Expect::Arith, 1, true),
-        Request::Touch(_) => forward(OpKind::Other, Expect::Touch, 1, true),
-        Request::FlushAll(_) => forward(OpKind::Other, Expect::Ok, 0, true),
+        Request::Store(_) => forward(OpKind::Set, Expect::Store, 1, Access::Write),
+        Request::Delete(_) => forward(OpKind::Other, Expect::Delete, 1, Access::Write),
+        Request::Arith(_) => forward(OpKind::Other, Expect::Arith, 1, Access::Write),
+        Request::Touch(_) => forward(OpKind::Other, Expect::Touch, 1, Access::Write),
+        Request::FlushAll(_) => forward(OpKind::Other, Expect::Ok, 0, Access::Broadcast),
         Request::Stats([]) => Class::Local(Local::Stats),
         Request::Stats(_) => Class::Local(Local::StatsUnsupported),
         Request::Version => Class::Local(Local::Version),
@@ -228,8 +230,8 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (get.op, get.keys, get.replicated),
-            (OpKind::MultiGet, 2, false)
+            (get.op, get.keys, get.access),
+            (OpKind::MultiGet, 2, Access::Read)
         );
         let Step::Request {
             class: Class::Forward(set),
@@ -239,8 +241,8 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (set.op, set.replicated, set.noreply),
-            (OpKind::Set, true, true)
+            (set.op, set.access, set.noreply),
+            (OpKind::Set, Access::Write, true)
         );
     }
 

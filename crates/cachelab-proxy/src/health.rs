@@ -19,8 +19,8 @@
 //!   answer restores it.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -81,8 +81,25 @@ impl HealthState {
     }
 }
 
+/// Servers the proxy can know over its life (every pool, every reload); a slot is never
+/// reused, so a server keeps its id (and its connections) across reloads.
+pub const MAX_SERVERS: usize = 1024;
+
+/// One server's state as `stats` and the metrics show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerReport {
+    pub addr: SocketAddr,
+    pub ejected: bool,
+    /// Failures since the last answer.
+    pub failures: u32,
+    pub ejections: u64,
+    pub reason: String,
+}
+
 struct Slot {
-    addr: SocketAddr,
+    addr: OnceLock<SocketAddr>,
+    /// This server's `--failure-limit` (its pool's `server_failure_limit`).
+    failure_limit: AtomicU32,
     /// Mirrors `state.ejected` for the hot path.
     ejected: AtomicBool,
     /// Mirrors `state.failures != 0`, so an answer costs one load when all is well.
@@ -92,36 +109,92 @@ struct Slot {
     state: Mutex<HealthState>,
 }
 
-/// The health of every server, shared by the workers and the probes.
+/// The health of every server, shared by the workers and the probes. Servers are
+/// registered by address ([`Health::register`]); the hot path reads plain atomics.
 pub struct Health {
     slots: Box<[Slot]>,
-    failure_limit: u32,
+    registered: AtomicUsize,
+    register_lock: Mutex<()>,
     /// Bumped on every ejection and restore; workers waiting on a server watch it.
     changes: watch::Sender<u64>,
     ejected_now: AtomicU32,
 }
 
 impl Health {
+    /// A registry holding `servers` as ids 0, 1, ... in order.
     pub fn new(servers: &[SocketAddr], failure_limit: u32) -> Self {
-        Health {
-            slots: servers
-                .iter()
-                .map(|&addr| Slot {
-                    addr,
+        let health = Health {
+            slots: (0..MAX_SERVERS)
+                .map(|_| Slot {
+                    addr: OnceLock::new(),
+                    failure_limit: AtomicU32::new(0),
                     ejected: AtomicBool::new(false),
                     failing: AtomicBool::new(false),
                     restores: AtomicU64::new(0),
                     state: Mutex::new(HealthState::default()),
                 })
                 .collect(),
-            failure_limit,
+            registered: AtomicUsize::new(0),
+            register_lock: Mutex::new(()),
             changes: watch::channel(0).0,
             ejected_now: AtomicU32::new(0),
+        };
+        for &addr in servers {
+            health
+                .register(addr, failure_limit)
+                .expect("fewer servers than MAX_SERVERS");
         }
+        health
+    }
+
+    /// The id of the server at `addr`, registering it if it is new; its failure limit
+    /// is set to `failure_limit` either way (a reload may change it). None when
+    /// [`MAX_SERVERS`] are already known.
+    pub fn register(&self, addr: SocketAddr, failure_limit: u32) -> Option<usize> {
+        let _guard = self.register_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let known = self.registered.load(Ordering::Acquire);
+        let id = match (0..known).find(|&i| self.slots[i].addr.get() == Some(&addr)) {
+            Some(id) => id,
+            None if known < MAX_SERVERS => {
+                let _ = self.slots[known].addr.set(addr);
+                self.registered.store(known + 1, Ordering::Release);
+                known
+            }
+            None => return None,
+        };
+        self.slots[id]
+            .failure_limit
+            .store(failure_limit, Ordering::Relaxed);
+        Some(id)
+    }
+
+    /// Servers registered so far (ids `0..len`).
+    pub fn len(&self) -> usize {
+        self.registered.load(Ordering::Acquire)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     pub fn addr(&self, server: usize) -> SocketAddr {
-        self.slots[server].addr
+        *self.slots[server].addr.get().expect("a registered server")
+    }
+
+    /// Every registered server's state, in id order.
+    pub fn report(&self) -> Vec<ServerReport> {
+        (0..self.len())
+            .map(|id| {
+                let state = self.state(&self.slots[id]);
+                ServerReport {
+                    addr: self.addr(id),
+                    ejected: state.ejected,
+                    failures: state.failures,
+                    ejections: state.ejections,
+                    reason: state.reason.clone(),
+                }
+            })
+            .collect()
     }
 
     pub fn is_ejected(&self, server: usize) -> bool {
@@ -138,7 +211,10 @@ impl Health {
     }
 
     pub fn ejections(&self) -> u64 {
-        self.slots.iter().map(|s| self.state(s).ejections).sum()
+        self.slots[..self.len()]
+            .iter()
+            .map(|s| self.state(s).ejections)
+            .sum()
     }
 
     pub fn reason(&self, server: usize) -> String {
@@ -157,14 +233,15 @@ impl Health {
         let slot = &self.slots[server];
         let ejected = {
             let mut state = self.state(slot);
-            let ejected = state.failure(kind, reason, self.failure_limit);
+            let limit = slot.failure_limit.load(Ordering::Relaxed);
+            let ejected = state.failure(kind, reason, limit);
             slot.failing.store(true, Ordering::Release);
             slot.ejected.store(state.ejected, Ordering::Release);
             ejected
         };
         if ejected {
             self.ejected_now.fetch_add(1, Ordering::Relaxed);
-            warn!(server = %slot.addr, %reason, "server ejected: reads go to the others, \
+            warn!(server = %self.addr(server), %reason, "server ejected: reads go to the others, \
                   writes answer SERVER_ERROR until a probe gets an answer");
             self.changes.send_modify(|n| *n += 1);
         }
@@ -190,9 +267,15 @@ impl Health {
         if was {
             slot.restores.fetch_add(1, Ordering::AcqRel);
             self.ejected_now.fetch_sub(1, Ordering::Relaxed);
-            info!(server = %slot.addr, "server answered the probe: restored");
+            info!(server = %self.addr(server), "server answered the probe: restored");
             self.changes.send_modify(|n| *n += 1);
         }
+    }
+}
+
+impl crate::routing::plan::Alive for Health {
+    fn is_ejected(&self, server: usize) -> bool {
+        Health::is_ejected(self, server)
     }
 }
 
@@ -205,7 +288,7 @@ pub async fn probe(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut changes = health.subscribe();
-    let addr = health.slots[server].addr;
+    let addr = health.addr(server);
     loop {
         while !health.is_ejected(server) {
             tokio::select! {
@@ -311,8 +394,9 @@ mod tests {
 
     #[test]
     fn the_shared_registry_tells_everyone() {
-        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        let health = Health::new(&[addr, addr], 2);
+        let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let b: SocketAddr = "127.0.0.1:2".parse().unwrap();
+        let health = Health::new(&[a, b], 2);
         let mut rx = health.subscribe();
         rx.borrow_and_update();
         health.report_failure(1, FailureKind::Timeout, "no reply within 1000 ms");
@@ -324,5 +408,19 @@ mod tests {
         assert!(!health.is_ejected(1));
         assert_eq!(health.restores(1), 1);
         assert_eq!(health.ejected_servers(), 0);
+    }
+
+    #[test]
+    fn a_server_keeps_its_id_and_a_new_one_gets_the_next() {
+        let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let b: SocketAddr = "127.0.0.1:2".parse().unwrap();
+        let health = Health::new(&[a], 2);
+        assert_eq!(health.register(b, 3), Some(1));
+        assert_eq!(health.register(a, 5), Some(0));
+        assert_eq!(health.len(), 2);
+        health.report_failure(0, FailureKind::Connection, "refused");
+        let report = health.report();
+        assert_eq!((report[0].failures, report[0].ejected), (1, false));
+        assert_eq!(report[1].addr, b);
     }
 }

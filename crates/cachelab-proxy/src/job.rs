@@ -9,18 +9,7 @@ use cachelab_protocol::Expect;
 use crate::budget::Charge;
 use crate::client::ClientConn;
 use crate::metrics::OpKind;
-
-/// Which servers a request goes to, decided at decode time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    /// A read for one server (GET, or a non-sharded multi-GET).
-    One(usize),
-    /// A sharded multi-GET: `min(keys, servers)` consecutive key ranges, part i to server
-    /// `(first + i) mod n`.
-    Sharded { first: usize },
-    /// A write or other replicated command, to every server.
-    All,
-}
+use crate::routing::plan::{Access, Pool};
 
 pub struct Job {
     pub conn: Arc<ClientConn>,
@@ -28,7 +17,11 @@ pub struct Job {
     pub seq: u64,
     /// The request as the servers get it (noreply already removed).
     pub frame: Bytes,
-    pub route: Route,
+    /// The pool it was decoded for: a reload after that does not change its servers.
+    pub pool: Arc<Pool>,
+    pub access: Access,
+    /// The round-robin position it took at decode time ([`Pool::assign`]).
+    pub rr: u64,
     pub op: OpKind,
     pub expect: Expect,
     pub keys: u32,
@@ -40,4 +33,12 @@ pub struct Job {
     pub enqueued: Instant,
     /// The request's bytes held against the memory budget until the job is dropped.
     pub charge: Charge,
+}
+
+impl Job {
+    /// Whether it changes data: such a request waits for everything before it on its
+    /// connection, and what follows waits for it (see `client`).
+    pub fn is_write(&self) -> bool {
+        self.access != Access::Read
+    }
 }

@@ -5,11 +5,21 @@
 //!
 //! - **net layer** ([`connection`], [`decode`], [`client`]): one task per client reads
 //!   bytes, decodes requests ([`decode::Decoder`] over the sans-I/O protocol crate),
-//!   answers rejections and local commands itself, assigns read targets round-robin
-//!   ([`routing`]) and appends the rest to one FCFS queue ([`queue`]).
-//! - **W workers** ([`worker`]): each owns a connection to every server ([`backend`]),
-//!   takes the oldest request, sends its messages, waits for every involved server,
-//!   assembles the reply, sends it in the connection's order, and takes the next.
+//!   answers rejections and local commands itself, takes the request's round-robin
+//!   position in its listener's pool ([`routing::plan::Pool::assign`]) and appends the
+//!   rest to one FCFS queue ([`queue`]).
+//! - **routing** ([`routing`]): pure. A request and its pool in, a plan out (which
+//!   server gets which part, who may stand in, how replies merge); twemproxy's hashes and
+//!   distributions, so a `shard` pool puts every key where nutcracker would.
+//! - **W workers** ([`worker`]): the I/O shell that carries plans out. Each owns a
+//!   connection to every server ([`backend`]), takes the oldest request, sends its
+//!   parts, waits for every involved server, merges the replies, sends the reply in the
+//!   connection's order, and takes the next.
+//! - **server health** ([`health`]): one registry for the whole proxy: eject, probe,
+//!   restore.
+//! - **configuration** ([`config`], [`config_file`]): the command line's single pool, or
+//!   listeners and pools from cachelab's TOML or twemproxy's nutcracker.yml; reloaded
+//!   on SIGHUP ([`server::reload`]).
 //! - **statistics** ([`metrics`], [`stats_file`]): per-request timestamps feed each
 //!   worker's own statistics unit, swapped out and written every window.
 //! - [`server::run`] wires it together and shuts it down gracefully.
@@ -18,6 +28,7 @@ pub mod backend;
 pub mod budget;
 pub mod client;
 pub mod config;
+pub mod config_file;
 pub mod connection;
 pub mod counters;
 pub mod decode;

@@ -57,15 +57,21 @@ fn serve(config: Config) -> anyhow::Result<()> {
         .build()
         .context("starting the runtime")?;
     runtime.block_on(async {
-        let listener = TcpListener::bind(config.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", config.listen))?;
-        let local = listener.local_addr()?;
-        // The first stdout line tells scripts and tests where we listen (useful with -p 0).
+        let mut listeners = Vec::new();
         let mut stdout = std::io::stdout();
-        writeln!(stdout, "listening on {local}")?;
+        for spec in &config.listeners {
+            let listener = TcpListener::bind(spec.listen).await.with_context(|| {
+                format!("cannot listen on {} (pool {})", spec.listen, spec.pool.name)
+            })?;
+            // The first stdout lines tell scripts and tests where we listen (useful with
+            // port 0): one per listener, in the configuration's order.
+            writeln!(stdout, "listening on {}", listener.local_addr()?)?;
+            listeners.push(listener);
+        }
         stdout.flush()?;
-        let summary = server::run(listener, config, termination()).await?;
+        let (reload_tx, reloads) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(hangups(reload_tx));
+        let summary = server::run(listeners, config, termination(), reloads).await?;
         stats_file::log_summary(&summary);
         write!(stdout, "{}", stats_file::format_summary(&summary))?;
         stdout.flush()?;
@@ -107,6 +113,17 @@ fn fit_descriptors(config: &Config) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Asks for a reload on every SIGHUP.
+async fn hangups(reload: tokio::sync::mpsc::Sender<()>) {
+    let mut hup = signal(SignalKind::hangup()).expect("installing the SIGHUP handler");
+    while hup.recv().await.is_some() {
+        tracing::info!("SIGHUP received: reloading the configuration");
+        if reload.send(()).await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Resolves on the first SIGTERM or SIGINT.

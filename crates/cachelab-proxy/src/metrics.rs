@@ -204,6 +204,11 @@ impl WorkerStats {
         }
     }
 
+    /// Servers this unit keeps per-server times for.
+    pub fn servers(&self) -> usize {
+        self.ops[0].per_server.len()
+    }
+
     pub fn op(&self, kind: OpKind) -> &OpStats {
         &self.ops[kind.index()]
     }

@@ -12,13 +12,13 @@ use tokio::net::{TcpListener, TcpStream};
 use tracing::debug;
 
 use crate::counters::Counters;
-use crate::server::Shared;
+use crate::server::Observed;
 
 const REQUEST_LIMIT: usize = 8 * 1024;
 const IO_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Serves scrapes until the task is dropped.
-pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+pub async fn serve(listener: TcpListener, shared: Arc<Observed>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -33,7 +33,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-async fn answer(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
+async fn answer(mut stream: TcpStream, shared: &Observed) -> std::io::Result<()> {
     let mut request = Vec::with_capacity(512);
     let mut chunk = [0u8; 1024];
     while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < REQUEST_LIMIT {
@@ -54,7 +54,7 @@ async fn answer(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
 }
 
 /// The exposition text (pure, so it is tested without sockets).
-pub fn render(shared: &Shared) -> String {
+pub fn render(shared: &Observed) -> String {
     let t = Counters::sum(&shared.counters);
     let net = &shared.net;
     let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
@@ -141,7 +141,7 @@ pub fn render(shared: &Shared) -> String {
         "workers",
         "gauge",
         "Worker slots.",
-        &[("", shared.config.workers as u64)],
+        &[("", shared.workers as u64)],
     );
     out
 }
@@ -159,7 +159,8 @@ mod tests {
             vec!["127.0.0.1:1".parse().unwrap()],
             2,
         );
-        let shared = Shared::new(config);
+        let parts = crate::server::Parts::new(&config).unwrap();
+        let shared = &parts.observed;
         shared.counters[1].record(
             OpKind::Get,
             &Outcome {
@@ -169,7 +170,7 @@ mod tests {
             },
             0,
         );
-        let text = render(&shared);
+        let text = render(shared);
         assert!(
             text.contains("cachelab_proxy_requests_total{op=\"get\"} 1\n"),
             "{text}"

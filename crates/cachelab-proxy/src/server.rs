@@ -1,32 +1,41 @@
-//! Wiring: the shared state, the accept loop, the workers, the statistics writer, and the
-//! graceful shutdown.
+//! Wiring: each task's handles, the accept loop, the workers, the statistics writer,
+//! live reload, and the graceful shutdown.
 //!
-//! [`run`] takes its listener and its shutdown signal from the caller, so tests bind
-//! `127.0.0.1:0` and stop the server when they like.
+//! Each task gets the handles it uses and nothing else: a connection task a
+//! [`NetContext`] and its listener's [`PoolSlot`], a worker a [`WorkerContext`], the
+//! statistics writer, `stats` and the metrics a read-only [`Observed`].
+//!
+//! [`run`] takes its listeners, its shutdown signal and its reload requests from the
+//! caller, so tests bind `127.0.0.1:0`, reload and stop the server when they like.
 
-use std::future::Future;
+use std::future::{poll_fn, Future};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::task::Poll;
 use std::time::{Duration, Instant};
+
+use cachelab_protocol::Limits;
 
 use crossbeam_utils::CachePadded;
 use thiserror::Error;
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{error, info, warn};
 
 use crate::budget::MemoryBudget;
 use crate::client::ClientConn;
-use crate::config::Config;
+use crate::config::{Config, PoolSpec};
 use crate::connection;
 use crate::counters::Counters;
-use crate::health::{self, Health};
+use crate::health::{self, Health, MAX_SERVERS};
 use crate::job::Job;
 use crate::log_limit::LogLimit;
 use crate::metrics::WorkerStats;
 use crate::queue::RequestQueue;
-use crate::routing::RoundRobin;
+use crate::routing::plan::{Pool, PoolServer};
+use crate::routing::ring::Member;
 use crate::stats_file::{RunSummary, StatsWriter};
 use crate::worker::Worker;
 
@@ -42,48 +51,234 @@ pub struct NetCounters {
     pub rejected_connections: AtomicU64,
 }
 
-/// State shared by the net layer, the workers and the statistics writer.
-pub struct Shared {
-    pub config: Config,
-    pub health: Arc<Health>,
-    pub budget: Arc<MemoryBudget>,
-    /// Bad-request and similar warnings for the whole proxy.
-    pub log_limit: LogLimit,
-    pub queue: RequestQueue<Job>,
-    pub rr: RoundRobin,
-    pub counters: Box<[CachePadded<Counters>]>,
-    pub net: NetCounters,
-    pub started: Instant,
-    worker_stats: Box<[CachePadded<Mutex<WorkerStats>>]>,
+/// The pool behind one listener, replaced whole by a reload. Requests take the pool
+/// current when they are decoded and keep it until they are answered.
+pub struct PoolSlot {
+    generation: AtomicU64,
+    pool: RwLock<Arc<Pool>>,
 }
 
-impl Shared {
-    pub fn new(config: Config) -> Self {
-        let now = Instant::now();
-        let servers = config.servers.len();
-        Shared {
-            health: Arc::new(Health::new(&config.servers, config.failure_limit)),
-            budget: Arc::new(MemoryBudget::new(config.memory_budget)),
-            log_limit: LogLimit::new(config.log_lines_per_second),
-            queue: RequestQueue::new(config.workers),
-            rr: RoundRobin::new(servers),
-            counters: (0..config.workers)
-                .map(|_| CachePadded::default())
-                .collect(),
-            net: NetCounters::default(),
-            started: now,
-            worker_stats: (0..config.workers)
-                .map(|_| CachePadded::new(Mutex::new(WorkerStats::new(servers, now))))
-                .collect(),
-            config,
+impl PoolSlot {
+    pub fn new(pool: Pool) -> Self {
+        PoolSlot {
+            generation: AtomicU64::new(0),
+            pool: RwLock::new(Arc::new(pool)),
         }
     }
 
-    /// The statistics unit of one worker; contended only at window boundaries.
-    pub fn lock_worker_stats(&self, worker: usize) -> MutexGuard<'_, WorkerStats> {
-        self.worker_stats[worker]
+    /// Bumped by every reload; a connection compares it with the generation of the
+    /// pool it holds (one load, no lock, per read from the client).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    pub fn current(&self) -> Arc<Pool> {
+        Arc::clone(&self.pool.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    pub fn replace(&self, pool: Pool) {
+        *self.pool.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(pool);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// Builds a pool from its specification, registering its servers with `health`.
+pub fn build_pool(spec: &PoolSpec, health: &Health) -> Result<Pool, ServerError> {
+    let servers = spec
+        .servers
+        .iter()
+        .map(|s| {
+            let id = health
+                .register(s.addr, spec.failure_limit)
+                .ok_or(ServerError::TooManyServers(MAX_SERVERS))?;
+            Ok(PoolServer {
+                id,
+                addr: s.addr,
+                member: Member {
+                    name: s.name.clone(),
+                    weight: s.weight,
+                },
+            })
+        })
+        .collect::<Result<Vec<_>, ServerError>>()?;
+    Ok(Pool::new(
+        spec.name.clone(),
+        servers,
+        spec.mode,
+        spec.hash,
+        spec.hash_tag,
+        spec.distribution,
+        spec.auto_eject,
+        spec.read_policy,
+        spec.timeout,
+    ))
+}
+
+/// Every worker's statistics unit; each is locked by its worker for every request
+/// (uncontended) and by the statistics writer once per window.
+pub struct StatsUnits(Box<[CachePadded<Mutex<WorkerStats>>]>);
+
+impl StatsUnits {
+    pub fn new(workers: usize, servers: usize, now: Instant) -> Self {
+        StatsUnits(
+            (0..workers)
+                .map(|_| CachePadded::new(Mutex::new(WorkerStats::new(servers, now))))
+                .collect(),
+        )
+    }
+
+    pub fn lock(&self, worker: usize) -> MutexGuard<'_, WorkerStats> {
+        self.0[worker]
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// What a worker runs with besides its handles.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerSettings {
+    pub pipeline: usize,
+    /// Connection attempts give up after this long (the default server timeout).
+    pub connect_timeout: Duration,
+    pub backoff_max: Duration,
+    pub max_reply_bytes: usize,
+}
+
+/// A worker's handles: the queue it takes from, the server health it reports to and
+/// reads, the budget its reply buffers are charged to, its counters and its statistics
+/// unit.
+#[derive(Clone)]
+pub struct WorkerContext {
+    pub queue: Arc<RequestQueue<Job>>,
+    pub health: Arc<Health>,
+    pub budget: Arc<MemoryBudget>,
+    pub counters: Arc<[CachePadded<Counters>]>,
+    pub stats: Arc<StatsUnits>,
+    pub settings: WorkerSettings,
+}
+
+impl WorkerContext {
+    /// The worker's own statistics unit; contended only at window boundaries.
+    pub fn lock_stats(&self, worker: usize) -> MutexGuard<'_, WorkerStats> {
+        self.stats.lock(worker)
+    }
+}
+
+/// What the connection tasks run with besides their handles.
+#[derive(Debug, Clone, Copy)]
+pub struct NetSettings {
+    pub limits: Limits,
+    pub max_inflight: usize,
+    pub idle_timeout: Option<Duration>,
+    pub max_pending_bytes: usize,
+}
+
+/// The net layer's handles: the queue it feeds, the budget requests are charged to,
+/// the proxy-wide log limit, its counters, and a read-only view for `stats`.
+pub struct NetContext {
+    pub settings: NetSettings,
+    pub queue: Arc<RequestQueue<Job>>,
+    pub budget: Arc<MemoryBudget>,
+    pub log_limit: LogLimit,
+    pub net: Arc<NetCounters>,
+    pub observed: Arc<Observed>,
+}
+
+/// A read-only view of the whole proxy, for the `stats` command, the metrics endpoint
+/// and the statistics writer: nothing here is written through it.
+pub struct Observed {
+    pub counters: Arc<[CachePadded<Counters>]>,
+    pub net: Arc<NetCounters>,
+    pub health: Arc<Health>,
+    pub budget: Arc<MemoryBudget>,
+    pub queue: Arc<RequestQueue<Job>>,
+    /// Per listener, its address and pool.
+    pub listeners: Vec<(SocketAddr, Arc<PoolSlot>)>,
+    pub started: Instant,
+    pub workers: usize,
+    pub pipeline: usize,
+    pub sharded: bool,
+}
+
+/// The proxy's parts, wired once at start.
+pub struct Parts {
+    pub net: Arc<NetContext>,
+    pub worker: WorkerContext,
+    pub observed: Arc<Observed>,
+    pub stats: Arc<StatsUnits>,
+}
+
+impl Parts {
+    pub fn new(config: &Config) -> Result<Parts, ServerError> {
+        let now = Instant::now();
+        let health = Arc::new(Health::new(&[], config.failure_limit));
+        let listeners = config
+            .listeners
+            .iter()
+            .map(|l| {
+                Ok((
+                    l.listen,
+                    Arc::new(PoolSlot::new(build_pool(&l.pool, &health)?)),
+                ))
+            })
+            .collect::<Result<Vec<_>, ServerError>>()?;
+        let queue = Arc::new(RequestQueue::new(config.workers));
+        let budget = Arc::new(MemoryBudget::new(config.memory_budget));
+        let counters: Arc<[CachePadded<Counters>]> = (0..config.workers)
+            .map(|_| CachePadded::default())
+            .collect();
+        let net = Arc::new(NetCounters::default());
+        let stats = Arc::new(StatsUnits::new(config.workers, health.len(), now));
+        let observed = Arc::new(Observed {
+            counters: Arc::clone(&counters),
+            net: Arc::clone(&net),
+            health: Arc::clone(&health),
+            budget: Arc::clone(&budget),
+            queue: Arc::clone(&queue),
+            listeners,
+            started: now,
+            workers: config.workers,
+            pipeline: config.pipeline,
+            sharded: config.sharded,
+        });
+        Ok(Parts {
+            net: Arc::new(NetContext {
+                settings: NetSettings {
+                    limits: config.limits,
+                    max_inflight: config.max_inflight,
+                    idle_timeout: config.idle_timeout,
+                    max_pending_bytes: config.max_pending_bytes,
+                },
+                queue: Arc::clone(&queue),
+                budget: Arc::clone(&budget),
+                log_limit: LogLimit::new(config.log_lines_per_second),
+                net,
+                observed: Arc::clone(&observed),
+            }),
+            worker: WorkerContext {
+                queue,
+                health,
+                budget,
+                counters,
+                stats: Arc::clone(&stats),
+                settings: WorkerSettings {
+                    pipeline: config.pipeline,
+                    connect_timeout: config.server_timeout,
+                    backoff_max: config.backoff_max,
+                    max_reply_bytes: config.max_reply_bytes,
+                },
+            },
+            observed,
+            stats,
+        })
     }
 }
 
@@ -93,24 +288,40 @@ pub enum ServerError {
     StatsFile(std::io::Error),
     #[error("cannot listen for metrics on {0}: {1}")]
     Metrics(std::net::SocketAddr, std::io::Error),
+    #[error("more than {0} distinct servers")]
+    TooManyServers(usize),
+    #[error("{0} listeners for {1} configured listeners")]
+    Listeners(usize, usize),
 }
 
 /// Serves until `shutdown` resolves, then stops accepting, answers every request already
 /// received (within the drain timeout), writes the last statistics window and returns
-/// the run's summary.
+/// the run's summary. `listeners` are bound by the caller, one per configured listener
+/// in order; each message on `reloads` rereads `--config` (see [`reload`]).
 pub async fn run(
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     config: Config,
     shutdown: impl Future<Output = ()>,
+    mut reloads: mpsc::Receiver<()>,
 ) -> Result<RunSummary, ServerError> {
-    let shared = Arc::new(Shared::new(config));
-    let stats = StatsWriter::create(Arc::clone(&shared), shared.config.stats_file.as_deref())
-        .map_err(ServerError::StatsFile)?;
+    if listeners.len() != config.listeners.len() {
+        return Err(ServerError::Listeners(
+            listeners.len(),
+            config.listeners.len(),
+        ));
+    }
+    let parts = Parts::new(&config)?;
+    let stats = StatsWriter::create(
+        Arc::clone(&parts.observed),
+        Arc::clone(&parts.stats),
+        &config,
+    )
+    .map_err(ServerError::StatsFile)?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let (stats_stop_tx, stats_stop_rx) = watch::channel(false);
     let stats_task = tokio::spawn(stats.run(stats_stop_rx));
 
-    let metrics = match shared.config.metrics_addr {
+    let metrics = match config.metrics_addr {
         Some(addr) => {
             let listener = TcpListener::bind(addr)
                 .await
@@ -119,52 +330,74 @@ pub async fn run(
                   "serving Prometheus metrics");
             Some(tokio::spawn(crate::metrics_http::serve(
                 listener,
-                Arc::clone(&shared),
+                Arc::clone(&parts.observed),
             )))
         }
         None => None,
     };
+    let health = Arc::clone(&parts.worker.health);
     let mut probes = JoinSet::new();
-    for server in 0..shared.config.servers.len() {
-        probes.spawn(health::probe(
-            Arc::clone(&shared.health),
-            server,
-            shared.config.server_timeout,
-            shared.config.backoff_max,
-            stop_rx.clone(),
-        ));
-    }
+    let mut probed = 0;
+    spawn_probes(&health, &config, &mut probed, &mut probes, &stop_rx);
     let mut workers = JoinSet::new();
-    for id in 0..shared.config.workers {
-        workers.spawn(Worker::new(id, Arc::clone(&shared)).run());
+    for id in 0..config.workers {
+        workers.spawn(Worker::new(id, parts.worker.clone()).run());
     }
     info!(
-        listen = %shared.config.listen, workers = shared.config.workers,
-        servers = ?shared.config.servers, sharded = shared.config.sharded,
+        listen = %config.listen, workers = config.workers,
+        servers = ?config.servers, sharded = config.sharded,
+        pools = config.listeners.len(),
         "cachelab-proxy started"
     );
 
+    let slots: Vec<Arc<PoolSlot>> = parts
+        .observed
+        .listeners
+        .iter()
+        .map(|(_, slot)| Arc::clone(slot))
+        .collect();
     let mut connections = JoinSet::new();
-    accept_loop(&listener, &shared, &stop_rx, &mut connections, shutdown).await;
-    drop(listener);
+    {
+        let accepting = accept_loop(
+            &listeners,
+            &slots,
+            &parts.net,
+            config.max_connections,
+            &stop_rx,
+            &mut connections,
+            shutdown,
+        );
+        tokio::pin!(accepting);
+        loop {
+            tokio::select! {
+                _ = &mut accepting => break,
+                Some(()) = reloads.recv() => {
+                    reload(&config, &slots, &health);
+                    spawn_probes(&health, &config, &mut probed, &mut probes, &stop_rx);
+                }
+            }
+        }
+    }
+    drop(listeners);
 
     info!("shutting down: no new connections; answering requests already received");
     let _ = stop_tx.send(true);
-    let drain_timeout = shared.config.drain_timeout;
+    let queue = Arc::clone(&parts.worker.queue);
+    let drain_timeout = config.drain_timeout;
     let drained = tokio::time::timeout(drain_timeout, async {
         while connections.join_next().await.is_some() {}
-        shared.queue.close();
+        queue.close();
         while workers.join_next().await.is_some() {}
     })
     .await;
     if drained.is_err() {
         warn!(
-            queued = shared.queue.len(),
+            queued = queue.len(),
             timeout_s = drain_timeout.as_secs_f64(),
             "drain timeout: closing with requests unanswered"
         );
         connections.abort_all();
-        shared.queue.close();
+        queue.close();
         workers.abort_all();
     }
     if let Some(metrics) = metrics {
@@ -180,6 +413,70 @@ pub async fn run(
     Ok(summary)
 }
 
+/// Starts a probe for every server registered since the last call.
+fn spawn_probes(
+    health: &Arc<Health>,
+    config: &Config,
+    probed: &mut usize,
+    probes: &mut JoinSet<()>,
+    stop: &watch::Receiver<bool>,
+) {
+    while *probed < health.len() {
+        probes.spawn(health::probe(
+            Arc::clone(health),
+            *probed,
+            config.server_timeout,
+            config.backoff_max,
+            stop.clone(),
+        ));
+        *probed += 1;
+    }
+}
+
+/// Rereads `--config` and gives each listener its new pool: requests decoded from now on
+/// use it, requests already decoded finish on the old one, and no connection is
+/// touched. A file that cannot be read, does not parse, or changes the listeners is
+/// refused with its reason logged, and the old configuration keeps serving.
+pub fn reload(config: &Config, slots: &[Arc<PoolSlot>], health: &Health) {
+    let Some(path) = &config.config_file else {
+        warn!("SIGHUP: no --config file to reload (the command line's pool stays)");
+        return;
+    };
+    let listeners =
+        match crate::config_file::load(path, config.server_timeout, config.failure_limit) {
+            Ok(listeners) => listeners,
+            Err(e) => {
+                error!(error = %e, "reload refused; the old configuration keeps serving");
+                return;
+            }
+        };
+    let old: Vec<SocketAddr> = config.listeners.iter().map(|l| l.listen).collect();
+    let new: Vec<SocketAddr> = listeners.iter().map(|l| l.listen).collect();
+    if old != new {
+        error!(old = ?old, new = ?new,
+               "reload refused: the listen addresses changed (that needs a restart); \
+                the old configuration keeps serving");
+        return;
+    }
+    let pools = match listeners
+        .iter()
+        .map(|l| build_pool(&l.pool, health))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(pools) => pools,
+        Err(e) => {
+            error!(error = %e, "reload refused; the old configuration keeps serving");
+            return;
+        }
+    };
+    for (slot, pool) in slots.iter().zip(pools) {
+        info!(pool = %pool.name, servers = ?pool.servers.iter().map(|s| s.addr).collect::<Vec<_>>(),
+              mode = ?pool.mode, "reloaded pool");
+        slot.replace(pool);
+    }
+    info!(path = %path.display(), "configuration reloaded");
+}
+
 /// Answers a connection past the limit and closes it (bounded in time).
 async fn refuse(mut stream: tokio::net::TcpStream) {
     use tokio::io::AsyncWriteExt;
@@ -192,22 +489,33 @@ async fn refuse(mut stream: tokio::net::TcpStream) {
     .await;
 }
 
+/// Accepts on every listener until `shutdown` resolves.
 async fn accept_loop(
-    listener: &TcpListener,
-    shared: &Arc<Shared>,
+    listeners: &[TcpListener],
+    slots: &[Arc<PoolSlot>],
+    net: &Arc<NetContext>,
+    max_connections: usize,
     stop_rx: &watch::Receiver<bool>,
     connections: &mut JoinSet<()>,
     shutdown: impl Future<Output = ()>,
 ) {
-    let limit = Arc::new(Semaphore::new(shared.config.max_connections));
+    let limit = Arc::new(Semaphore::new(max_connections));
     let mut next_id = 0u64;
     let mut backoff = Duration::from_millis(5);
     tokio::pin!(shutdown);
     loop {
-        let accepted = tokio::select! {
+        let any_listener = poll_fn(|cx| {
+            for (index, listener) in listeners.iter().enumerate() {
+                if let Poll::Ready(accepted) = listener.poll_accept(cx) {
+                    return Poll::Ready((index, accepted));
+                }
+            }
+            Poll::Pending
+        });
+        let (listener, accepted) = tokio::select! {
             _ = &mut shutdown => return,
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-            accepted = listener.accept() => accepted,
+            accepted = any_listener => accepted,
         };
         let (stream, peer) = match accepted {
             Ok(pair) => {
@@ -225,12 +533,9 @@ async fn accept_loop(
         let Ok(permit) = Arc::clone(&limit).try_acquire_owned() else {
             // memcached's answer past its connection limit; the client learns why instead
             // of waiting in the backlog forever.
-            let refused = shared
-                .net
-                .rejected_connections
-                .fetch_add(1, Ordering::Relaxed);
+            let refused = net.net.rejected_connections.fetch_add(1, Ordering::Relaxed);
             if refused.is_multiple_of(1000) {
-                warn!(%peer, limit = shared.config.max_connections, refused = refused + 1,
+                warn!(%peer, limit = max_connections, refused = refused + 1,
                       "too many open connections: refusing");
             }
             tokio::spawn(refuse(stream));
@@ -238,19 +543,20 @@ async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         next_id += 1;
-        shared.net.total_connections.fetch_add(1, Ordering::Relaxed);
-        shared.net.curr_connections.fetch_add(1, Ordering::Relaxed);
+        net.net.total_connections.fetch_add(1, Ordering::Relaxed);
+        net.net.curr_connections.fetch_add(1, Ordering::Relaxed);
         let (read_half, write_half) = stream.into_split();
         let conn = Arc::new(ClientConn::new(
             next_id,
             peer,
             write_half,
-            Arc::clone(&shared.budget),
+            Arc::clone(&net.budget),
         ));
-        let shared = Arc::clone(shared);
+        let net = Arc::clone(net);
+        let slot = Arc::clone(&slots[listener]);
         let stop = stop_rx.clone();
         connections.spawn(async move {
-            connection::serve(conn, read_half, shared, stop).await;
+            connection::serve(conn, read_half, net, slot, stop).await;
             drop(permit);
         });
     }

@@ -7,14 +7,17 @@ use bytes::BytesMut;
 use cachelab_protocol::compose_stat;
 
 use crate::counters::Counters;
-use crate::server::Shared;
+use crate::routing::plan::Mode;
+use crate::server::Observed;
 
-pub fn compose_stats(shared: &Shared, out: &mut BytesMut) {
+/// Every counter, then one block per server (`server_<i>` its address,
+/// `server_<i>_state` up or ejected, `_failures` in a row now, `_ejections` so far) and
+/// one line per pool (`pool_<i>`: name, listen address, mode, servers).
+pub fn compose_stats(shared: &Observed, out: &mut BytesMut) {
     let totals = Counters::sum(&shared.counters);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let config = &shared.config;
     let net = &shared.net;
     let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     compose_stat(out, "pid", std::process::id());
@@ -28,10 +31,11 @@ pub fn compose_stats(shared: &Shared, out: &mut BytesMut) {
     compose_stat(out, "curr_connections", load(&net.curr_connections));
     compose_stat(out, "total_connections", load(&net.total_connections));
     compose_stat(out, "rejected_connections", load(&net.rejected_connections));
-    compose_stat(out, "workers", config.workers);
-    compose_stat(out, "servers", config.servers.len());
-    compose_stat(out, "sharded", u8::from(config.sharded));
-    compose_stat(out, "pipeline", config.pipeline);
+    let servers = shared.health.report();
+    compose_stat(out, "workers", shared.workers);
+    compose_stat(out, "servers", servers.len());
+    compose_stat(out, "sharded", u8::from(shared.sharded));
+    compose_stat(out, "pipeline", shared.pipeline);
     compose_stat(out, "queue_length", shared.queue.len());
     compose_stat(out, "requests_received", load(&net.arrivals));
     compose_stat(out, "bad_requests", load(&net.bad_requests));
@@ -51,8 +55,26 @@ pub fn compose_stats(shared: &Shared, out: &mut BytesMut) {
     compose_stat(out, "memory_refusals", shared.budget.refusals());
     compose_stat(out, "server_ejections", shared.health.ejections());
     compose_stat(out, "worker_batches", totals.batches);
-    for (i, server) in config.servers.iter().enumerate() {
-        compose_stat(out, &format!("server_{i}"), server);
+    for (i, server) in servers.iter().enumerate() {
+        compose_stat(out, &format!("server_{i}"), server.addr);
+        let state = if server.ejected { "ejected" } else { "up" };
+        compose_stat(out, &format!("server_{i}_state"), state);
+        compose_stat(out, &format!("server_{i}_failures"), server.failures);
+        compose_stat(out, &format!("server_{i}_ejections"), server.ejections);
+    }
+    compose_stat(out, "pools", shared.listeners.len());
+    for (i, (listen, slot)) in shared.listeners.iter().enumerate() {
+        let pool = slot.current();
+        let mode = match pool.mode {
+            Mode::Replicate { .. } => "replicate".to_string(),
+            Mode::Shard { replicas } => format!("shard/{replicas}"),
+        };
+        let addrs: Vec<String> = pool.servers.iter().map(|s| s.addr.to_string()).collect();
+        compose_stat(
+            out,
+            &format!("pool_{i}"),
+            format_args!("{} {listen} {mode} {}", pool.name, addrs.join(",")),
+        );
     }
     out.extend_from_slice(b"END\r\n");
 }

@@ -1,25 +1,233 @@
 //! The statistics writer: at every window boundary it swaps out each worker's statistics
 //! unit, writes one JSON line per busy worker and one merged line, and keeps the run's
-//! totals for the end-of-run summary. The schema is documented in docs/stats-file.md.
+//! totals for the end-of-run summary.
+//!
+//! Every line is one of the typed records below ([`Line`]), serialised with serde. The
+//! contract is `schema/stats-file.schema.json` (fields documented in
+//! docs/stats-file.md), and `schema/stats-file.golden.jsonl` is what this writer
+//! produces for a fixed run: the writer is tested against it here, and the Python
+//! reader (`cachelab.proxy_stats`) against the same file.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use std::collections::BTreeMap;
+
 use cachelab_stats::Welford;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
 use tracing::{error, info};
 
+use crate::config::Config;
 use crate::metrics::{OpKind, OpStats, WorkerStats};
-use crate::server::Shared;
+use crate::routing::plan::Mode;
+use crate::server::{Observed, StatsUnits};
 
 /// Bumped when a field changes meaning or disappears (adding fields does not bump it).
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// One line of the stats file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Line {
+    Start(StartLine),
+    Window(WindowLine),
+    Summary(SummaryLine),
+}
+
+/// The first line: what ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartLine {
+    pub schema: u32,
+    pub version: String,
+    pub pid: u32,
+    /// Unix seconds.
+    pub start: f64,
+    /// The first listener's address.
+    pub listen: String,
+    pub workers: usize,
+    /// Every distinct server, in the order of `server_service_us_by_server`.
+    pub servers: Vec<String>,
+    pub sharded: bool,
+    pub window_s: f64,
+    pub bucket_width_us: u64,
+    /// Each listener with its pool as configured at start.
+    pub pools: Vec<PoolLine>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolLine {
+    pub name: String,
+    pub listen: String,
+    /// "replicate" or "shard".
+    pub mode: String,
+    /// Servers holding each key: all of them in a replicate pool.
+    pub replicas: usize,
+    pub hash: String,
+    pub distribution: String,
+    pub servers: Vec<String>,
+}
+
+/// Count, mean and M2 of Welford's algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WelfordLine {
+    pub count: u64,
+    pub mean: f64,
+    pub m2: f64,
+}
+
+impl From<&Welford> for WelfordLine {
+    fn from(w: &Welford) -> Self {
+        WelfordLine {
+            count: w.count,
+            mean: w.mean,
+            m2: w.m2,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Percentiles {
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+/// One operation type's statistics (times in microseconds).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpLine {
+    pub count: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub errors: u64,
+    pub keys: WelfordLine,
+    pub response_us: WelfordLine,
+    pub decode_us: WelfordLine,
+    pub queue_wait_us: WelfordLine,
+    pub worker_service_us: WelfordLine,
+    pub server_service_us: WelfordLine,
+    pub worker_processing_us: WelfordLine,
+    pub server_service_us_by_server: Vec<WelfordLine>,
+    pub rt_hist_100us: Vec<u64>,
+    pub rt_overflow: u64,
+    pub rt_percentiles_us: Percentiles,
+    /// The HDR histogram, V2-deflate encoded, base64.
+    pub rt_hdr: String,
+}
+
+/// A statistics window of one worker (`scope: "worker"`) or of all (`"total"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WindowLine {
+    pub window: u64,
+    /// "worker" or "total".
+    pub scope: String,
+    pub worker: Option<usize>,
+    pub start: f64,
+    pub end: f64,
+    pub duration_s: f64,
+    pub queue_len: WelfordLine,
+    pub failovers: u64,
+    pub ops: BTreeMap<String, OpLine>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub total: Option<TotalFields>,
+}
+
+/// Fields only the merged ("total") line of a window has.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TotalFields {
+    pub arrivals: u64,
+    pub arrival_rate: f64,
+    pub throughput: f64,
+    pub queue_len_now: usize,
+    pub connections: u64,
+}
+
+/// The last line, on a clean shutdown: the whole run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SummaryLine {
+    pub windows: u64,
+    pub end: f64,
+    pub duration_s: f64,
+    pub arrivals: u64,
+    pub throughput: f64,
+    pub bad_requests: u64,
+    pub total_connections: u64,
+    pub queue_len: WelfordLine,
+    pub failovers: u64,
+    pub ops: BTreeMap<String, OpLine>,
+}
+
+/// The start line for `config` (pure: the caller gives the pid and the time).
+pub fn start_line(config: &Config, pid: u32, start: f64) -> StartLine {
+    StartLine {
+        schema: SCHEMA_VERSION,
+        version: env!("CARGO_PKG_VERSION").into(),
+        pid,
+        start,
+        listen: config.listen.to_string(),
+        workers: config.workers,
+        servers: config.servers.iter().map(ToString::to_string).collect(),
+        sharded: config.sharded,
+        window_s: config.stats_window.as_secs_f64(),
+        bucket_width_us: crate::metrics::BUCKET_WIDTH_US,
+        pools: config
+            .listeners
+            .iter()
+            .map(|l| PoolLine {
+                name: l.pool.name.clone(),
+                listen: l.listen.to_string(),
+                mode: match l.pool.mode {
+                    Mode::Replicate { .. } => "replicate".into(),
+                    Mode::Shard { .. } => "shard".into(),
+                },
+                replicas: match l.pool.mode {
+                    Mode::Replicate { .. } => l.pool.servers.len(),
+                    Mode::Shard { replicas } => replicas,
+                },
+                hash: l.pool.hash.name().into(),
+                distribution: l.pool.distribution.name().into(),
+                servers: l.pool.servers.iter().map(|s| s.addr.to_string()).collect(),
+            })
+            .collect(),
+    }
+}
+
+/// A window line (pure).
+pub fn window_line(
+    window: u64,
+    worker: Option<usize>,
+    stats: &WorkerStats,
+    start: f64,
+    end: f64,
+    total: Option<TotalFields>,
+) -> WindowLine {
+    WindowLine {
+        window,
+        scope: if worker.is_some() { "worker" } else { "total" }.into(),
+        worker,
+        start,
+        end,
+        duration_s: end - start,
+        queue_len: (&stats.queue_len).into(),
+        failovers: stats.failovers,
+        ops: ops_lines(stats),
+        total,
+    }
+}
 
 /// The workers' units taken out at a window boundary, with the net layer's counters.
 struct Swapped {
@@ -39,7 +247,9 @@ pub struct RunSummary {
 }
 
 pub struct StatsWriter {
-    shared: Arc<Shared>,
+    observed: Arc<Observed>,
+    units: Arc<StatsUnits>,
+    window_len: std::time::Duration,
     out: Option<BufWriter<File>>,
     window: u64,
     window_start: Instant,
@@ -76,12 +286,23 @@ fn unix_now() -> f64 {
 }
 
 impl StatsWriter {
-    pub fn create(shared: Arc<Shared>, path: Option<&Path>) -> io::Result<Self> {
-        let out = path.map(File::create).transpose()?.map(BufWriter::new);
+    pub fn create(
+        observed: Arc<Observed>,
+        units: Arc<StatsUnits>,
+        config: &Config,
+    ) -> io::Result<Self> {
+        let out = config
+            .stats_file
+            .as_deref()
+            .map(File::create)
+            .transpose()?
+            .map(BufWriter::new);
         let now = Instant::now();
-        let servers = shared.config.servers.len();
+        let servers = observed.health.len();
         let mut writer = StatsWriter {
-            shared,
+            observed,
+            units,
+            window_len: config.stats_window,
             out,
             window: 0,
             window_start: now,
@@ -89,21 +310,8 @@ impl StatsWriter {
             arrivals_seen: 0,
             totals: WorkerStats::new(servers, now),
         };
-        let config = &writer.shared.config;
-        let header = json!({
-            "type": "start",
-            "schema": SCHEMA_VERSION,
-            "version": env!("CARGO_PKG_VERSION"),
-            "pid": std::process::id(),
-            "start": writer.window_start_unix,
-            "listen": config.listen.to_string(),
-            "workers": config.workers,
-            "servers": config.servers.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "sharded": config.sharded,
-            "window_s": config.stats_window.as_secs_f64(),
-            "bucket_width_us": crate::metrics::BUCKET_WIDTH_US,
-        });
-        writer.write_lines(&[header])?;
+        let header = start_line(config, std::process::id(), writer.window_start_unix);
+        writer.write_lines(&[Line::Start(header)])?;
         Ok(writer)
     }
 
@@ -115,7 +323,7 @@ impl StatsWriter {
     /// boundary does not stall the event loop (and the tail latencies it measures) for
     /// milliseconds, not even when the proxy is pinned to one CPU.
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> RunSummary {
-        let mut ticks = tokio::time::interval(self.shared.config.stats_window);
+        let mut ticks = tokio::time::interval(self.window_len);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         ticks.tick().await;
         loop {
@@ -139,7 +347,7 @@ impl StatsWriter {
 
     /// Writes the lines and flushes once, so each window (or the header, or the summary)
     /// reaches the file whole.
-    fn write_lines(&mut self, values: &[Value]) -> io::Result<()> {
+    fn write_lines(&mut self, values: &[Line]) -> io::Result<()> {
         if let Some(out) = self.out.as_mut() {
             for value in values {
                 serde_json::to_writer(&mut *out, value)?;
@@ -154,20 +362,22 @@ impl StatsWriter {
     /// the net layer's counters at the window's end.
     fn swap_units(&self) -> Swapped {
         let end = Instant::now();
-        let servers = self.shared.config.servers.len();
-        let units = (0..self.shared.config.workers)
+        // Sized for every server known now (a reload may have added some).
+        let servers = self.observed.health.len();
+        let units = (0..self.units.len())
             .map(|worker| {
                 let fresh = WorkerStats::new(servers, end);
-                std::mem::replace(&mut *self.shared.lock_worker_stats(worker), fresh)
+                std::mem::replace(&mut *self.units.lock(worker), fresh)
             })
             .collect();
+        let net = &self.observed.net;
         Swapped {
             end,
             end_unix: unix_now(),
             units,
-            arrivals: self.shared.net.arrivals.load(Ordering::Relaxed),
-            queue_len_now: self.shared.queue.len(),
-            connections: self.shared.net.curr_connections.load(Ordering::Relaxed),
+            arrivals: net.arrivals.load(Ordering::Relaxed),
+            queue_len_now: self.observed.queue.len(),
+            connections: net.curr_connections.load(Ordering::Relaxed),
         }
     }
 
@@ -182,12 +392,19 @@ impl StatsWriter {
             queue_len_now,
             connections,
         } = swapped;
-        let servers = self.shared.config.servers.len();
+        let servers = units.iter().map(|u| u.servers()).max().unwrap_or(0);
         let mut merged = WorkerStats::new(servers, self.window_start);
         let mut lines = Vec::new();
         for (worker, unit) in units.iter().enumerate() {
             if self.out.is_some() && unit.ops.iter().any(|op| op.count > 0) {
-                lines.push(self.window_json(Some(worker), unit, end_unix, None));
+                lines.push(Line::Window(window_line(
+                    self.window,
+                    Some(worker),
+                    unit,
+                    self.window_start_unix,
+                    end_unix,
+                    None,
+                )));
             }
             merged.merge(unit);
         }
@@ -196,14 +413,21 @@ impl StatsWriter {
         if self.out.is_some() {
             let duration = end.duration_since(self.window_start).as_secs_f64();
             let completions: u64 = merged.ops.iter().map(|op| op.count).sum();
-            let extra = json!({
-                "arrivals": window_arrivals,
-                "arrival_rate": rate(window_arrivals, duration),
-                "throughput": rate(completions, duration),
-                "queue_len_now": queue_len_now,
-                "connections": connections,
-            });
-            lines.push(self.window_json(None, &merged, end_unix, Some(extra)));
+            let total = TotalFields {
+                arrivals: window_arrivals,
+                arrival_rate: rate(window_arrivals, duration),
+                throughput: rate(completions, duration),
+                queue_len_now,
+                connections,
+            };
+            lines.push(Line::Window(window_line(
+                self.window,
+                None,
+                &merged,
+                self.window_start_unix,
+                end_unix,
+                Some(total),
+            )));
         }
         if let Err(e) = self.write_lines(&lines) {
             error!(error = %e, "cannot write the stats file");
@@ -214,48 +438,23 @@ impl StatsWriter {
         self.window_start_unix = end_unix;
     }
 
-    fn window_json(
-        &self,
-        worker: Option<usize>,
-        stats: &WorkerStats,
-        end_unix: f64,
-        extra: Option<Value>,
-    ) -> Value {
-        let mut line = json!({
-            "type": "window",
-            "window": self.window,
-            "scope": if worker.is_some() { "worker" } else { "total" },
-            "worker": worker,
-            "start": self.window_start_unix,
-            "end": end_unix,
-            "duration_s": end_unix - self.window_start_unix,
-            "queue_len": welford_json(&stats.queue_len),
-            "failovers": stats.failovers,
-            "ops": ops_json(stats),
-        });
-        if let (Some(Value::Object(extra)), Value::Object(map)) = (extra, &mut line) {
-            map.extend(extra);
-        }
-        line
-    }
-
     fn finish(mut self) -> RunSummary {
         let duration_s = self.totals.window_start.elapsed().as_secs_f64();
         let completions: u64 = self.totals.ops.iter().map(|op| op.count).sum();
-        let summary = json!({
-            "type": "summary",
-            "windows": self.window,
-            "end": unix_now(),
-            "duration_s": duration_s,
-            "arrivals": self.arrivals_seen,
-            "throughput": rate(completions, duration_s),
-            "bad_requests": self.shared.net.bad_requests.load(Ordering::Relaxed),
-            "total_connections": self.shared.net.total_connections.load(Ordering::Relaxed),
-            "queue_len": welford_json(&self.totals.queue_len),
-            "failovers": self.totals.failovers,
-            "ops": ops_json(&self.totals),
-        });
-        if let Err(e) = self.write_lines(&[summary]) {
+        let net = &self.observed.net;
+        let summary = SummaryLine {
+            windows: self.window,
+            end: unix_now(),
+            duration_s,
+            arrivals: self.arrivals_seen,
+            throughput: rate(completions, duration_s),
+            bad_requests: net.bad_requests.load(Ordering::Relaxed),
+            total_connections: net.total_connections.load(Ordering::Relaxed),
+            queue_len: (&self.totals.queue_len).into(),
+            failovers: self.totals.failovers,
+            ops: ops_lines(&self.totals),
+        };
+        if let Err(e) = self.write_lines(&[Line::Summary(summary)]) {
             error!(error = %e, "cannot write the stats file summary");
         }
         RunSummary {
@@ -274,41 +473,40 @@ fn rate(count: u64, seconds: f64) -> f64 {
     }
 }
 
-fn welford_json(w: &Welford) -> Value {
-    json!({"count": w.count, "mean": w.mean, "m2": w.m2})
+fn ops_lines(stats: &WorkerStats) -> BTreeMap<String, OpLine> {
+    OpKind::ALL
+        .into_iter()
+        .filter(|kind| stats.op(*kind).count > 0)
+        .map(|kind| (kind.name().to_string(), op_line(stats.op(kind))))
+        .collect()
 }
 
-fn ops_json(stats: &WorkerStats) -> Value {
-    let mut ops = serde_json::Map::new();
-    for kind in OpKind::ALL {
-        let op = stats.op(kind);
-        if op.count > 0 {
-            ops.insert(kind.name().to_string(), op_json(op));
-        }
-    }
-    Value::Object(ops)
-}
-
-fn op_json(op: &OpStats) -> Value {
+fn op_line(op: &OpStats) -> OpLine {
     let p = op.rt_hdr.percentiles();
-    json!({
-        "count": op.count,
-        "hits": op.hits,
-        "misses": op.misses,
-        "errors": op.errors,
-        "keys": welford_json(&op.keys),
-        "response_us": welford_json(&op.response),
-        "decode_us": welford_json(&op.decode),
-        "queue_wait_us": welford_json(&op.queue_wait),
-        "worker_service_us": welford_json(&op.worker_service),
-        "server_service_us": welford_json(&op.server_service),
-        "worker_processing_us": welford_json(&op.worker_processing),
-        "server_service_us_by_server": op.per_server.iter().map(welford_json).collect::<Vec<_>>(),
-        "rt_hist_100us": op.rt_buckets.trimmed(),
-        "rt_overflow": op.rt_buckets.overflow,
-        "rt_percentiles_us": {"p50": p.p50, "p90": p.p90, "p99": p.p99, "p999": p.p999, "max": p.max},
-        "rt_hdr": op.rt_hdr.encode_base64().unwrap_or_default(),
-    })
+    OpLine {
+        count: op.count,
+        hits: op.hits,
+        misses: op.misses,
+        errors: op.errors,
+        keys: (&op.keys).into(),
+        response_us: (&op.response).into(),
+        decode_us: (&op.decode).into(),
+        queue_wait_us: (&op.queue_wait).into(),
+        worker_service_us: (&op.worker_service).into(),
+        server_service_us: (&op.server_service).into(),
+        worker_processing_us: (&op.worker_processing).into(),
+        server_service_us_by_server: op.per_server.iter().map(WelfordLine::from).collect(),
+        rt_hist_100us: op.rt_buckets.trimmed().to_vec(),
+        rt_overflow: op.rt_buckets.overflow,
+        rt_percentiles_us: Percentiles {
+            p50: p.p50,
+            p90: p.p90,
+            p99: p.p99,
+            p999: p.p999,
+            max: p.max,
+        },
+        rt_hdr: op.rt_hdr.encode_base64().unwrap_or_default(),
+    }
 }
 
 /// The human end-of-run summary (also logged).

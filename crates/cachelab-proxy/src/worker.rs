@@ -1,6 +1,9 @@
-//! A worker: takes the oldest request, sends its server messages over its own server
-//! connections, waits for every involved server, assembles and sends the client reply,
-//! records the request's statistics, and takes the next one.
+//! A worker: the I/O shell that carries out routing plans. It takes the oldest request,
+//! asks the request's pool for a plan ([`crate::routing::plan`]), sends each part to its
+//! server over the worker's own connections, waits for every involved server, lets
+//! another server stand in for a failed part where the plan allows, merges the replies
+//! by the plan's rule ([`crate::routing::merge`]), sends the client reply, records the
+//! request's statistics, and takes the next one.
 //!
 //! With `--pipeline D` (an extension; the default is 1) a worker takes up to D requests
 //! that are already waiting, in queue order, and has them at the servers together: one
@@ -13,16 +16,19 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use cachelab_protocol::{parse_reply, parse_request, Expect, Reply, ReplyError, Request};
+use cachelab_protocol::{parse_reply, parse_request, Expect, Limits, Reply, ReplyError, Request};
 use tokio::sync::watch;
 use tracing::warn;
 
 use crate::backend::{Backend, FillError};
 use crate::health::FailureKind;
-use crate::job::{Job, Route};
+use crate::job::Job;
 use crate::metrics::{Outcome, Timestamps};
-use crate::routing::{is_success, pick_replicated_reply, split_sizes, Outcome as Replicated};
-use crate::server::Shared;
+use crate::routing::merge::{
+    is_success, pick_replicated_reply, values_by_key, values_concat, Outcome as Replicated,
+};
+use crate::routing::plan::{Merge, PartKeys, Plan, ServerId};
+use crate::server::WorkerContext;
 
 #[derive(Debug, Clone, Copy)]
 enum State {
@@ -47,13 +53,20 @@ enum State {
 const REPLY_TOO_LARGE: &[u8] = b"SERVER_ERROR reply too large\r\n";
 const OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR out of memory\r\n";
 
+/// Limits for re-parsing frames the decoder already accepted.
+const REPARSE: Limits = Limits {
+    max_key_len: usize::MAX,
+    max_value_len: usize::MAX,
+    max_line_len: usize::MAX / 4,
+};
+
 /// One message to one server and what came of it.
 #[derive(Debug, Clone, Copy)]
 struct Exchange {
     /// The request of the batch it serves.
     job: usize,
-    server: usize,
-    /// The multi-GET part it carries (0 otherwise).
+    server: ServerId,
+    /// The plan's part it carries.
     part: usize,
     expect: Expect,
     sent: Instant,
@@ -65,7 +78,7 @@ struct Taken {
     job: Job,
     dequeued: Instant,
     queue_len: usize,
-    /// Failovers already made while staging its first attempt (sharded parts).
+    /// Stand-ins used so far (a part served by a server other than its first choice).
     failovers: u64,
 }
 
@@ -74,19 +87,22 @@ const WARN_INTERVAL: Duration = Duration::from_secs(1);
 
 pub struct Worker {
     id: usize,
-    shared: Arc<Shared>,
+    ctx: WorkerContext,
+    /// One connection per server, by server id; grown when a reload adds servers.
     backends: Vec<Backend>,
     /// Requests taken together (at most `--pipeline`; one by default).
     batch: Vec<Taken>,
+    /// The plan of each request of the batch (reused, not reallocated).
+    plans: Vec<Plan>,
+    /// Per request of the batch and part of its plan, the next candidate to try.
+    cursors: Vec<Vec<usize>>,
     /// Every message of the batch, in the order it was composed: per server, this is
     /// the order of the replies on that connection.
     exchanges: Vec<Exchange>,
     blocked: Vec<bool>,
     replicated: Vec<Replicated<Instant>>,
-    /// Per part of a sharded multi-GET, the exchange that answered it.
+    /// Per part of the request being finished, the exchange that answered it.
     part_answers: Vec<Option<usize>>,
-    /// Failovers of the request being finished.
-    failovers: u64,
     last_warning: Option<Instant>,
     suppressed_warnings: u64,
     /// Ejections and restores of servers (see `health`): a worker waiting on a server
@@ -95,37 +111,42 @@ pub struct Worker {
 }
 
 impl Worker {
-    pub fn new(id: usize, shared: Arc<Shared>) -> Self {
-        let config = &shared.config;
-        let backends = (0..config.servers.len())
-            .map(|index| {
-                Backend::new(
-                    id,
-                    index,
-                    Arc::clone(&shared.health),
-                    Arc::clone(&shared.budget),
-                    config.server_timeout,
-                    config.backoff_max,
-                    config.max_reply_bytes,
-                )
-            })
-            .collect();
-        let servers = config.servers.len();
-        let depth = config.pipeline;
-        Worker {
+    pub fn new(id: usize, ctx: WorkerContext) -> Self {
+        let depth = ctx.settings.pipeline;
+        let mut worker = Worker {
             id,
-            backends,
+            backends: Vec::new(),
             batch: Vec::with_capacity(depth),
-            exchanges: Vec::with_capacity(servers * depth * 2),
-            blocked: vec![false; servers],
-            replicated: Vec::with_capacity(servers),
-            part_answers: Vec::with_capacity(servers),
-            failovers: 0,
+            plans: (0..depth).map(|_| Plan::default()).collect(),
+            cursors: vec![Vec::new(); depth],
+            exchanges: Vec::with_capacity(depth * 8),
+            blocked: Vec::new(),
+            replicated: Vec::with_capacity(8),
+            part_answers: Vec::with_capacity(8),
             last_warning: None,
             suppressed_warnings: 0,
-            health_changes: shared.health.subscribe(),
-            shared,
+            health_changes: ctx.health.subscribe(),
+            ctx,
+        };
+        worker.grow_backends(worker.ctx.health.len());
+        worker
+    }
+
+    /// Makes sure there is a backend for every server id below `servers`.
+    fn grow_backends(&mut self, servers: usize) {
+        let settings = &self.ctx.settings;
+        while self.backends.len() < servers {
+            self.backends.push(Backend::new(
+                self.id,
+                self.backends.len(),
+                Arc::clone(&self.ctx.health),
+                Arc::clone(&self.ctx.budget),
+                settings.connect_timeout,
+                settings.backoff_max,
+                settings.max_reply_bytes,
+            ));
         }
+        self.blocked.resize(self.backends.len(), false);
     }
 
     /// Opens the connections to every server (a server that is down is retried later).
@@ -142,11 +163,11 @@ impl Worker {
     /// waiting, serves them together, and goes back to the queue.
     pub async fn run(mut self) {
         self.connect().await;
-        let depth = self.shared.config.pipeline;
+        let depth = self.ctx.settings.pipeline;
         loop {
             // While waiting for work, notice a server closing an idle connection (a
             // restart) now, rather than when the next request finds it dead.
-            let queue = &self.shared.queue;
+            let queue = &self.ctx.queue;
             let backends = &mut self.backends;
             let job = tokio::select! {
                 biased;
@@ -159,7 +180,7 @@ impl Worker {
             let Some(job) = job else { break };
             self.take(job);
             while self.batch.len() < depth {
-                match self.shared.queue.try_pop() {
+                match self.ctx.queue.try_pop() {
                     Some(job) => self.take(job),
                     None => break,
                 }
@@ -169,26 +190,46 @@ impl Worker {
     }
 
     fn take(&mut self, job: Job) {
+        let index = self.batch.len();
+        let plan = &mut self.plans[index];
+        job.pool.plan(
+            job.access,
+            &job.frame,
+            job.keys as usize,
+            job.rr,
+            &*self.ctx.health,
+            plan,
+        );
+        self.cursors[index].clear();
+        self.cursors[index].resize(plan.parts.len(), 0);
+        let highest = plan.candidates.iter().copied().max().unwrap_or(0);
         self.batch.push(Taken {
             job,
             dequeued: Instant::now(),
-            queue_len: self.shared.queue.len(),
+            queue_len: self.ctx.queue.len(),
             failovers: 0,
         });
+        if highest >= self.backends.len() {
+            self.grow_backends(self.ctx.health.len().max(highest + 1));
+        }
     }
 
     /// Sends the first attempt of every request of the batch in one write per server,
-    /// reads all the replies, then finishes the requests in order (with failover
-    /// attempts one request at a time where a server failed).
+    /// reads all the replies, then finishes the requests in order (with stand-ins one
+    /// request at a time where a server failed).
     async fn serve_batch(&mut self) {
-        self.shared.counters[self.id].record_batch();
+        self.ctx.counters[self.id].record_batch();
         self.exchanges.clear();
-        for index in 0..self.batch.len() {
-            self.stage_first(index).await;
+        let mut batch = std::mem::take(&mut self.batch);
+        let mut timeout = Duration::ZERO;
+        for (index, taken) in batch.iter_mut().enumerate() {
+            timeout = timeout.max(taken.job.pool.timeout);
+            for part in 0..self.plans[index].parts.len() {
+                self.stage_part(index, taken, part).await;
+            }
         }
         self.send_staged().await;
-        self.await_replies().await;
-        let mut batch = std::mem::take(&mut self.batch);
+        self.await_replies(timeout).await;
         for (index, taken) in batch.drain(..).enumerate() {
             self.finish(index, taken).await;
         }
@@ -198,62 +239,68 @@ impl Worker {
         }
     }
 
-    async fn stage_first(&mut self, index: usize) {
-        let job = &self.batch[index].job;
-        let (route, expect, frame) = (job.route, job.expect, job.frame.clone());
-        match route {
-            Route::One(server) => {
-                if self.backends[server].ensure_connected().await {
-                    self.stage(index, server, 0, expect, |out| {
-                        out.extend_from_slice(&frame)
-                    });
-                }
+    /// Stages part `part` of request `index` with its next candidate that can be used;
+    /// false if none is left. A part of an all-must-succeed request has one candidate:
+    /// when it cannot be used, a failed exchange stands for its failure.
+    async fn stage_part(&mut self, index: usize, taken: &mut Taken, part: usize) -> bool {
+        let all_must_succeed = self.plans[index].merge() == Merge::AllMustSucceed;
+        loop {
+            let cursor = self.cursors[index][part];
+            let Some(&server) = self.plans[index].candidates_of(part).get(cursor) else {
+                return false;
+            };
+            self.cursors[index][part] += 1;
+            if cursor > 0 {
+                taken.failovers += 1;
             }
-            Route::Sharded { first } => {
-                self.part_answers.clear();
-                self.failovers = 0;
-                self.stage_sharded_round(index, &frame, first, 0).await;
-                self.batch[index].failovers = self.failovers;
+            if self.backends[server].ensure_connected().await {
+                compose(
+                    &taken.job,
+                    &self.plans[index],
+                    part,
+                    &mut self.backends[server].wbuf,
+                );
+                self.exchanges.push(Exchange {
+                    job: index,
+                    server,
+                    part,
+                    expect: taken.job.expect,
+                    sent: Instant::now(),
+                    result: State::Pending,
+                });
+                return true;
             }
-            Route::All => {
-                for server in 0..self.backends.len() {
-                    if self.backends[server].ensure_connected().await {
-                        self.stage(index, server, 0, expect, |out| {
-                            out.extend_from_slice(&frame)
-                        });
-                    } else {
-                        let now = Instant::now();
-                        self.exchanges.push(Exchange {
-                            job: index,
-                            server,
-                            part: 0,
-                            expect,
-                            sent: now,
-                            result: State::Failed { at: now },
-                        });
-                    }
-                }
+            if all_must_succeed {
+                let now = Instant::now();
+                self.exchanges.push(Exchange {
+                    job: index,
+                    server,
+                    part,
+                    expect: taken.job.expect,
+                    sent: now,
+                    result: State::Failed { at: now },
+                });
+                return true;
             }
         }
     }
 
     /// Replies to one request of the batch and records its statistics.
-    async fn finish(&mut self, index: usize, taken: Taken) {
+    async fn finish(&mut self, index: usize, mut taken: Taken) {
+        let merge = self.plans[index].merge();
+        let outcome = match merge {
+            Merge::AllMustSucceed => self.finish_all(index, &taken),
+            _ => self.finish_parts(index, &mut taken, merge).await,
+        };
         let Taken {
             job,
             dequeued,
             queue_len,
             failovers,
+            ..
         } = taken;
-        self.failovers = failovers;
-        let outcome = match job.route {
-            Route::One(server) => self.finish_read(index, &job, server).await,
-            Route::Sharded { first } => self.finish_sharded(index, &job, first).await,
-            Route::All => self.finish_replicated(index, &job),
-        };
         let reply_sent = Instant::now();
-        job.conn
-            .finished(job.route == Route::All, &self.shared.queue);
+        job.conn.finished(job.is_write(), &self.ctx.queue);
         let mut first_sent: Option<Instant> = None;
         let mut last_answer: Option<Instant> = None;
         for ex in self.exchanges.iter().filter(|ex| ex.job == index) {
@@ -276,9 +323,9 @@ impl Worker {
             last_answer,
             reply_sent,
         };
-        let mut stats = self.shared.lock_worker_stats(self.id);
+        let mut stats = self.ctx.lock_stats(self.id);
         stats.queue_len.add(queue_len as f64);
-        stats.failovers += self.failovers;
+        stats.failovers += failovers;
         stats.record(job.op, &ts, outcome);
         for ex in self.exchanges.iter().filter(|ex| ex.job == index) {
             if let State::Done { at, .. } = ex.result {
@@ -296,132 +343,23 @@ impl Worker {
         })
     }
 
-    /// The latest exchange of request `index` with `server`.
-    fn exchange_of(&self, index: usize, server: usize) -> Option<&Exchange> {
-        self.exchanges
-            .iter()
-            .rev()
-            .find(|ex| ex.job == index && ex.server == server)
-    }
-
-    /// A read for one server; if that server is down or failed, the next one is tried
-    /// (reads are idempotent and every server holds every key).
-    async fn finish_read(&mut self, index: usize, job: &Job, start: usize) -> Outcome {
-        let servers = self.backends.len();
+    /// Parts that each need one answer (relayed, or values merged): a part whose server
+    /// is down or failed moves on to its next candidate, round by round, until every
+    /// part has an answer or a part has no candidate left.
+    async fn finish_parts(&mut self, index: usize, taken: &mut Taken, merge: Merge) -> Outcome {
         let mut outcome = Outcome {
-            keys: job.keys,
+            keys: taken.job.keys,
             ..Outcome::default()
         };
-        for attempt in 0..servers {
-            let server = (start + attempt) % servers;
-            if let Some(line) = self.refusal_of(index) {
-                outcome.error = true;
-                self.reply(job, &outcome, |out| out.extend_from_slice(line));
-                return outcome;
-            }
-            if attempt > 0 {
-                self.failovers += 1;
-                if !self.backends[server].ensure_connected().await {
-                    continue;
-                }
-                self.stage(index, server, 0, job.expect, |out| {
-                    out.extend_from_slice(&job.frame)
-                });
-                self.send_staged().await;
-                self.await_replies().await;
-            }
-            if let Some(Exchange {
-                result: State::Done {
-                    reply, offset, len, ..
-                },
-                ..
-            }) = self.exchange_of(index, server).copied()
-            {
-                if let Reply::Values { hits, .. } = reply {
-                    outcome.hits = hits;
-                }
-                outcome.error = reply.is_error();
-                let bytes = &self.backends[server].rbuf[offset..offset + len];
-                self.reply(job, &outcome, |out| out.extend_from_slice(bytes));
-                return outcome;
-            }
-        }
-        outcome.error = true;
-        match self.refusal_of(index) {
-            Some(line) => self.reply(job, &outcome, |out| out.extend_from_slice(line)),
-            None => self.reply_unavailable(job, &outcome, start),
-        }
-        outcome
-    }
-
-    /// Stages the parts of a sharded multi-GET that have no answer yet, each to its
-    /// server of this round (the next live one if that is down); false if none could
-    /// be staged.
-    async fn stage_sharded_round(
-        &mut self,
-        index: usize,
-        frame: &[u8],
-        first: usize,
-        round: usize,
-    ) -> bool {
-        let servers = self.backends.len();
-        let Ok((Request::Get(get), _)) = parse_request(frame, &self.shared.config.limits) else {
-            unreachable!("sharded jobs are multi-GETs that parsed at decode time");
-        };
-        let verb: &[u8] = if get.cas { b"gets" } else { b"get" };
-        let parts = split_sizes(get.keys.len(), servers);
-        self.part_answers.resize(parts.len(), None);
-        let mut staged_any = false;
-        let mut key_iter = get.keys.iter();
-        for (part, size) in parts.enumerate() {
-            let keys = key_iter.clone().take(size);
-            key_iter.nth(size - 1);
-            if self.part_answers[part].is_some() {
-                continue;
-            }
-            let preferred = (first + part + round) % servers;
-            let mut target = None;
-            for k in 0..servers {
-                let server = (preferred + k) % servers;
-                if self.backends[server].ensure_connected().await {
-                    target = Some(server);
-                    break;
-                }
-            }
-            let Some(server) = target else { continue };
-            if round > 0 || server != (first + part) % servers {
-                self.failovers += 1;
-            }
-            self.stage(index, server, part, Expect::Values, |out| {
-                out.extend_from_slice(verb);
-                for key in keys {
-                    out.extend_from_slice(b" ");
-                    out.extend_from_slice(key);
-                }
-                out.extend_from_slice(b"\r\n");
-            });
-            staged_any = true;
-        }
-        staged_any
-    }
-
-    /// A sharded multi-GET: consecutive key ranges to consecutive servers, reassembled
-    /// in the client's key order. A part whose server is down or failed moves on to the
-    /// next server.
-    async fn finish_sharded(&mut self, index: usize, job: &Job, first: usize) -> Outcome {
-        let servers = self.backends.len();
-        let mut outcome = Outcome {
-            keys: job.keys,
-            ..Outcome::default()
-        };
+        let parts = self.plans[index].parts.len();
         self.part_answers.clear();
-        self.part_answers
-            .resize(split_sizes(job.keys as usize, servers).len(), None);
-        let mut round = 0;
+        self.part_answers.resize(parts, None);
         loop {
             if let Some(line) = self.refusal_of(index) {
                 outcome.error = true;
-                self.reply(job, &outcome, |out| out.extend_from_slice(line));
+                self.reply(&taken.job, &outcome, taken.failovers, |out| {
+                    out.extend_from_slice(line)
+                });
                 return outcome;
             }
             for (at, ex) in self.exchanges.iter().enumerate() {
@@ -429,25 +367,30 @@ impl Worker {
                     self.part_answers[ex.part].get_or_insert(at);
                 }
             }
-            round += 1;
-            if self.part_answers.iter().all(Option::is_some) || round >= servers {
-                break;
+            let mut staged = false;
+            let mut exhausted = false;
+            for part in 0..parts {
+                if self.part_answers[part].is_none() {
+                    let ok = self.stage_part(index, taken, part).await;
+                    staged |= ok;
+                    exhausted |= !ok;
+                }
             }
-            if !self
-                .stage_sharded_round(index, &job.frame, first, round)
-                .await
-            {
+            if !staged || exhausted {
+                // Either every part is answered, or one can no longer be: the others
+                // need not be asked again.
                 break;
             }
             self.send_staged().await;
-            self.await_replies().await;
+            self.await_replies(taken.job.pool.timeout).await;
         }
+        let (job, failovers) = (&taken.job, taken.failovers);
         if self.part_answers.iter().any(Option::is_none) {
             outcome.error = true;
-            self.reply_unavailable(job, &outcome, first);
+            let first = self.plans[index].candidates_of(0)[0];
+            self.reply_unavailable(job, &outcome, failovers, first);
             return outcome;
         }
-        // Every part answered: (server, reply, offset, len) of each, in key order.
         let answers = self.part_answers.iter().map(|at| {
             let ex = &self.exchanges[at.expect("checked above")];
             match ex.result {
@@ -457,13 +400,6 @@ impl Worker {
                 _ => unreachable!("part_answers only holds answered exchanges"),
             }
         });
-        let backends = &self.backends;
-        if let Some((server, _, offset, len)) = answers.clone().find(|a| a.1.is_error()) {
-            outcome.error = true;
-            let bytes = &backends[server].rbuf[offset..offset + len];
-            self.reply(job, &outcome, |out| out.extend_from_slice(bytes));
-            return outcome;
-        }
         outcome.hits = answers
             .clone()
             .map(|a| match a.1 {
@@ -471,21 +407,42 @@ impl Worker {
                 _ => 0,
             })
             .sum();
-        self.reply(job, &outcome, |out| {
-            for (server, reply, offset, _) in answers {
-                if let Reply::Values { body_len, .. } = reply {
-                    out.extend_from_slice(&backends[server].rbuf[offset..offset + body_len]);
-                }
-            }
-            out.extend_from_slice(b"END\r\n");
-        });
+        let backends = &self.backends;
+        let error = answers.clone().find(|a| a.1.is_error());
+        if merge == Merge::Relay || error.is_some() {
+            let (server, reply, offset, len) =
+                error.unwrap_or_else(|| answers.clone().next().expect("one part"));
+            outcome.error = reply.is_error();
+            let bytes = &backends[server].rbuf[offset..offset + len];
+            self.reply(job, &outcome, failovers, |out| out.extend_from_slice(bytes));
+            return outcome;
+        }
+        let body = |(server, reply, offset, _): (ServerId, Reply, usize, usize)| match reply {
+            Reply::Values { body_len, .. } => &backends[server].rbuf[offset..offset + body_len],
+            _ => &[][..],
+        };
+        if merge == Merge::Concat {
+            self.reply(job, &outcome, failovers, |out| {
+                values_concat(answers.map(body), out)
+            });
+        } else {
+            let bodies: Vec<&[u8]> = answers.map(body).collect();
+            let Ok((Request::Get(get), _)) = parse_request(&job.frame, &REPARSE) else {
+                unreachable!("a by-key merge is for a multi-GET");
+            };
+            let key_parts = &self.plans[index].key_parts;
+            self.reply(job, &outcome, failovers, |out| {
+                values_by_key(get.keys.iter(), key_parts, &bodies, out)
+            });
+        }
         outcome
     }
 
-    /// A write (or delete, incr, decr, touch, flush_all) to every server. The client gets
-    /// the success reply only if every server succeeded, otherwise the failure that
-    /// arrived last.
-    fn finish_replicated(&mut self, index: usize, job: &Job) -> Outcome {
+    /// Every part must succeed (a write to every server, or to a key's replicas): the
+    /// client gets the success reply only if every server succeeded, otherwise the
+    /// failure that arrived last.
+    fn finish_all(&mut self, index: usize, taken: &Taken) -> Outcome {
+        let job = &taken.job;
         let mut outcome = Outcome {
             keys: job.keys,
             ..Outcome::default()
@@ -496,7 +453,7 @@ impl Worker {
             .iter()
             .position(|ex| ex.job == index)
             .expect("a replicated request has an exchange per server");
-        let end = begin + self.backends.len();
+        let end = begin + self.plans[index].parts.len();
         self.replicated.clear();
         self.replicated
             .extend(self.exchanges[begin..end].iter().map(|ex| match ex.result {
@@ -525,34 +482,16 @@ impl Worker {
         match ex.result {
             State::Done { offset, len, .. } => {
                 let bytes = &self.backends[ex.server].rbuf[offset..offset + len];
-                self.reply(job, &outcome, |out| out.extend_from_slice(bytes));
+                self.reply(job, &outcome, taken.failovers, |out| {
+                    out.extend_from_slice(bytes)
+                });
             }
-            State::Refused { line, .. } => {
-                self.reply(job, &outcome, |out| out.extend_from_slice(line))
-            }
-            _ => self.reply_unavailable(job, &outcome, ex.server),
+            State::Refused { line, .. } => self.reply(job, &outcome, taken.failovers, |out| {
+                out.extend_from_slice(line)
+            }),
+            _ => self.reply_unavailable(job, &outcome, taken.failovers, ex.server),
         }
         outcome
-    }
-
-    /// Composes a message for `server` and records the pending exchange.
-    fn stage(
-        &mut self,
-        job: usize,
-        server: usize,
-        part: usize,
-        expect: Expect,
-        compose: impl FnOnce(&mut BytesMut),
-    ) {
-        compose(&mut self.backends[server].wbuf);
-        self.exchanges.push(Exchange {
-            job,
-            server,
-            part,
-            expect,
-            sent: Instant::now(),
-            result: State::Pending,
-        });
     }
 
     /// Sends every backend's composed messages; a backend that fails fails its exchanges.
@@ -575,11 +514,10 @@ impl Worker {
     }
 
     /// Reads replies from every server with a pending exchange, concurrently, until all
-    /// are answered or failed, or the server timeout passes. Each server's replies are
-    /// parsed in the order its messages were composed, which is the order it answers in.
-    /// A server ejected meanwhile (another worker timed out on it) is given up on at once.
-    async fn await_replies(&mut self) {
-        let timeout = self.shared.config.server_timeout;
+    /// are answered or failed, or `timeout` passes. Each server's replies are parsed in
+    /// the order its messages were composed, which is the order it answers in. A server
+    /// ejected meanwhile (another worker timed out on it) is given up on at once.
+    async fn await_replies(&mut self, timeout: Duration) {
         let deadline = tokio::time::Instant::now() + timeout;
         self.health_changes.borrow_and_update();
         loop {
@@ -628,7 +566,7 @@ impl Worker {
                 .exchanges
                 .iter()
                 .any(|e| e.server == server && matches!(e.result, State::Pending));
-            if waiting && self.shared.health.is_ejected(server) {
+            if waiting && self.ctx.health.is_ejected(server) {
                 self.backends[server].drop_connection("server ejected while we waited");
                 fail_pending(&mut self.exchanges, server);
             }
@@ -637,8 +575,14 @@ impl Worker {
 
     /// Counts the request, then sends its reply (or, for noreply, releases its slot).
     /// Counting first means a client that has its reply already sees it in `stats`.
-    fn reply(&self, job: &Job, outcome: &Outcome, write: impl FnOnce(&mut BytesMut)) {
-        self.shared.counters[self.id].record(job.op, outcome, self.failovers);
+    fn reply(
+        &self,
+        job: &Job,
+        outcome: &Outcome,
+        failovers: u64,
+        write: impl FnOnce(&mut BytesMut),
+    ) {
+        self.ctx.counters[self.id].record(job.op, outcome, failovers);
         if job.noreply {
             job.conn.complete_silent(job.seq);
         } else {
@@ -646,14 +590,16 @@ impl Worker {
         }
     }
 
-    fn reply_unavailable(&self, job: &Job, outcome: &Outcome, server: usize) {
+    fn reply_unavailable(&self, job: &Job, outcome: &Outcome, failovers: u64, server: ServerId) {
         let backend = &self.backends[server];
         let line = format!(
             "SERVER_ERROR server {} unavailable: {}\r\n",
             backend.addr,
             backend.reason().replace(['\r', '\n'], " ")
         );
-        self.reply(job, outcome, |out| out.extend_from_slice(line.as_bytes()));
+        self.reply(job, outcome, failovers, |out| {
+            out.extend_from_slice(line.as_bytes())
+        });
     }
 
     fn warn_replication(&mut self, job: &Job, range: std::ops::Range<usize>) {
@@ -705,6 +651,36 @@ impl Worker {
             );
         }
     }
+}
+
+/// Writes part `part` of `job`'s plan, as its server gets it, into `out`: the frame as
+/// received, or a `get`/`gets` of the part's keys.
+fn compose(job: &Job, plan: &Plan, part: usize, out: &mut BytesMut) {
+    let keys = plan.parts[part].keys;
+    if keys == PartKeys::Whole {
+        out.extend_from_slice(&job.frame);
+        return;
+    }
+    let Ok((Request::Get(get), _)) = parse_request(&job.frame, &REPARSE) else {
+        unreachable!("split requests are multi-GETs that parsed at decode time");
+    };
+    out.extend_from_slice(if get.cas { b"gets" } else { b"get" });
+    let mut put = |key: &[u8]| {
+        out.extend_from_slice(b" ");
+        out.extend_from_slice(key);
+    };
+    match keys {
+        PartKeys::Consecutive { start, len } => {
+            get.keys.iter().skip(start).take(len).for_each(&mut put)
+        }
+        _ => get
+            .keys
+            .iter()
+            .zip(&plan.key_parts)
+            .filter(|(_, &p)| p as usize == part)
+            .for_each(|(key, _)| put(key)),
+    }
+    out.extend_from_slice(b"\r\n");
 }
 
 /// One pass over the pending exchanges: parses what has arrived, reads more where a reply

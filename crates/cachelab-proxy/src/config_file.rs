@@ -1,0 +1,528 @@
+//! `--config FILE`: listeners and their pools, from cachelab's TOML or from twemproxy's
+//! `nutcracker.yml` as it is (chosen by the extension: `.yml`/`.yaml` is nutcracker's).
+//!
+//! cachelab's format, one table per pool:
+//!
+//! ```toml
+//! [pools.main]
+//! listen = "127.0.0.1:22121"
+//! mode = "shard"              # or "replicate" (every server holds every key)
+//! replicas = 2                # shard: each key on 2 consecutive ring servers
+//! read_policy = "round-robin" # or "primary": which replica a read goes to
+//! hash = "fnv1a_64"           # any twemproxy hash
+//! distribution = "ketama"     # ketama, modula, random
+//! hash_tag = "{}"
+//! timeout_ms = 1000
+//! failure_limit = 2           # failures in a row that eject a server (0: never)
+//! auto_eject = true           # shard: an ejected server's keys go to the next one
+//! split_multiget = false      # replicate: `-s`
+//! servers = ["127.0.0.1:11211:1 alpha", "127.0.0.1:11311:1 beta"]
+//! ```
+//!
+//! Servers are written as in nutcracker.yml: `host:port[:weight] [name]`.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use thiserror::Error;
+use yaml_rust2::{Yaml, YamlLoader};
+
+use crate::config::{ketama_name, ListenerSpec, PoolSpec, ServerSpec};
+use crate::routing::hash::Hash;
+use crate::routing::plan::{Mode, ReadPolicy};
+use crate::routing::ring::Distribution;
+
+/// Why a configuration file was refused: the file and the reason, naming the pool and
+/// the field.
+#[derive(Debug, Error)]
+pub enum FileError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+/// Reads the listeners and pools of `path`. `timeout` and `failure_limit` are the
+/// defaults for pools that do not set them.
+pub fn load(
+    path: &Path,
+    timeout: Duration,
+    failure_limit: u32,
+) -> Result<Vec<ListenerSpec>, FileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| FileError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let defaults = Defaults {
+        timeout,
+        failure_limit,
+    };
+    let yaml = matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yml" | "yaml")
+    );
+    let parsed = if yaml {
+        parse_nutcracker(&text, &defaults)
+    } else {
+        parse_toml(&text, &defaults)
+    };
+    let listeners = parsed.map_err(|message| FileError::Invalid {
+        path: path.display().to_string(),
+        message,
+    })?;
+    if listeners.is_empty() {
+        return Err(FileError::Invalid {
+            path: path.display().to_string(),
+            message: "no pools".into(),
+        });
+    }
+    Ok(listeners)
+}
+
+struct Defaults {
+    timeout: Duration,
+    failure_limit: u32,
+}
+
+/// `host:port[:weight] [name]`, parsed from the end as nutcracker does.
+pub fn parse_server(text: &str) -> Result<ServerSpec, String> {
+    let text = text.trim();
+    if text.starts_with('/') {
+        return Err(format!("server {text:?}: unix sockets are not supported"));
+    }
+    let (address, name) = match text.split_once(' ') {
+        Some((a, n)) if !n.trim().is_empty() => (a, Some(n.trim().to_string())),
+        _ => (text, None),
+    };
+    let parts: Vec<&str> = address.rsplitn(3, ':').collect();
+    let (host, port, weight) = match parts.as_slice() {
+        [weight, port, host] if weight.parse::<u32>().is_ok() && port.parse::<u16>().is_ok() => {
+            (*host, *port, *weight)
+        }
+        [port, host] => (*host, *port, "1"),
+        [weight, port, host] => {
+            // `host:port` where host has a colon (IPv6) is not supported; say which part
+            // is wrong.
+            return Err(format!(
+                "server {text:?}: expected host:port[:weight], got port {port:?} and weight \
+                 {weight:?} after {host:?}"
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "server {text:?}: expected host:port[:weight] [name]"
+            ))
+        }
+    };
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("server {text:?}: invalid port {port:?}"))?;
+    let weight: u32 = weight
+        .parse()
+        .map_err(|_| format!("server {text:?}: invalid weight {weight:?}"))?;
+    if weight == 0 {
+        return Err(format!("server {text:?}: weight must be at least 1"));
+    }
+    let addr = resolve(host, port).map_err(|e| format!("server {text:?}: {e}"))?;
+    Ok(ServerSpec {
+        addr,
+        name: name.unwrap_or_else(|| ketama_name(host, port)),
+        weight,
+    })
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("{host} did not resolve: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{host} did not resolve"))
+}
+
+fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    let text = text.trim();
+    if text.starts_with('/') {
+        return Err(format!("listen {text:?}: unix sockets are not supported"));
+    }
+    let (host, port) = text
+        .rsplit_once(':')
+        .ok_or_else(|| format!("listen {text:?}: expected host:port"))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("listen {text:?}: invalid port"))?;
+    resolve(host, port)
+}
+
+fn parse_hash_tag(text: &str) -> Result<[u8; 2], String> {
+    match text.as_bytes() {
+        [open, close] => Ok([*open, *close]),
+        _ => Err(format!("hash_tag {text:?}: must be two characters")),
+    }
+}
+
+fn check_pool(pool: &PoolSpec) -> Result<(), String> {
+    if pool.servers.is_empty() {
+        return Err(format!("pool {}: no servers", pool.name));
+    }
+    for (i, a) in pool.servers.iter().enumerate() {
+        if pool.servers[..i].iter().any(|b| b.name == a.name) {
+            return Err(format!(
+                "pool {}: two servers named {:?}",
+                pool.name, a.name
+            ));
+        }
+    }
+    if let Mode::Shard { replicas } = pool.mode {
+        if replicas == 0 || replicas > pool.servers.len() {
+            return Err(format!(
+                "pool {}: replicas = {replicas}, but it has {} servers",
+                pool.name,
+                pool.servers.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_listeners(listeners: &[ListenerSpec]) -> Result<(), String> {
+    for (i, a) in listeners.iter().enumerate() {
+        if let Some(b) = listeners[..i].iter().find(|b| b.listen == a.listen) {
+            return Err(format!(
+                "pools {} and {} listen on the same address {}",
+                b.pool.name, a.pool.name, a.listen
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlFile {
+    pools: std::collections::BTreeMap<String, TomlPool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlPool {
+    listen: String,
+    servers: Vec<String>,
+    #[serde(default = "default_mode")]
+    mode: String,
+    replicas: Option<usize>,
+    read_policy: Option<String>,
+    hash: Option<String>,
+    distribution: Option<String>,
+    hash_tag: Option<String>,
+    timeout_ms: Option<u64>,
+    failure_limit: Option<u32>,
+    auto_eject: Option<bool>,
+    split_multiget: Option<bool>,
+}
+
+fn default_mode() -> String {
+    "replicate".into()
+}
+
+fn parse_toml(text: &str, defaults: &Defaults) -> Result<Vec<ListenerSpec>, String> {
+    let file: TomlFile = toml::from_str(text).map_err(|e| e.to_string().trim().to_string())?;
+    let mut listeners = Vec::new();
+    for (name, p) in file.pools {
+        let ctx = |e: String| format!("pool {name}: {e}");
+        let servers = p
+            .servers
+            .iter()
+            .map(|s| parse_server(s))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(ctx)?;
+        let mode = match p.mode.as_str() {
+            "replicate" => {
+                if p.replicas.is_some() {
+                    return Err(ctx("replicas is for mode = \"shard\"".into()));
+                }
+                Mode::Replicate {
+                    split_multiget: p.split_multiget.unwrap_or(false),
+                }
+            }
+            "shard" => {
+                if p.split_multiget.is_some() {
+                    return Err(ctx(
+                        "split_multiget is for mode = \"replicate\" (shard pools split \
+                         multi-GETs by key)"
+                            .into(),
+                    ));
+                }
+                Mode::Shard {
+                    replicas: p.replicas.unwrap_or(1),
+                }
+            }
+            other => {
+                return Err(ctx(format!(
+                    "mode {other:?}: expected \"replicate\" or \"shard\""
+                )))
+            }
+        };
+        let hash = match &p.hash {
+            Some(h) => Hash::from_name(h).ok_or_else(|| ctx(format!("unknown hash {h:?}")))?,
+            None => Hash::Fnv1a64,
+        };
+        let distribution = match &p.distribution {
+            Some(d) => Distribution::from_name(d)
+                .ok_or_else(|| ctx(format!("unknown distribution {d:?}")))?,
+            None => Distribution::Ketama,
+        };
+        let read_policy = match p.read_policy.as_deref() {
+            None | Some("round-robin") => ReadPolicy::RoundRobin,
+            Some("primary") => ReadPolicy::Primary,
+            Some(other) => {
+                return Err(ctx(format!(
+                    "read_policy {other:?}: expected \"round-robin\" or \"primary\""
+                )))
+            }
+        };
+        let pool = PoolSpec {
+            name: name.clone(),
+            servers,
+            mode,
+            hash,
+            hash_tag: p
+                .hash_tag
+                .as_deref()
+                .map(parse_hash_tag)
+                .transpose()
+                .map_err(ctx)?,
+            distribution,
+            auto_eject: p.auto_eject.unwrap_or(true),
+            read_policy,
+            timeout: p
+                .timeout_ms
+                .map_or(defaults.timeout, Duration::from_millis)
+                .max(Duration::from_millis(1)),
+            failure_limit: p.failure_limit.unwrap_or(defaults.failure_limit),
+        };
+        check_pool(&pool)?;
+        listeners.push(ListenerSpec {
+            listen: parse_listen(&p.listen).map_err(ctx)?,
+            pool,
+        });
+    }
+    check_listeners(&listeners)?;
+    Ok(listeners)
+}
+
+/// nutcracker.yml keys that change nothing here (connection counts and socket options
+/// that cachelab sets itself): accepted so the file works as it is.
+const NUTCRACKER_IGNORED: &[&str] = &[
+    "backlog",
+    "client_connections",
+    "tcpkeepalive",
+    "server_connections",
+    "preconnect",
+    "server_retry_timeout",
+    "reuseport",
+];
+
+fn parse_nutcracker(text: &str, defaults: &Defaults) -> Result<Vec<ListenerSpec>, String> {
+    let docs = YamlLoader::load_from_str(text).map_err(|e| format!("not YAML: {e}"))?;
+    let [root] = docs.as_slice() else {
+        return Err(format!("expected one YAML document, found {}", docs.len()));
+    };
+    let pools = root
+        .as_hash()
+        .ok_or("expected a mapping of pool names to pools")?;
+    let mut listeners = Vec::new();
+    for (name, pool) in pools {
+        let name = scalar(name).ok_or("a pool name must be a string")?;
+        let ctx = |e: String| format!("pool {name}: {e}");
+        let fields = pool
+            .as_hash()
+            .ok_or_else(|| ctx("expected a mapping".into()))?;
+        let mut listen = None;
+        let mut servers = None;
+        let mut pool = PoolSpec {
+            name: name.clone(),
+            servers: Vec::new(),
+            mode: Mode::Shard { replicas: 1 },
+            hash: Hash::Fnv1a64,
+            hash_tag: None,
+            distribution: Distribution::Ketama,
+            auto_eject: false,
+            read_policy: ReadPolicy::Primary,
+            timeout: defaults.timeout,
+            failure_limit: defaults.failure_limit,
+        };
+        for (key, value) in fields {
+            let key = scalar(key).ok_or_else(|| ctx("a key must be a string".into()))?;
+            let text = || scalar(value).ok_or_else(|| ctx(format!("{key}: expected a value")));
+            match key.as_str() {
+                "listen" => listen = Some(parse_listen(&text()?).map_err(ctx)?),
+                "hash" => {
+                    let h = text()?;
+                    pool.hash =
+                        Hash::from_name(&h).ok_or_else(|| ctx(format!("unknown hash {h:?}")))?;
+                }
+                "hash_tag" => pool.hash_tag = Some(parse_hash_tag(&text()?).map_err(ctx)?),
+                "distribution" => {
+                    let d = text()?;
+                    pool.distribution = Distribution::from_name(&d)
+                        .ok_or_else(|| ctx(format!("unknown distribution {d:?}")))?;
+                }
+                "timeout" => {
+                    let ms: u64 = text()?
+                        .parse()
+                        .map_err(|_| ctx("timeout: expected milliseconds".into()))?;
+                    pool.timeout = Duration::from_millis(ms.max(1));
+                }
+                "auto_eject_hosts" => pool.auto_eject = boolean(value).map_err(ctx)?,
+                "server_failure_limit" => {
+                    pool.failure_limit = text()?
+                        .parse()
+                        .map_err(|_| ctx("server_failure_limit: expected a number".into()))?;
+                }
+                "redis" => {
+                    if boolean(value).map_err(ctx)? {
+                        return Err(ctx(
+                            "redis pools are not supported: cachelab-proxy speaks the \
+                             memcached protocol"
+                                .into(),
+                        ));
+                    }
+                }
+                "redis_auth" | "redis_db" => {
+                    return Err(ctx(format!("{key}: redis pools are not supported")))
+                }
+                "servers" => {
+                    let list = value
+                        .as_vec()
+                        .ok_or_else(|| ctx("servers: expected a list".into()))?;
+                    servers = Some(
+                        list.iter()
+                            .map(|s| {
+                                scalar(s)
+                                    .ok_or_else(|| "servers: expected strings".to_string())
+                                    .and_then(|s| parse_server(&s))
+                            })
+                            .collect::<Result<Vec<_>, _>>()
+                            .map_err(ctx)?,
+                    );
+                }
+                k if NUTCRACKER_IGNORED.contains(&k) => {}
+                other => return Err(ctx(format!("unknown key {other:?}"))),
+            }
+        }
+        if !pool.auto_eject {
+            // Without auto_eject_hosts twemproxy never takes a server out: neither do we.
+            pool.failure_limit = 0;
+        }
+        pool.servers = servers.ok_or_else(|| ctx("no servers".into()))?;
+        check_pool(&pool)?;
+        listeners.push(ListenerSpec {
+            listen: listen.ok_or_else(|| ctx("no listen address".into()))?,
+            pool,
+        });
+    }
+    check_listeners(&listeners)?;
+    Ok(listeners)
+}
+
+fn scalar(y: &Yaml) -> Option<String> {
+    match y {
+        Yaml::String(s) => Some(s.clone()),
+        Yaml::Integer(i) => Some(i.to_string()),
+        Yaml::Real(r) => Some(r.clone()),
+        Yaml::Boolean(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+fn boolean(y: &Yaml) -> Result<bool, String> {
+    match y {
+        Yaml::Boolean(b) => Ok(*b),
+        Yaml::String(s) if s == "true" => Ok(true),
+        Yaml::String(s) if s == "false" => Ok(false),
+        other => Err(format!("expected true or false, got {other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn defaults() -> Defaults {
+        Defaults {
+            timeout: Duration::from_millis(1000),
+            failure_limit: 2,
+        }
+    }
+
+    #[test]
+    fn servers_read_like_nutcrackers_with_its_default_names() {
+        let s = parse_server("127.0.0.1:11311:2 beta").unwrap();
+        assert_eq!((s.name.as_str(), s.weight), ("beta", 2));
+        assert_eq!(
+            parse_server("127.0.0.1:11311:1").unwrap().name,
+            "127.0.0.1:11311"
+        );
+        assert_eq!(parse_server("127.0.0.1:11211:1").unwrap().name, "127.0.0.1");
+        assert_eq!(parse_server("127.0.0.1:11311").unwrap().weight, 1);
+        let err = parse_server("127.0.0.1:11311:0").unwrap_err();
+        assert!(err.contains("weight"), "{err}");
+        assert!(parse_server("/tmp/mc.sock:1").unwrap_err().contains("unix"));
+    }
+
+    #[test]
+    fn a_nutcracker_yml_reads_as_it_is() {
+        let yml = "alpha:\n  listen: 127.0.0.1:22121\n  hash: murmur\n  hash_tag: \"{}\"\n  \
+                   distribution: modula\n  auto_eject_hosts: true\n  server_retry_timeout: 2000\n  \
+                   server_failure_limit: 3\n  timeout: 400\n  preconnect: true\n  servers:\n   \
+                   - 127.0.0.1:11311:1 one\n   - 127.0.0.1:11411:1 two\n";
+        let l = parse_nutcracker(yml, &defaults()).unwrap();
+        assert_eq!(l.len(), 1);
+        let p = &l[0].pool;
+        assert_eq!(l[0].listen.port(), 22121);
+        assert_eq!(
+            (p.hash, p.distribution),
+            (Hash::Murmur, Distribution::Modula)
+        );
+        assert_eq!(p.hash_tag, Some(*b"{}"));
+        assert_eq!((p.auto_eject, p.failure_limit), (true, 3));
+        assert_eq!(p.timeout, Duration::from_millis(400));
+        assert_eq!(p.mode, Mode::Shard { replicas: 1 });
+        assert_eq!(p.servers[1].name, "two");
+    }
+
+    #[test]
+    fn redis_pools_and_unknown_keys_are_refused_with_the_pool_named() {
+        let redis =
+            "r:\n  listen: 127.0.0.1:22121\n  redis: true\n  servers:\n   - 127.0.0.1:6379:1\n";
+        let err = parse_nutcracker(redis, &defaults()).unwrap_err();
+        assert!(
+            err.starts_with("pool r: redis pools are not supported"),
+            "{err}"
+        );
+        let typo = "a:\n  listen: 127.0.0.1:22121\n  hsah: md5\n  servers:\n   - 127.0.0.1:1:1\n";
+        let err = parse_nutcracker(typo, &defaults()).unwrap_err();
+        assert_eq!(err, "pool a: unknown key \"hsah\"");
+    }
+
+    #[test]
+    fn a_toml_pool_with_replicas() {
+        let toml = "[pools.main]\nlisten = \"127.0.0.1:0\"\nmode = \"shard\"\nreplicas = 2\n\
+                    servers = [\"127.0.0.1:1\", \"127.0.0.1:2\", \"127.0.0.1:3\"]\n";
+        let l = parse_toml(toml, &defaults()).unwrap();
+        assert_eq!(l[0].pool.mode, Mode::Shard { replicas: 2 });
+        assert!(l[0].pool.auto_eject);
+        let too_many = toml.replace("replicas = 2", "replicas = 4");
+        let err = parse_toml(&too_many, &defaults()).unwrap_err();
+        assert!(err.contains("replicas = 4, but it has 3 servers"), "{err}");
+        let unknown = toml.replace("replicas = 2", "replica = 2");
+        assert!(parse_toml(&unknown, &defaults())
+            .unwrap_err()
+            .contains("replica"));
+    }
+}

@@ -1,0 +1,597 @@
+//! Routing plans: a request and its pool's state in, the messages to send out (which
+//! server gets which part, which servers may stand in for it) and how the replies merge.
+//! Pure: the worker carries plans out; tests check them without sockets.
+
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use cachelab_protocol::{parse_request, Limits, Request};
+
+use super::hash::Hash;
+use super::ring::{Distribution, Member, Ring};
+use super::split_sizes;
+
+/// A server's index in the proxy's server table (see `health::Health`): the same
+/// server in two pools, or before and after a reload, has the same id.
+pub type ServerId = usize;
+
+/// How a pool spreads keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Every server holds every key: writes go to all, reads to one, round-robin
+    /// (section 1 of the spec). `split_multiget`: `-s`, multi-GETs split evenly.
+    Replicate { split_multiget: bool },
+    /// Each key on `replicas` consecutive servers of the ring (1: plain sharding,
+    /// twemproxy's model).
+    Shard { replicas: usize },
+}
+
+/// Which replica serves a read in a `shard` pool with replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadPolicy {
+    /// Rotate over the key's replicas, assigned at decode time.
+    RoundRobin,
+    /// The key's first replica, the others only when it fails.
+    Primary,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolServer {
+    pub id: ServerId,
+    pub addr: SocketAddr,
+    pub member: Member,
+}
+
+/// A pool as requests see it: immutable once built (a reload builds a new one).
+#[derive(Debug)]
+pub struct Pool {
+    pub name: String,
+    pub servers: Vec<PoolServer>,
+    pub mode: Mode,
+    pub hash: Hash,
+    pub hash_tag: Option<[u8; 2]>,
+    pub ring: Ring,
+    /// Shard pools: a key whose server is ejected goes to the next live one on the ring
+    /// (twemproxy's `auto_eject_hosts`); otherwise it fails with its server.
+    pub auto_eject: bool,
+    pub read_policy: ReadPolicy,
+    /// How long a server of this pool may take to answer.
+    pub timeout: Duration,
+    rr: AtomicU64,
+}
+
+/// What a request does, for routing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// get, gets (one key or several), mg, me.
+    Read,
+    /// Storage, delete, incr/decr, touch, ms, md, ma: one key.
+    Write,
+    /// flush_all: every server of the pool, whatever the mode.
+    Broadcast,
+}
+
+/// Which servers are ejected right now (the health registry; a set in tests).
+pub trait Alive {
+    fn is_ejected(&self, server: ServerId) -> bool;
+}
+
+/// How the parts' replies become the client's reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Merge {
+    /// One part; its reply is relayed as it is.
+    Relay,
+    /// Every part must succeed: the success reply, else the failure that came last.
+    AllMustSucceed,
+    /// Multi-GET parts of consecutive keys: their values in part order, one END.
+    Concat,
+    /// Multi-GET parts grouped by server: values put back in the client's key order.
+    ByKey,
+}
+
+/// Which keys a part's message carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartKeys {
+    /// The request's own frame, as received.
+    Whole,
+    /// Keys `start..start + len` of the request, as a `get`/`gets`.
+    Consecutive { start: usize, len: usize },
+    /// The keys whose entry in [`Plan::key_parts`] is this part, as a `get`/`gets`.
+    Listed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    pub keys: PartKeys,
+    /// Indices into [`Plan::candidates`]: the server to use first, then the ones that
+    /// may stand in for it when it fails.
+    pub candidates: Range<usize>,
+}
+
+/// A plan; reused by its worker (cleared, not reallocated, for each request).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub merge: Option<Merge>,
+    pub parts: Vec<Part>,
+    pub candidates: Vec<ServerId>,
+    /// `Merge::ByKey`: the part serving each of the client's keys, in the client's order.
+    pub key_parts: Vec<u32>,
+}
+
+impl Plan {
+    pub fn clear(&mut self) {
+        self.merge = None;
+        self.parts.clear();
+        self.candidates.clear();
+        self.key_parts.clear();
+    }
+
+    pub fn merge(&self) -> Merge {
+        self.merge.expect("a built plan has a merge rule")
+    }
+
+    /// The servers that may serve part `part`, in order of preference.
+    pub fn candidates_of(&self, part: usize) -> &[ServerId] {
+        &self.candidates[self.parts[part].candidates.clone()]
+    }
+
+    fn push_part(&mut self, keys: PartKeys, candidates: impl IntoIterator<Item = ServerId>) {
+        let start = self.candidates.len();
+        self.candidates.extend(candidates);
+        self.parts.push(Part {
+            keys,
+            candidates: start..self.candidates.len(),
+        });
+    }
+}
+
+/// Limits for re-parsing frames the decoder already accepted.
+const REPARSE: Limits = Limits {
+    max_key_len: usize::MAX,
+    max_value_len: usize::MAX,
+    max_line_len: usize::MAX / 4,
+};
+
+/// A request's routing key: the part between the pool's hash-tag characters, when both
+/// are there with something between them (twemproxy's rule), else the whole key.
+pub fn tagged(key: &[u8], tag: Option<[u8; 2]>) -> &[u8] {
+    let Some([open, close]) = tag else {
+        return key;
+    };
+    let Some(start) = memchr::memchr(open, key) else {
+        return key;
+    };
+    match memchr::memchr(close, &key[start + 1..]) {
+        Some(len) if len > 0 => &key[start + 1..start + 1 + len],
+        _ => key,
+    }
+}
+
+impl Pool {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        name: String,
+        servers: Vec<PoolServer>,
+        mode: Mode,
+        hash: Hash,
+        hash_tag: Option<[u8; 2]>,
+        distribution: Distribution,
+        auto_eject: bool,
+        read_policy: ReadPolicy,
+        timeout: Duration,
+    ) -> Pool {
+        let members: Vec<Member> = servers.iter().map(|s| s.member.clone()).collect();
+        Pool {
+            name,
+            ring: Ring::new(distribution, &members),
+            servers,
+            mode,
+            hash,
+            hash_tag,
+            auto_eject,
+            read_policy,
+            timeout,
+            rr: AtomicU64::new(0),
+        }
+    }
+
+    /// A replicate pool over `servers` (the command line's `-m`).
+    pub fn replicate(servers: Vec<PoolServer>, split_multiget: bool, timeout: Duration) -> Pool {
+        Pool::new(
+            "default".into(),
+            servers,
+            Mode::Replicate { split_multiget },
+            Hash::Fnv1a64,
+            None,
+            Distribution::Ketama,
+            true,
+            ReadPolicy::RoundRobin,
+            timeout,
+        )
+    }
+
+    fn n(&self) -> usize {
+        self.servers.len()
+    }
+
+    fn replicas(&self) -> usize {
+        match self.mode {
+            Mode::Shard { replicas } => replicas.clamp(1, self.n()),
+            Mode::Replicate { .. } => self.n(),
+        }
+    }
+
+    /// The round-robin position a request takes at decode time, so that assignment
+    /// order is arrival order: a replicate read takes one (or, split, one per part);
+    /// a read from rotating replicas takes one; everything else takes none.
+    pub fn assign(&self, access: Access, keys: usize) -> u64 {
+        let take = match (self.mode, access) {
+            (Mode::Replicate { split_multiget }, Access::Read) => {
+                if split_multiget && keys > 1 && self.n() > 1 {
+                    keys.min(self.n())
+                } else {
+                    1
+                }
+            }
+            (Mode::Shard { .. }, Access::Read)
+                if self.replicas() > 1 && self.read_policy == ReadPolicy::RoundRobin =>
+            {
+                1
+            }
+            _ => 0,
+        };
+        if take == 0 {
+            0
+        } else {
+            self.rr.fetch_add(take as u64, Ordering::Relaxed)
+        }
+    }
+
+    /// The ring position of a key.
+    pub fn key_hash(&self, key: &[u8]) -> u32 {
+        if self.n() == 1 || key.is_empty() {
+            return 0;
+        }
+        match self.ring.kind() {
+            Distribution::Random => rand::random(),
+            _ => self.hash.hash(tagged(key, self.hash_tag)),
+        }
+    }
+
+    /// The pool-local servers holding `key`, in ring order (its replicas first).
+    pub fn key_servers(&self, key: &[u8]) -> impl Iterator<Item = usize> + '_ {
+        self.ring.walk(self.key_hash(key))
+    }
+
+    /// Where a read of `key` may go, in order, given the decode-time position `rr`.
+    fn read_candidates(&self, key: &[u8], rr: u64, out: &mut Vec<ServerId>) {
+        let replicas = self.replicas();
+        let walk = self.key_servers(key);
+        if replicas > 1 {
+            let mut holders = [0usize; 16];
+            let held = replicas.min(holders.len());
+            for (slot, m) in holders.iter_mut().zip(walk.take(held)) {
+                *slot = m;
+            }
+            let offset = match self.read_policy {
+                ReadPolicy::RoundRobin => (rr % held as u64) as usize,
+                ReadPolicy::Primary => 0,
+            };
+            out.extend((0..held).map(|i| self.servers[holders[(offset + i) % held]].id));
+        } else if self.auto_eject {
+            out.extend(walk.map(|m| self.servers[m].id));
+        } else {
+            out.extend(walk.take(1).map(|m| self.servers[m].id));
+        }
+    }
+
+    /// Builds the plan for one request into `plan` (cleared first). `frame` is the
+    /// request as the servers get it; `keys` its key count; `rr` what [`Pool::assign`]
+    /// gave it at decode time.
+    pub fn plan(
+        &self,
+        access: Access,
+        frame: &[u8],
+        keys: usize,
+        rr: u64,
+        alive: &impl Alive,
+        plan: &mut Plan,
+    ) {
+        plan.clear();
+        let n = self.n();
+        let ids = |start: usize| (0..n).map(move |k| self.servers[(start + k) % n].id);
+        match (self.mode, access) {
+            (_, Access::Broadcast) | (Mode::Replicate { .. }, Access::Write) => {
+                plan.merge = Some(Merge::AllMustSucceed);
+                for server in &self.servers {
+                    plan.push_part(PartKeys::Whole, [server.id]);
+                }
+            }
+            (Mode::Replicate { split_multiget }, Access::Read) => {
+                let first = (rr % n as u64) as usize;
+                if split_multiget && keys > 1 && n > 1 {
+                    plan.merge = Some(Merge::Concat);
+                    let mut start = 0;
+                    for (part, len) in split_sizes(keys, n).enumerate() {
+                        plan.push_part(PartKeys::Consecutive { start, len }, ids(first + part));
+                        start += len;
+                    }
+                } else {
+                    plan.merge = Some(Merge::Relay);
+                    plan.push_part(PartKeys::Whole, ids(first));
+                }
+            }
+            (Mode::Shard { .. }, Access::Write) => {
+                let key = single_key(frame);
+                let holders = self.key_servers(key);
+                if self.replicas() > 1 {
+                    plan.merge = Some(Merge::AllMustSucceed);
+                    for m in holders.take(self.replicas()) {
+                        plan.push_part(PartKeys::Whole, [self.servers[m].id]);
+                    }
+                } else {
+                    // twemproxy: the key's server, or with auto_eject_hosts the next live
+                    // one; a write is not re-sent elsewhere once it has gone out.
+                    plan.merge = Some(Merge::Relay);
+                    let mut holders = holders.map(|m| self.servers[m].id).peekable();
+                    let home = *holders.peek().expect("a pool has servers");
+                    let target = if self.auto_eject {
+                        holders.find(|&s| !alive.is_ejected(s)).unwrap_or(home)
+                    } else {
+                        home
+                    };
+                    plan.push_part(PartKeys::Whole, [target]);
+                }
+            }
+            (Mode::Shard { .. }, Access::Read) if keys <= 1 => {
+                plan.merge = Some(Merge::Relay);
+                let mut candidates = std::mem::take(&mut plan.candidates);
+                self.read_candidates(single_key(frame), rr, &mut candidates);
+                plan.candidates = candidates;
+                plan.parts.push(Part {
+                    keys: PartKeys::Whole,
+                    candidates: 0..plan.candidates.len(),
+                });
+            }
+            (Mode::Shard { .. }, Access::Read) => self.plan_by_key(frame, rr, alive, plan),
+        }
+    }
+
+    /// A multi-GET in a shard pool: each key to the first live server that may serve
+    /// it, one part per server, the reply put back in the client's key order.
+    fn plan_by_key(&self, frame: &[u8], rr: u64, alive: &impl Alive, plan: &mut Plan) {
+        plan.merge = Some(Merge::ByKey);
+        let Ok((Request::Get(get), _)) = parse_request(frame, &REPARSE) else {
+            unreachable!("a multi-key read is a get that parsed at decode time");
+        };
+        let mut scratch = Vec::with_capacity(self.n());
+        // (server, part) pairs: few servers, so a linear search beats a map.
+        let mut part_of: Vec<(ServerId, u32)> = Vec::with_capacity(self.n());
+        let mut servers: Vec<ServerId> = Vec::with_capacity(self.n());
+        for key in get.keys.iter() {
+            scratch.clear();
+            self.read_candidates(key, rr, &mut scratch);
+            let server = scratch
+                .iter()
+                .copied()
+                .find(|&s| !alive.is_ejected(s))
+                .unwrap_or(scratch[0]);
+            let part = match part_of.iter().find(|(s, _)| *s == server) {
+                Some(&(_, part)) => part,
+                None => {
+                    let part = part_of.len() as u32;
+                    part_of.push((server, part));
+                    servers.push(server);
+                    part
+                }
+            };
+            plan.key_parts.push(part);
+        }
+        for server in servers {
+            plan.push_part(PartKeys::Listed, [server]);
+        }
+    }
+}
+
+/// The key of a single-key request frame (text or meta protocol).
+fn single_key(frame: &[u8]) -> &[u8] {
+    let line_end = memchr::memchr(b'\r', frame).unwrap_or(frame.len());
+    let mut tokens = frame[..line_end]
+        .split(|b| *b == b' ')
+        .filter(|t| !t.is_empty());
+    tokens.next();
+    tokens.next().unwrap_or(b"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    struct Ejected(HashSet<ServerId>);
+
+    impl Alive for Ejected {
+        fn is_ejected(&self, server: ServerId) -> bool {
+            self.0.contains(&server)
+        }
+    }
+
+    fn none() -> Ejected {
+        Ejected(HashSet::new())
+    }
+
+    fn servers(n: usize) -> Vec<PoolServer> {
+        (0..n)
+            .map(|i| {
+                let addr: SocketAddr = format!("127.0.0.1:{}", 21000 + i).parse().unwrap();
+                PoolServer {
+                    id: 10 + i,
+                    addr,
+                    member: Member {
+                        name: addr.to_string(),
+                        weight: 1,
+                    },
+                }
+            })
+            .collect()
+    }
+
+    fn shard(n: usize, replicas: usize, auto_eject: bool) -> Pool {
+        Pool::new(
+            "p".into(),
+            servers(n),
+            Mode::Shard { replicas },
+            Hash::Fnv1a64,
+            None,
+            Distribution::Ketama,
+            auto_eject,
+            ReadPolicy::RoundRobin,
+            Duration::from_secs(1),
+        )
+    }
+
+    fn planned(pool: &Pool, access: Access, frame: &[u8], keys: usize, alive: &Ejected) -> Plan {
+        let rr = pool.assign(access, keys);
+        let mut plan = Plan::default();
+        pool.plan(access, frame, keys, rr, alive, &mut plan);
+        plan
+    }
+
+    #[test]
+    fn replicate_reads_rotate_and_fail_over_to_every_other_server() {
+        let pool = Pool::replicate(servers(3), false, Duration::from_secs(1));
+        let firsts: Vec<ServerId> = (0..4)
+            .map(|_| planned(&pool, Access::Read, b"get k\r\n", 1, &none()).candidates_of(0)[0])
+            .collect();
+        assert_eq!(firsts, vec![10, 11, 12, 10]);
+        let plan = planned(&pool, Access::Read, b"get k\r\n", 1, &none());
+        assert_eq!(plan.merge(), Merge::Relay);
+        assert_eq!(plan.candidates_of(0), &[11, 12, 10]);
+    }
+
+    #[test]
+    fn replicate_writes_go_to_every_server_with_the_reply_rule() {
+        let pool = Pool::replicate(servers(3), false, Duration::from_secs(1));
+        let plan = planned(&pool, Access::Write, b"set k 0 0 1\r\nv\r\n", 1, &none());
+        assert_eq!(plan.merge(), Merge::AllMustSucceed);
+        let targets: Vec<ServerId> = (0..3).map(|p| plan.candidates_of(p)[0]).collect();
+        assert_eq!(targets, vec![10, 11, 12]);
+        assert!(
+            (0..3).all(|p| plan.candidates_of(p).len() == 1),
+            "writes never move"
+        );
+    }
+
+    #[test]
+    fn a_split_multi_get_takes_consecutive_parts_three_two_two() {
+        let pool = Pool::replicate(servers(3), true, Duration::from_secs(1));
+        let plan = planned(&pool, Access::Read, b"get a b c d e f g\r\n", 7, &none());
+        assert_eq!(plan.merge(), Merge::Concat);
+        let parts: Vec<PartKeys> = plan.parts.iter().map(|p| p.keys).collect();
+        assert_eq!(
+            parts,
+            vec![
+                PartKeys::Consecutive { start: 0, len: 3 },
+                PartKeys::Consecutive { start: 3, len: 2 },
+                PartKeys::Consecutive { start: 5, len: 2 },
+            ]
+        );
+        assert_eq!(plan.candidates_of(1), &[11, 12, 10]);
+        // The next read continues the rotation after the three parts.
+        let next = planned(&pool, Access::Read, b"get k\r\n", 1, &none());
+        assert_eq!(next.candidates_of(0)[0], 10);
+    }
+
+    #[test]
+    fn a_sharded_key_goes_to_its_ring_server_for_reads_and_writes() {
+        let pool = shard(3, 1, false);
+        let home = pool.servers[pool.ring.home(pool.key_hash(b"user:1"))].id;
+        let read = planned(&pool, Access::Read, b"get user:1\r\n", 1, &none());
+        assert_eq!(read.candidates_of(0), &[home]);
+        let write = planned(
+            &pool,
+            Access::Write,
+            b"set user:1 0 0 1\r\nx\r\n",
+            1,
+            &none(),
+        );
+        assert_eq!(
+            (write.merge(), write.candidates_of(0)),
+            (Merge::Relay, &[home][..])
+        );
+    }
+
+    #[test]
+    fn with_auto_eject_a_key_of_an_ejected_server_moves_to_the_next_on_the_ring() {
+        let pool = shard(3, 1, true);
+        let walk: Vec<ServerId> = pool.key_servers(b"k").map(|m| pool.servers[m].id).collect();
+        let ejected = Ejected([walk[0]].into_iter().collect());
+        let write = planned(&pool, Access::Write, b"delete k\r\n", 1, &ejected);
+        assert_eq!(write.candidates_of(0), &[walk[1]]);
+        let read = planned(&pool, Access::Read, b"get k\r\n", 1, &ejected);
+        assert_eq!(
+            read.candidates_of(0),
+            &walk[..],
+            "reads fail over along the ring"
+        );
+    }
+
+    #[test]
+    fn replicas_take_writes_together_and_reads_in_turn() {
+        let pool = shard(3, 2, false);
+        let holders: Vec<ServerId> = pool
+            .key_servers(b"k")
+            .take(2)
+            .map(|m| pool.servers[m].id)
+            .collect();
+        let write = planned(&pool, Access::Write, b"set k 0 0 1\r\nv\r\n", 1, &none());
+        assert_eq!(write.merge(), Merge::AllMustSucceed);
+        assert_eq!(
+            (0..2)
+                .map(|p| write.candidates_of(p)[0])
+                .collect::<Vec<_>>(),
+            holders
+        );
+        let a = planned(&pool, Access::Read, b"get k\r\n", 1, &none());
+        let b = planned(&pool, Access::Read, b"get k\r\n", 1, &none());
+        assert_eq!(a.candidates_of(0), &[holders[0], holders[1]]);
+        assert_eq!(b.candidates_of(0), &[holders[1], holders[0]]);
+    }
+
+    #[test]
+    fn a_sharded_multi_get_is_grouped_by_server_and_remembers_the_key_order() {
+        let pool = shard(3, 1, false);
+        let keys: Vec<String> = (0..20).map(|i| format!("key{i}")).collect();
+        let frame = format!("get {}\r\n", keys.join(" "));
+        let plan = planned(&pool, Access::Read, frame.as_bytes(), 20, &none());
+        assert_eq!(plan.merge(), Merge::ByKey);
+        assert_eq!(plan.key_parts.len(), 20);
+        for (key, &part) in keys.iter().zip(&plan.key_parts) {
+            let home = pool.servers[pool.ring.home(pool.key_hash(key.as_bytes()))].id;
+            assert_eq!(plan.candidates_of(part as usize), &[home], "{key}");
+        }
+        let distinct: HashSet<ServerId> = (0..plan.parts.len())
+            .map(|p| plan.candidates_of(p)[0])
+            .collect();
+        assert_eq!(distinct.len(), plan.parts.len(), "one part per server");
+    }
+
+    #[test]
+    fn flush_all_goes_to_every_server_of_a_shard_pool() {
+        let pool = shard(3, 1, false);
+        let plan = planned(&pool, Access::Broadcast, b"flush_all\r\n", 0, &none());
+        assert_eq!(plan.parts.len(), 3);
+        assert_eq!(plan.merge(), Merge::AllMustSucceed);
+    }
+
+    #[test]
+    fn the_hash_tag_picks_the_part_between_its_characters() {
+        let tag = Some([b'{', b'}']);
+        assert_eq!(tagged(b"user:{42}:name", tag), b"42");
+        assert_eq!(tagged(b"user:{}:name", tag), b"user:{}:name");
+        assert_eq!(tagged(b"user:{42", tag), b"user:{42");
+        assert_eq!(tagged(b"plain", None), b"plain");
+    }
+}
