@@ -1,4 +1,6 @@
-"""Reading the middleware's stats file (JSON lines; schema in docs/stats-file.md).
+"""Reading the middleware's stats file (JSON lines; fields in docs/stats-file.md, the
+contract in crates/cachelab-proxy/schema/stats-file.schema.json). The Rust writer and this
+reader are both tested against crates/cachelab-proxy/schema/stats-file.golden.jsonl.
 
 A run that crashed may have left a torn last line: it is ignored, and every complete
 window before it is kept.

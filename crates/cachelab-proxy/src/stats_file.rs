@@ -587,3 +587,132 @@ mod summary_tests {
         assert_eq!(row.split_whitespace().count(), 11, "{text}");
     }
 }
+
+#[cfg(test)]
+mod golden_tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::metrics::{OpKind, Outcome, Timestamps};
+
+    const GOLDEN: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/schema/stats-file.golden.jsonl"
+    );
+
+    /// A short run with fixed times and values: two workers over two servers.
+    fn fixture() -> Vec<Line> {
+        let config = Config::new(
+            "127.0.0.1:11212".parse().unwrap(),
+            vec![
+                "127.0.0.1:11211".parse().unwrap(),
+                "127.0.0.1:11311".parse().unwrap(),
+            ],
+            2,
+        );
+        let t0 = Instant::now();
+        let at = |us: u64| t0 + Duration::from_micros(us);
+        let stamps = |offsets: [u64; 6]| Timestamps {
+            arrival: at(offsets[0]),
+            enqueued: at(offsets[1]),
+            dequeued: at(offsets[2]),
+            first_sent: Some(at(offsets[3])),
+            last_answer: Some(at(offsets[4])),
+            reply_sent: at(offsets[5]),
+        };
+        let mut workers = [WorkerStats::new(2, t0), WorkerStats::new(2, t0)];
+        let hit = Outcome {
+            keys: 1,
+            hits: 1,
+            error: false,
+        };
+        let ts = stamps([0, 4, 10, 12, 160, 170]);
+        workers[0].record(OpKind::Get, &ts, hit);
+        workers[0].record_server(OpKind::Get, 0, at(12), at(160));
+        workers[0].queue_len.add(0.0);
+        let ts = stamps([0, 5, 30, 31, 231, 250]);
+        workers[0].record(OpKind::Get, &ts, Outcome { hits: 0, ..hit });
+        workers[0].record_server(OpKind::Get, 1, at(31), at(231));
+        workers[0].queue_len.add(1.0);
+        let ts = stamps([0, 6, 8, 9, 1209, 1220]);
+        workers[1].record(OpKind::Set, &ts, hit);
+        workers[1].record_server(OpKind::Set, 0, at(9), at(1100));
+        workers[1].record_server(OpKind::Set, 1, at(9), at(1209));
+        workers[1].queue_len.add(0.0);
+        workers[1].failovers = 1;
+        let (start, end) = (1_700_000_000.0, 1_700_000_005.0);
+        let mut lines = vec![Line::Start(start_line(&config, 4242, start))];
+        let mut merged = WorkerStats::new(2, t0);
+        for (i, w) in workers.iter().enumerate() {
+            lines.push(Line::Window(window_line(0, Some(i), w, start, end, None)));
+            merged.merge(w);
+        }
+        let total = TotalFields {
+            arrivals: 3,
+            arrival_rate: 0.6,
+            throughput: 0.6,
+            queue_len_now: 0,
+            connections: 2,
+        };
+        lines.push(Line::Window(window_line(
+            0,
+            None,
+            &merged,
+            start,
+            end,
+            Some(total),
+        )));
+        lines.push(Line::Summary(SummaryLine {
+            windows: 1,
+            end: end + 0.5,
+            duration_s: 5.5,
+            arrivals: 3,
+            throughput: 3.0 / 5.5,
+            bad_requests: 0,
+            total_connections: 2,
+            queue_len: (&merged.queue_len).into(),
+            failovers: merged.failovers,
+            ops: ops_lines(&merged),
+        }));
+        lines
+    }
+
+    fn encode(lines: &[Line]) -> String {
+        lines
+            .iter()
+            .map(|l| serde_json::to_string(l).unwrap() + "\n")
+            .collect()
+    }
+
+    #[test]
+    fn the_writer_produces_the_golden_file() {
+        let text = encode(&fixture());
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::write(GOLDEN, &text).unwrap();
+        }
+        let golden = std::fs::read_to_string(GOLDEN).expect("the golden stats file");
+        assert_eq!(
+            text, golden,
+            "the stats file changed: if on purpose, rerun with UPDATE_GOLDEN=1, update \
+             schema/stats-file.schema.json and docs/stats-file.md, and check the Python reader"
+        );
+    }
+
+    #[test]
+    fn every_golden_line_reads_back_into_the_same_typed_record() {
+        let golden = std::fs::read_to_string(GOLDEN).unwrap();
+        let read: Vec<Line> = golden
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(read, fixture());
+    }
+
+    #[test]
+    fn an_unknown_field_is_refused_by_the_typed_reader() {
+        let line = r#"{"type":"summary","windows":0,"end":0,"duration_s":0,"arrivals":0,
+            "throughput":0,"bad_requests":0,"total_connections":0,
+            "queue_len":{"count":0,"mean":0,"m2":0},"failovers":0,"ops":{},"extra":1}"#;
+        assert!(serde_json::from_str::<Line>(line).is_err());
+    }
+}

@@ -115,6 +115,14 @@ fn the_stats_file_counts_every_request_and_the_components_add_up() {
     assert_eq!(code, Some(0));
 
     let lines = proxy.stats_lines();
+    // Every line is one of the typed records (unknown fields refused): the same types
+    // the golden file and the JSON Schema describe.
+    let text = std::fs::read_to_string(proxy.stats_path()).unwrap();
+    for line in text.lines() {
+        if let Err(e) = serde_json::from_str::<cachelab_proxy::stats_file::Line>(line) {
+            panic!("{e}: {line}");
+        }
+    }
     assert_eq!(lines[0]["type"], "start");
     assert_eq!(lines[0]["workers"], 4);
     let summary = lines.last().unwrap();
