@@ -37,3 +37,63 @@ def test_capacity_of_a_running_memcached(memcached, tmp_path, capsys):
 def test_capacity_needs_exactly_one_target(capsys):
     assert cli.main(["capacity"]) == 1
     assert "give an experiment file or --server" in capsys.readouterr().err
+
+
+CAPACITY_EXPERIMENT = """
+name = "cap"
+order = "interleaved"
+repetitions = 2
+run_time_s = 2
+warmup_s = 0.5
+cooldown_s = 0.5
+qos_target_ms = 50
+[validation]
+cv_threshold = 10
+max_repetitions = 2
+[capacity]
+trial_s = 0.5
+trial_warmup_s = 0.25
+trial_repetitions = 1
+start_rate = 1000
+max_rate = 2000
+[servers]
+memory_mb = 64
+[middleware]
+count = 0
+[load]
+mode = "capacity"
+clients = 4
+[workload]
+ratio = "1:10"
+data_size = 64
+key_maximum = 500
+[[sweep.points]]
+"load.threads" = 1
+"""
+
+
+def test_a_capacity_experiment_stores_its_trials_and_reports_them(tmp_path, capsys):
+    import sqlite3
+
+    find_binary("cachelab-load")
+    (tmp_path / "cap.toml").write_text(CAPACITY_EXPERIMENT)
+    assert cli.main(["capacity", str(tmp_path / "cap.toml"), "--out",
+                     str(tmp_path / "out")]) == 0
+    with sqlite3.connect(tmp_path / "out" / "results.db") as db:
+        answers = db.execute("SELECT capacity, reason FROM capacity_answer").fetchall()
+        trials = db.execute("SELECT count(*) FROM capacity_trial").fetchone()[0]
+        runs = db.execute("SELECT throughput FROM run ORDER BY id").fetchall()
+    assert len(answers) == 2 and trials >= 2
+    # each run's throughput is its search's answer
+    assert [r[0] for r in runs] == [a[0] or 0.0 for a in answers]
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "Capacity under the latency target" in html
+    assert "Run order: interleaved" in html
+    images = {p.name for p in (tmp_path / "out" / "report-images").iterdir()}
+    assert {"capacity-1.png", "timeline.png"} <= images
+
+
+def test_a_capacity_file_must_be_in_capacity_mode(tmp_path, capsys):
+    (tmp_path / "x.toml").write_text(CAPACITY_EXPERIMENT.replace('mode = "capacity"', ""))
+    assert cli.main(["capacity", str(tmp_path / "x.toml")]) == 1
+    assert 'set load.mode = "capacity"' in capsys.readouterr().err

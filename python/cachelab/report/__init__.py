@@ -18,7 +18,7 @@ import jinja2
 
 from cachelab.analysis.design import RESPONSES
 from cachelab.report import data as data_mod
-from cachelab.report import plots, plots_analysis, sections
+from cachelab.report import methodology, plots, plots_analysis, sections
 from cachelab.store import Store
 
 TEMPLATE = "template.html.j2"
@@ -67,13 +67,31 @@ def write_report(out: Path) -> Path:
     """Writes DIR/report.html and its images; returns the page's path."""
     with Store.open_existing(out) as s:
         sec = sections.build(s)
+        runs = methodology.timeline(s)
+        run_order, order_seed = methodology.run_order(s)
+        searches = methodology.capacity_searches(s)
     figures = Figures(out / IMAGES, IMAGES)
     _load_figures(sec, figures)
     _analysis_figures(sec, figures)
+    if len(runs) > 1:
+        figures.add("plots", "timeline", "Every run's throughput against its start time "
+                    f"(runs in {run_order} order): a trend over time is drift",
+                    partial(plots.plot_timeline, runs=runs, order=run_order))
+    for i, point in enumerate(dict.fromkeys(k.point for k in searches), start=1):
+        mine = [k for k in searches if k.point == point]
+        figures.add("capacity", f"capacity-{i}", f"Capacity search, #{point + 1} "
+                    f"{mine[0].label}: p{mine[0].percentile:g} of every trial against its "
+                    "offered rate",
+                    partial(plots.plot_capacity_trials,
+                            trials=[(r, ms) for k in mine for r, ms, _ in k.trials],
+                            target_ms=mine[0].target_ms, percentile=mine[0].percentile,
+                            capacity=min((k.capacity for k in mine if k.capacity),
+                                         default=None)))
     d = sec.data
     page = out / PAGE
     page.write_text(environment().get_template(TEMPLATE).render(
         d=d, sec=sec, figures=figures, qos=sec.qos, laws=sec.laws, stages=data_mod.STAGES,
+        run_order=run_order, order_seed=order_seed, searches=searches,
         xlabel=sec.xlabel,
         unstable=[p for p in d.points if p.verdict and not p.verdict.stable
                   and not p.verdict.more],

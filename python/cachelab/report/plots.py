@@ -199,6 +199,21 @@ def plot_capacity_trials(ax: Axes, trials: Sequence[tuple[float, float]], target
     ax.grid(True, which="both", alpha=0.3)
 
 
+def plot_timeline(ax: Axes, runs: Sequence, order: str) -> None:
+    """Every run's throughput against when it started, one colour per point: with a
+    randomized order, a trend over time that is not a trend over points is drift."""
+    labels = list(dict.fromkeys(r.label for r in runs))
+    for label in labels:
+        mine = [r for r in runs if r.label == label]
+        ax.plot([r.started_s / 60 for r in mine], [r.throughput for r in mine], "o",
+                label=label)
+    ax.set_xlabel(f"run start (minutes since the first run; order: {order})")
+    ax.set_ylabel("throughput (ops/s)")
+    ax.set_ylim(bottom=0)
+    _legend(ax, len(labels))
+    ax.grid(True, alpha=0.3)
+
+
 def render(path: Path, draw: Callable[[Axes], None], width: float = 8.0,
            height: float = 4.5) -> Path:
     """Draws one plot on a new Figure and writes it as PNG."""
