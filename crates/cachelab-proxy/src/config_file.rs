@@ -165,6 +165,17 @@ fn parse_hash_tag(text: &str) -> Result<[u8; 2], String> {
     }
 }
 
+/// Puts a shard pool's servers in twemproxy's order: it sorts them by name (shorter
+/// names first, then bytewise) when it checks for duplicates, and keeps that order, which
+/// is what modula and random index (ketama does not depend on it).
+fn twemproxy_order(pool: &mut PoolSpec) {
+    if matches!(pool.mode, Mode::Shard { .. }) {
+        pool.servers.sort_by(|a, b| {
+            (a.name.len(), a.name.as_bytes()).cmp(&(b.name.len(), b.name.as_bytes()))
+        });
+    }
+}
+
 fn check_pool(pool: &PoolSpec) -> Result<(), String> {
     if pool.servers.is_empty() {
         return Err(format!("pool {}: no servers", pool.name));
@@ -285,7 +296,7 @@ fn parse_toml(text: &str, defaults: &Defaults) -> Result<Vec<ListenerSpec>, Stri
                 )))
             }
         };
-        let pool = PoolSpec {
+        let mut pool = PoolSpec {
             name: name.clone(),
             servers,
             mode,
@@ -305,6 +316,7 @@ fn parse_toml(text: &str, defaults: &Defaults) -> Result<Vec<ListenerSpec>, Stri
                 .max(Duration::from_millis(1)),
             failure_limit: p.failure_limit.unwrap_or(defaults.failure_limit),
         };
+        twemproxy_order(&mut pool);
         check_pool(&pool)?;
         listeners.push(ListenerSpec {
             listen: parse_listen(&p.listen).map_err(ctx)?,
@@ -420,6 +432,7 @@ fn parse_nutcracker(text: &str, defaults: &Defaults) -> Result<Vec<ListenerSpec>
             pool.failure_limit = 0;
         }
         pool.servers = servers.ok_or_else(|| ctx("no servers".into()))?;
+        twemproxy_order(&mut pool);
         check_pool(&pool)?;
         listeners.push(ListenerSpec {
             listen: listen.ok_or_else(|| ctx("no listen address".into()))?,
@@ -494,6 +507,15 @@ mod tests {
         assert_eq!(p.timeout, Duration::from_millis(400));
         assert_eq!(p.mode, Mode::Shard { replicas: 1 });
         assert_eq!(p.servers[1].name, "two");
+    }
+
+    #[test]
+    fn shard_servers_take_twemproxys_order_shorter_names_first() {
+        let yml = "a:\n  listen: 127.0.0.1:22121\n  servers:\n   - 127.0.0.1:11311:1\n   \
+                   - 127.0.0.1:11411:1 gamma\n   - 127.0.0.1:11511:1 beta\n";
+        let l = parse_nutcracker(yml, &defaults()).unwrap();
+        let names: Vec<&str> = l[0].pool.servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, vec!["beta", "gamma", "127.0.0.1:11311"]);
     }
 
     #[test]

@@ -310,16 +310,21 @@ impl Proxy {
     /// Starts `binary` (a cachelab-proxy) in front of `servers`, listening on a free port,
     /// with its stats file and log in a temporary directory.
     pub fn start(binary: &str, servers: &[&Memcached], extra: &[&str]) -> Proxy {
+        let mut args: Vec<String> = vec!["-l".into(), "127.0.0.1".into(), "-p".into(), "0".into()];
+        args.push("-m".into());
+        args.extend(servers.iter().map(|s| s.addr.to_string()));
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Proxy::start_args(binary, &args)
+    }
+
+    /// Starts `binary` with exactly `args` (plus its stats file and log in a temporary
+    /// directory), e.g. `--config FILE`; `addr` is the first listener's address.
+    pub fn start_args(binary: &str, args: &[String]) -> Proxy {
         let dir = tempfile::tempdir().unwrap();
         let mut cmd = Command::new(binary);
-        cmd.args(["-l", "127.0.0.1", "-p", "0"]);
-        cmd.arg("-m");
-        for s in servers {
-            cmd.arg(s.addr.to_string());
-        }
+        cmd.args(args);
         cmd.arg("--stats-file").arg(dir.path().join("stats.jsonl"));
         cmd.arg("--log-file").arg(dir.path().join("proxy.log"));
-        cmd.args(extra);
         cmd.stdout(Stdio::piped()).stderr(Stdio::null());
         let mut child = cmd.spawn().expect("cannot run cachelab-proxy");
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
@@ -365,9 +370,25 @@ impl Proxy {
     }
 
     pub fn sigterm(&self) {
+        self.signal(libc::SIGTERM);
+    }
+
+    pub fn signal(&self, signal: i32) {
         unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+            libc::kill(self.child.id() as libc::pid_t, signal);
         }
+    }
+
+    /// The next listener's address (one stdout line per listener, in the
+    /// configuration's order; the first is `addr`).
+    pub fn next_listener(&mut self) -> SocketAddr {
+        let mut line = String::new();
+        self.stdout.as_mut().unwrap().read_line(&mut line).unwrap();
+        line.trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected line {line:?}"))
+            .parse()
+            .unwrap()
     }
 
     /// Sends SIGTERM and waits for the exit; returns the exit code and what it printed.
