@@ -202,7 +202,9 @@ fn check_pool(pool: &PoolSpec) -> Result<(), String> {
 
 fn check_listeners(listeners: &[ListenerSpec]) -> Result<(), String> {
     for (i, a) in listeners.iter().enumerate() {
-        if let Some(b) = listeners[..i].iter().find(|b| b.listen == a.listen) {
+        // Port 0 picks a free port for each (tests, scripts): not a clash.
+        let clash = |b: &&ListenerSpec| b.listen == a.listen && a.listen.port() != 0;
+        if let Some(b) = listeners[..i].iter().find(clash) {
             return Err(format!(
                 "pools {} and {} listen on the same address {}",
                 b.pool.name, a.pool.name, a.listen
