@@ -15,6 +15,7 @@ pub const DEFAULT_CLIENTS: usize = 50;
 pub const DEFAULT_REQUESTS: u64 = 10_000;
 pub const DEFAULT_RATIO: &str = "1:10";
 pub const DEFAULT_PIPELINE: usize = 1;
+/// Value size when none of `--data-size`, `--data-size-range`, `--data-size-list` is given.
 pub const DEFAULT_DATA_SIZE: usize = 32;
 pub const DEFAULT_KEY_PREFIX: &str = "memtier-";
 pub const DEFAULT_KEY_MINIMUM: u64 = 0;
@@ -27,6 +28,7 @@ pub const DEFAULT_SEED: u64 = 5381;
 /// reconnects; it also bounds `--requests` runs against a server that stops answering.
 pub const DEFAULT_REPLY_TIMEOUT_SECS: f64 = 10.0;
 pub const DEFAULT_CONNECT_TIMEOUT_SECS: f64 = 5.0;
+pub const DEFAULT_RUN_COUNT: u32 = 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ProtocolArg {
@@ -67,6 +69,14 @@ pub struct Args {
     #[arg(short = 's', long = "server", visible_alias = "host", visible_short_alias = 'h', default_value = DEFAULT_SERVER)]
     pub server: String,
 
+    /// Connect over IPv4 only.
+    #[arg(short = '4', long)]
+    pub ipv4: bool,
+
+    /// Connect over IPv6 only.
+    #[arg(short = '6', long)]
+    pub ipv6: bool,
+
     /// Server port.
     #[arg(short = 'p', long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
@@ -100,22 +110,38 @@ pub struct Args {
     #[arg(long, default_value_t = DEFAULT_PIPELINE)]
     pub pipeline: usize,
 
-    /// Keys per GET; above 1 every GET is a multi-get (memcached `get k1 k2 ...`, Redis MGET).
-    #[arg(
-        long,
-        visible_alias = "multi-key-get",
-        default_value_t = 0,
-        value_name = "NUM"
-    )]
+    /// Keys per GET; above 1 every GET is a multi-get (memcached `get k1 k2 ...`, Redis
+    /// MGET), and each counts once toward --ratio.
+    #[arg(long, default_value_t = 0, value_name = "NUM")]
     pub multiget_keys: usize,
 
-    /// Value size in bytes.
-    #[arg(short = 'd', long, default_value_t = DEFAULT_DATA_SIZE)]
-    pub data_size: usize,
+    /// memtier's multi-key GET: up to NUM keys per GET, the keys counting toward --ratio
+    /// (--ratio=1:10 --multi-key-get=3 sends SET, then GETs of 3, 3, 3 and 1 keys).
+    #[arg(long, value_name = "NUM")]
+    pub multi_key_get: Option<usize>,
 
-    /// Value sizes drawn uniformly from this inclusive range (overrides --data-size).
+    /// Value size in bytes (default 32).
+    #[arg(short = 'd', long)]
+    pub data_size: Option<usize>,
+
+    /// Value sizes from this inclusive range, chosen by --data-size-pattern.
     #[arg(long, value_name = "MIN-MAX")]
     pub data_size_range: Option<String>,
+
+    /// With --data-size-range: R a uniform draw per SET, S a size rising linearly with the
+    /// key number over the key range.
+    #[arg(long, value_name = "R|S")]
+    pub data_size_pattern: Option<String>,
+
+    /// Value sizes from a weighted list: each connection sends SIZE1 WEIGHT1 times in a
+    /// row, then SIZE2 WEIGHT2 times, and so on, round and round (memtier's order).
+    #[arg(long, value_name = "SIZE1:WEIGHT1,...")]
+    pub data_size_list: Option<String>,
+
+    /// Every SET expires after a number of seconds drawn uniformly from this inclusive
+    /// range (0 = no expiry).
+    #[arg(long, value_name = "MIN-MAX")]
+    pub expiry_range: Option<String>,
 
     /// Random value bytes instead of a constant fill.
     #[arg(short = 'R', long)]
@@ -183,11 +209,32 @@ pub struct Args {
     #[arg(long)]
     pub populate: bool,
 
+    /// Full runs to make back to back, one second apart; the summary shows the best, the
+    /// worst and their average (memtier's).
+    #[arg(short = 'x', long, default_value_t = DEFAULT_RUN_COUNT, value_name = "NUMBER")]
+    pub run_count: u32,
+
+    /// With --run-count above 1, print every run's full summary too.
+    #[arg(long)]
+    pub print_all_runs: bool,
+
+    /// Latency percentiles shown in the human summary (the JSON report has them all).
+    #[arg(long, default_value = crate::percentiles::DEFAULT_PERCENTILES, value_name = "P1,P2,...")]
+    pub print_percentiles: String,
+
+    /// Each connection closes and re-opens after this many answered requests.
+    #[arg(long, value_name = "NUM")]
+    pub reconnect_interval: Option<u64>,
+
+    /// Accepted for memtier compatibility: a broken connection is always re-opened here.
+    #[arg(long)]
+    pub reconnect_on_error: bool,
+
     /// Write the JSON report (summary, per-second series, HDR histograms) here.
     #[arg(long, value_name = "FILE")]
     pub json_out_file: Option<PathBuf>,
 
-    /// Write the latency histograms as an HdrHistogram log, `<PREFIX>_FULL_RUN_1.txt`
+    /// Write each run's latency histograms as an HdrHistogram log, `<PREFIX>_FULL_RUN_<i>.txt`
     /// (one tagged interval per operation type, mergeable with any HDR tool).
     #[arg(long, value_name = "PREFIX")]
     pub hdr_file_prefix: Option<PathBuf>,
@@ -200,8 +247,8 @@ pub struct Args {
     #[arg(long, default_value_t = DEFAULT_REPLY_TIMEOUT_SECS, value_name = "SECS")]
     pub reply_timeout: f64,
 
-    /// Seconds to wait for a connection to be accepted.
-    #[arg(long, default_value_t = DEFAULT_CONNECT_TIMEOUT_SECS, value_name = "SECS")]
+    /// Seconds to wait for a connection to be accepted (0: no limit).
+    #[arg(long, visible_alias = "connection-timeout", default_value_t = DEFAULT_CONNECT_TIMEOUT_SECS, value_name = "SECS")]
     pub connect_timeout: f64,
 
     /// Accepted for memtier compatibility (no histogram is printed anyway).

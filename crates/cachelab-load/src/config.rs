@@ -6,9 +6,15 @@ use std::time::Duration;
 use cachelab_protocol::limits::MAX_KEY_LEN;
 use thiserror::Error;
 
-use crate::args::{Args, ArrivalArg, ProtocolArg, DEFAULT_REQUESTS};
+use crate::args::{Args, ArrivalArg, ProtocolArg, DEFAULT_DATA_SIZE, DEFAULT_REQUESTS};
+use crate::cycle::GetKeys;
 use crate::keys::{KeyPattern, KeyRange};
 use crate::schedule::Arrival;
+use crate::sizes::{self, MEMCACHED_MAX_RELATIVE_EXPTIME};
+pub use crate::sizes::{DataSize, ExpiryRange, SizePattern};
+
+/// `--connect-timeout=0` (memtier's "no limit"): a day, far beyond any run.
+pub const NO_CONNECT_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
@@ -28,26 +34,20 @@ impl Protocol {
 }
 
 /// Sets and gets are issued in repeating runs of `sets` then `gets` on each connection,
-/// so counts follow the ratio exactly rather than on average.
+/// so counts follow the ratio exactly rather than on average (see [`crate::cycle`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ratio {
     pub sets: u32,
     pub gets: u32,
 }
 
+/// Which addresses of the server to try (`-4`, `-6`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DataSize {
-    Fixed(usize),
-    /// Uniform over the inclusive range.
-    Range(usize, usize),
-}
-
-impl DataSize {
-    pub fn max(self) -> usize {
-        match self {
-            DataSize::Fixed(n) | DataSize::Range(_, n) => n,
-        }
-    }
+pub enum AddressFamily {
+    /// IPv4 first, then IPv6.
+    Any,
+    Ipv4,
+    Ipv6,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,9 +68,10 @@ pub struct OpenLoop {
 pub struct Workload {
     pub protocol: Protocol,
     pub ratio: Ratio,
-    /// Keys per GET; 1 means plain GETs.
-    pub multiget_keys: usize,
+    pub get_keys: GetKeys,
     pub data_size: DataSize,
+    /// Expiry of every SET, if any.
+    pub expiry: Option<ExpiryRange>,
     pub random_data: bool,
     pub key_prefix: String,
     pub keys: KeyRange,
@@ -82,6 +83,7 @@ pub struct Workload {
 pub struct Config {
     pub server: String,
     pub port: u16,
+    pub family: AddressFamily,
     pub threads: usize,
     pub clients: usize,
     pub pipeline: usize,
@@ -94,6 +96,14 @@ pub struct Config {
     pub seed: u64,
     pub reply_timeout: Duration,
     pub connect_timeout: Duration,
+    /// Each connection re-opens after this many answered requests.
+    pub reconnect_interval: Option<u64>,
+    /// Full runs made back to back.
+    pub run_count: u32,
+    /// With several runs, print each run's summary, not only the best, worst and average.
+    pub print_all_runs: bool,
+    /// Percentiles of the human summary's columns.
+    pub print_percentiles: Vec<f64>,
 }
 
 impl Config {
@@ -136,20 +146,77 @@ pub fn parse_ratio(text: &str) -> Result<Ratio, ConfigError> {
     Ok(ratio)
 }
 
-fn parse_data_size_range(text: &str) -> Result<DataSize, ConfigError> {
-    let bad = || invalid("data-size-range", format!("{text:?} is not MIN-MAX"));
-    let (lo, hi) = text.split_once('-').ok_or_else(bad)?;
-    let (lo, hi): (usize, usize) = (
-        lo.trim().parse().map_err(|_| bad())?,
-        hi.trim().parse().map_err(|_| bad())?,
-    );
-    if lo > hi {
+/// `-d`, `--data-size-range` with `--data-size-pattern`, or `--data-size-list`: at most
+/// one of them, as memtier allows.
+fn parse_data_size(args: &Args) -> Result<DataSize, ConfigError> {
+    let pattern = match args.data_size_pattern.as_deref() {
+        None | Some("R") => SizePattern::Random,
+        Some("S") => SizePattern::Sequential,
+        Some(other) => {
+            return Err(invalid(
+                "data-size-pattern",
+                format!("{other:?} is not R or S"),
+            ))
+        }
+    };
+    if args.data_size_pattern.is_some() && args.data_size_range.is_none() {
         return Err(invalid(
-            "data-size-range",
-            format!("minimum {lo} is above maximum {hi}"),
+            "data-size-pattern",
+            "chooses sizes from --data-size-range, which is not given",
         ));
     }
-    Ok(DataSize::Range(lo, hi))
+    match (args.data_size, &args.data_size_range, &args.data_size_list) {
+        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => Err(invalid(
+            "data-size",
+            "cannot be used with --data-size-range or --data-size-list",
+        )),
+        (_, Some(_), Some(_)) => Err(invalid(
+            "data-size-list",
+            "cannot be used with --data-size-range",
+        )),
+        (_, Some(range), None) => {
+            let (min, max) =
+                sizes::parse_range(range).map_err(|e| invalid("data-size-range", e))?;
+            Ok(DataSize::Range {
+                min: min as usize,
+                max: max as usize,
+                pattern,
+            })
+        }
+        (_, None, Some(list)) => Ok(DataSize::List(
+            sizes::parse_size_list(list).map_err(|e| invalid("data-size-list", e))?,
+        )),
+        (size, None, None) => Ok(DataSize::Fixed(size.unwrap_or(DEFAULT_DATA_SIZE))),
+    }
+}
+
+/// `--multiget-keys` (ours) or `--multi-key-get` (memtier's), not both.
+fn parse_get_keys(args: &Args) -> Result<GetKeys, ConfigError> {
+    match args.multi_key_get {
+        None => Ok(GetKeys::Every(args.multiget_keys.max(1))),
+        Some(_) if args.multiget_keys > 0 => Err(invalid(
+            "multi-key-get",
+            "cannot be used with --multiget-keys (memtier's keys counted toward --ratio, or ours: every GET that many keys)",
+        )),
+        Some(0) => Err(invalid("multi-key-get", "must be at least 1")),
+        Some(n) => Ok(GetKeys::Memtier(n)),
+    }
+}
+
+fn parse_expiry(args: &Args, protocol: Protocol) -> Result<Option<ExpiryRange>, ConfigError> {
+    let Some(text) = &args.expiry_range else {
+        return Ok(None);
+    };
+    let range = ExpiryRange::parse(text).map_err(|e| invalid("expiry-range", e))?;
+    if protocol != Protocol::Redis && range.max > MEMCACHED_MAX_RELATIVE_EXPTIME {
+        return Err(invalid(
+            "expiry-range",
+            format!(
+                "memcached reads an expiry above {MEMCACHED_MAX_RELATIVE_EXPTIME} s (30 days) as a Unix time: it would expire at once"
+            ),
+        ));
+    }
+    Ok(Some(range))
 }
 
 fn parse_requests(text: &str) -> Result<Requests, ConfigError> {
@@ -277,9 +344,29 @@ impl TryFrom<&Args> for Config {
                 ));
             }
         }
-        let data_size = match &args.data_size_range {
-            Some(range) => parse_data_size_range(range)?,
-            None => DataSize::Fixed(args.data_size),
+        let data_size = parse_data_size(args)?;
+        let protocol = match args.protocol {
+            ProtocolArg::MemcacheText => Protocol::MemcacheText,
+            ProtocolArg::MemcacheBinary => Protocol::MemcacheBinary,
+            ProtocolArg::Redis => Protocol::Redis,
+        };
+        let family = match (args.ipv4, args.ipv6) {
+            (true, true) => return Err(invalid("ipv4", "cannot be used with --ipv6")),
+            (true, false) => AddressFamily::Ipv4,
+            (false, true) => AddressFamily::Ipv6,
+            (false, false) => AddressFamily::Any,
+        };
+        if args.run_count == 0 {
+            return Err(invalid("run-count", "must be at least 1"));
+        }
+        if args.reconnect_interval == Some(0) {
+            return Err(invalid("reconnect-interval", "must be at least 1"));
+        }
+        let print_percentiles = crate::percentiles::parse(&args.print_percentiles)
+            .map_err(|e| invalid("print-percentiles", e))?;
+        let connect_timeout = match seconds("connect-timeout", args.connect_timeout)? {
+            Duration::ZERO => NO_CONNECT_TIMEOUT,
+            t => t,
         };
         let test_time = args
             .test_time
@@ -339,20 +426,18 @@ impl TryFrom<&Args> for Config {
         Ok(Config {
             server: args.server.clone(),
             port: args.port,
+            family,
             threads: args.threads,
             clients: args.clients,
             pipeline: args.pipeline,
             test_time,
             requests,
             workload: Workload {
-                protocol: match args.protocol {
-                    ProtocolArg::MemcacheText => Protocol::MemcacheText,
-                    ProtocolArg::MemcacheBinary => Protocol::MemcacheBinary,
-                    ProtocolArg::Redis => Protocol::Redis,
-                },
+                protocol,
                 ratio: parse_ratio(&args.ratio)?,
-                multiget_keys: args.multiget_keys.max(1),
+                get_keys: parse_get_keys(args)?,
                 data_size,
+                expiry: parse_expiry(args, protocol)?,
                 random_data: args.random_data,
                 key_prefix: args.key_prefix.clone(),
                 keys,
@@ -364,7 +449,11 @@ impl TryFrom<&Args> for Config {
             cooldown,
             seed,
             reply_timeout: seconds("reply-timeout", args.reply_timeout)?,
-            connect_timeout: seconds("connect-timeout", args.connect_timeout)?,
+            connect_timeout,
+            reconnect_interval: args.reconnect_interval,
+            run_count: args.run_count,
+            print_all_runs: args.print_all_runs,
+            print_percentiles,
         })
     }
 }
@@ -412,7 +501,7 @@ mod tests {
         );
         assert_eq!(c.test_time, Some(Duration::from_secs(30)));
         assert_eq!(c.requests, None);
-        assert_eq!(c.workload.multiget_keys, 3);
+        assert_eq!(c.workload.get_keys, GetKeys::Memtier(3));
         assert_eq!(c.workload.set_pattern, KeyPattern::Zipf { exponent: 0.99 });
         assert_eq!(
             c.workload.get_pattern,
@@ -465,9 +554,67 @@ mod tests {
             ),
             ("--key-pattern=Z:Z --zipf-exponent=0", "--zipf-exponent"),
             ("--key-prefix=a\x01b", "--key-prefix"),
+            ("-d 10 --data-size-range=1-5", "--data-size"),
+            ("-d 10 --data-size-list=1:1", "--data-size"),
+            (
+                "--data-size-range=1-5 --data-size-list=1:1",
+                "--data-size-list",
+            ),
+            ("--data-size-list=1:0", "--data-size-list"),
+            ("--data-size-pattern=S", "--data-size-pattern"),
+            (
+                "--data-size-pattern=X --data-size-range=1-2",
+                "--data-size-pattern",
+            ),
+            ("--expiry-range=0-0", "--expiry-range"),
+            (
+                "-P memcache_text --expiry-range=1-2592001",
+                "--expiry-range",
+            ),
+            ("--multi-key-get=0", "--multi-key-get"),
+            ("--multi-key-get=2 --multiget-keys=2", "--multi-key-get"),
+            ("--print-percentiles=50,101", "--print-percentiles"),
+            ("--run-count=0", "--run-count"),
+            ("--reconnect-interval=0", "--reconnect-interval"),
+            ("-4 -6", "--ipv4"),
         ] {
             let e = config(line).unwrap_err().to_string();
             assert!(e.starts_with(option), "{line}: {e}");
         }
+    }
+
+    #[test]
+    fn memtiers_sizes_expiry_runs_and_percentiles_parse() {
+        let c = config(
+            "-P redis --data-size-list=32:3,1024:1 --expiry-range=10-20 --print-percentiles=50,99.99 \
+             --reconnect-interval=100 -x 3 --print-all-runs --reconnect-on-error --connection-timeout=0 -4",
+        )
+        .unwrap();
+        assert_eq!(c.workload.data_size.max(), 1024);
+        assert_eq!(c.workload.expiry, Some(ExpiryRange { min: 10, max: 20 }));
+        assert_eq!(c.print_percentiles, [50.0, 99.99]);
+        assert_eq!(
+            (c.reconnect_interval, c.run_count, c.print_all_runs),
+            (Some(100), 3, true)
+        );
+        assert_eq!(c.connect_timeout, NO_CONNECT_TIMEOUT);
+        assert_eq!(c.family, AddressFamily::Ipv4);
+        let r = config("--data-size-range=10-20 --data-size-pattern=S").unwrap();
+        assert_eq!(
+            r.workload.data_size,
+            DataSize::Range {
+                min: 10,
+                max: 20,
+                pattern: SizePattern::Sequential
+            }
+        );
+        let d = config("").unwrap();
+        assert_eq!(d.print_percentiles, [50.0, 99.0, 99.9]);
+        assert_eq!((d.run_count, d.reconnect_interval), (1, None));
+        assert_eq!(d.workload.get_keys, GetKeys::Every(1));
+        assert_eq!(
+            config("--multiget-keys=4").unwrap().workload.get_keys,
+            GetKeys::Every(4)
+        );
     }
 }

@@ -3,21 +3,32 @@
 //!
 //! Pure modules, unit-tested without sockets:
 //! - [`args`] (the memtier-compatible command line) and [`config`] (its validation);
+//! - [`memtier`]: memtier_benchmark's options, which of them are supported, and the
+//!   one-line refusal of the others;
 //! - [`keys`]: key patterns R, G, Z, S, P over a key range;
-//! - [`workload`]: the set:get cycle, values, requests composed with the protocol crate,
-//!   and what each reply means;
+//! - [`cycle`]: the set:get cycle and the keys per GET (`--multiget-keys`, memtier's
+//!   `--multi-key-get`);
+//! - [`sizes`]: value sizes (fixed, range, weighted list) and expiry times;
+//! - [`percentiles`]: the human summary's percentile columns;
+//! - [`workload`]: values, requests composed with the protocol crate, and what each
+//!   reply means;
 //! - [`schedule`]: open-loop send times (Poisson or fixed);
 //! - [`record`]: per-thread measurements, the summary window and the per-second series;
-//! - [`report`]: the JSON report, the human summary, the HdrHistogram log.
+//! - [`report`]: the JSON report (one run, or several and their aggregate), the human
+//!   summary, the HdrHistogram log.
 //!
 //! [`runner`] is the I/O shell: threads, connections, the precise open-loop timer and the
 //! watchdog that keeps every run within its time.
 
 pub mod args;
 pub mod config;
+pub mod cycle;
 pub mod keys;
+pub mod memtier;
+pub mod percentiles;
 pub mod record;
 pub mod report;
 pub mod runner;
 pub mod schedule;
+pub mod sizes;
 pub mod workload;

@@ -1,19 +1,32 @@
 use std::io::Write;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use cachelab_load::args::Args;
 use cachelab_load::config::Config;
-use cachelab_load::{report, runner};
+use cachelab_load::runner::RunResult;
+use cachelab_load::{memtier, report, runner};
 use clap::Parser;
 
 /// The options were wrong: nothing was run.
 const EXIT_USAGE: u8 = 2;
 /// The run could not be made (no connection, nothing answered) or its output not written.
 const EXIT_FAILED: u8 = 1;
+/// The pause between two runs of `--run-count`, memtier's ("let connections settle").
+const PAUSE_BETWEEN_RUNS: Duration = Duration::from_secs(1);
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(e) => match memtier::refusal(&e) {
+            Some(line) => {
+                eprintln!("cachelab-load: {line}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+            None => e.exit(),
+        },
+    };
     let config = match Config::try_from(&args) {
         Ok(config) => config,
         Err(e) => {
@@ -31,13 +44,29 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args, config: &Config) -> anyhow::Result<ExitCode> {
-    let result = runner::run(config)?;
-    let report = report::build(
-        config,
-        &result.recorder,
-        result.started_unix_ms,
-        result.duration_ns,
-    );
+    let mut results: Vec<RunResult> = Vec::with_capacity(config.run_count as usize);
+    for i in 1..=config.run_count {
+        if i > 1 {
+            std::thread::sleep(PAUSE_BETWEEN_RUNS);
+        }
+        let result = match runner::run(config) {
+            Ok(result) => result,
+            Err(e) if config.run_count > 1 => {
+                return Err(anyhow::Error::from(e).context(format!("run {i}")))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        results.push(result);
+    }
+    let measured: Vec<report::Measured> = results
+        .iter()
+        .map(|r| report::Measured {
+            recorder: &r.recorder,
+            started_unix_ms: r.started_unix_ms,
+            duration_ns: r.duration_ns,
+        })
+        .collect();
+    let report = report::build_runs(config, &measured);
     let text = report::format_summary(&report);
     match &args.out_file {
         Some(path) => std::fs::write(path, &text)
@@ -54,9 +83,11 @@ fn run(args: &Args, config: &Config) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if let Some(prefix) = &args.hdr_file_prefix {
-        let path = format!("{}_FULL_RUN_1.txt", prefix.display());
-        std::fs::write(&path, report::hdr_log(&report))
-            .with_context(|| format!("cannot write {path}"))?;
+        for run in &report.runs {
+            let path = format!("{}_FULL_RUN_{}.txt", prefix.display(), run.index);
+            std::fs::write(&path, report::hdr_log(run))
+                .with_context(|| format!("cannot write {path}"))?;
+        }
     }
     if let Some(warning) = report::fell_behind_warning(&report) {
         eprint!("{warning}");
@@ -68,8 +99,13 @@ fn run(args: &Args, config: &Config) -> anyhow::Result<ExitCode> {
             t.errors, t.timeouts, t.connection_errors
         );
     }
-    if t.completed == 0 {
-        eprintln!("cachelab-load: no request was answered: the run could not be made");
+    if let Some(silent) = report.runs.iter().find(|r| r.totals.completed == 0) {
+        let which = if report.runs.len() > 1 {
+            format!(" in run {}", silent.index)
+        } else {
+            String::new()
+        };
+        eprintln!("cachelab-load: no request was answered{which}: the run could not be made");
         return Ok(ExitCode::from(EXIT_FAILED));
     }
     Ok(ExitCode::SUCCESS)

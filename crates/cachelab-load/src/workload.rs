@@ -4,15 +4,17 @@
 use std::rc::Rc;
 
 use cachelab_protocol::binary;
-use cachelab_protocol::resp::{compose_get, compose_mget, compose_set};
+use cachelab_protocol::resp::{compose_command, compose_get, compose_mget, compose_set};
 use cachelab_protocol::{
     parse_reply, parse_resp_reply, Expect, Get, Keys, Reply, ReplyError, RespReply, Store, StoreOp,
 };
 use rand::{Rng, RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::config::{DataSize, Protocol, Requests, Workload};
+use crate::config::{ExpiryRange, Protocol, Ratio, Requests, Workload};
+use crate::cycle::{OpCycle, Step};
 use crate::keys::KeyGen;
+use crate::sizes::SizeGen;
 
 /// The operation types reported separately.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,8 +69,8 @@ pub struct Values {
 }
 
 impl Values {
-    pub fn new(size: DataSize, random: bool, seed: u64) -> Values {
-        let max = size.max();
+    /// Values of up to `max` bytes.
+    pub fn new(max: usize, random: bool, seed: u64) -> Values {
         let bytes = if random {
             let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
             // Printable bytes, so values can be read back and logged.
@@ -94,11 +96,10 @@ impl Values {
 /// One connection's request stream.
 pub struct Generator {
     protocol: Protocol,
-    sets: u32,
-    cycle: u32,
-    position: u32,
-    multiget_keys: usize,
-    data_size: DataSize,
+    ratio: Ratio,
+    cycle: OpCycle,
+    sizes: SizeGen,
+    expiry: Option<ExpiryRange>,
     set_keys: KeyGen,
     get_keys: KeyGen,
     values: Rc<Values>,
@@ -118,14 +119,12 @@ impl Generator {
         clients: usize,
         values: Rc<Values>,
     ) -> Generator {
-        let ratio = workload.ratio;
         Generator {
             protocol: workload.protocol,
-            sets: ratio.sets,
-            cycle: ratio.sets + ratio.gets,
-            position: 0,
-            multiget_keys: workload.multiget_keys,
-            data_size: workload.data_size,
+            ratio: workload.ratio,
+            cycle: OpCycle::new(workload.ratio, workload.get_keys),
+            sizes: SizeGen::new(workload.data_size.clone(), workload.keys),
+            expiry: workload.expiry,
             set_keys: KeyGen::new(workload.set_pattern, workload.keys, client, clients),
             get_keys: KeyGen::new(workload.get_pattern, workload.keys, client, clients),
             values,
@@ -143,7 +142,7 @@ impl Generator {
     pub fn budget(&self, requests: Option<Requests>) -> Option<u64> {
         match requests? {
             Requests::PerClient(n) => Some(n),
-            Requests::AllKeys if self.sets > 0 => Some(self.set_keys.allkeys_count()),
+            Requests::AllKeys if self.ratio.sets > 0 => Some(self.set_keys.allkeys_count()),
             Requests::AllKeys => Some(self.get_keys.allkeys_count()),
         }
     }
@@ -155,12 +154,9 @@ impl Generator {
 
     /// Composes the next request into `out`.
     pub fn compose(&mut self, out: &mut Vec<u8>) -> Sent {
-        let is_set = self.position < self.sets;
-        self.position = (self.position + 1) % self.cycle;
-        if is_set {
-            self.compose_set(out)
-        } else {
-            self.compose_get(out)
+        match self.cycle.next_step() {
+            Step::Set => self.compose_set(out),
+            Step::Get { keys } => self.compose_get(out, keys),
         }
     }
 
@@ -177,23 +173,27 @@ impl Generator {
         self.keys.clear();
         let number = self.set_keys.next(&mut self.rng);
         self.push_key(number);
-        let size = match self.data_size {
-            DataSize::Fixed(n) => n,
-            DataSize::Range(lo, hi) => self.rng.random_range(lo..=hi),
-        };
+        let size = self.sizes.next(number, &mut self.rng);
+        let exptime = self.expiry.map_or(0, |e| e.draw(&mut self.rng));
         let data = self.values.value(size, &mut self.rng);
         match self.protocol {
             Protocol::MemcacheText => Store {
                 op: StoreOp::Set,
                 key: &self.keys,
                 flags: 0,
-                exptime: 0,
+                exptime: i64::from(exptime),
                 data,
                 cas_unique: None,
                 noreply: false,
             }
             .compose(out),
-            Protocol::MemcacheBinary => binary::compose_set(out, &self.keys, 0, 0, data, 0),
+            Protocol::MemcacheBinary => binary::compose_set(out, &self.keys, 0, exptime, data, 0),
+            // memtier sends SETEX for an expiry, a plain SET otherwise (protocol.cpp,
+            // redis_protocol::write_command_set).
+            Protocol::Redis if exptime > 0 => {
+                let seconds = itoa::Buffer::new().format(exptime).as_bytes().to_vec();
+                compose_command(out, &[b"SETEX", &self.keys, &seconds, data]);
+            }
             Protocol::Redis => compose_set(out, &self.keys, data),
         }
         Sent {
@@ -202,13 +202,13 @@ impl Generator {
         }
     }
 
-    fn compose_get(&mut self, out: &mut Vec<u8>) -> Sent {
+    /// A GET of `n` keys: 1 is a plain GET, more a multi-get.
+    fn compose_get(&mut self, out: &mut Vec<u8>, n: usize) -> Sent {
         self.keys.clear();
-        for _ in 0..self.multiget_keys {
+        for _ in 0..n {
             let number = self.get_keys.next(&mut self.rng);
             self.push_key(number);
         }
-        let n = self.multiget_keys;
         match self.protocol {
             Protocol::MemcacheText => Get {
                 keys: Keys::from_raw(&self.keys),
@@ -316,15 +316,18 @@ fn read_binary_reply(sent: Sent, buf: &[u8]) -> Result<(Outcome, usize), ReplyEr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Ratio;
+    use crate::config::DataSize;
+    use crate::cycle::GetKeys;
     use crate::keys::{KeyPattern, KeyRange};
+    use crate::sizes::SizePattern;
 
     fn workload(protocol: Protocol, sets: u32, gets: u32, multiget_keys: usize) -> Workload {
         Workload {
             protocol,
             ratio: Ratio { sets, gets },
-            multiget_keys,
+            get_keys: GetKeys::Every(multiget_keys),
             data_size: DataSize::Fixed(4),
+            expiry: None,
             random_data: false,
             key_prefix: "k:".into(),
             keys: KeyRange::new(0, 99),
@@ -339,7 +342,7 @@ mod tests {
             1,
             0,
             1,
-            Rc::new(Values::new(w.data_size, w.random_data, 1)),
+            Rc::new(Values::new(w.data_size.max(), w.random_data, 1)),
         )
     }
 
@@ -394,9 +397,80 @@ mod tests {
     }
 
     #[test]
+    fn memtier_multi_key_gets_ask_for_the_keys_left_in_the_cycle() {
+        let mut w = workload(Protocol::MemcacheText, 1, 4, 1);
+        w.get_keys = GetKeys::Memtier(3);
+        let mut g = generator(&w);
+        let mut lines = Vec::new();
+        let mut sent = Vec::new();
+        for _ in 0..3 {
+            let mut out = Vec::new();
+            sent.push(g.compose(&mut out));
+            lines.push(String::from_utf8(out).unwrap());
+        }
+        assert_eq!(lines[1], "get k:0 k:1 k:2\r\n");
+        assert_eq!(lines[2], "get k:3\r\n");
+        let ops: Vec<(Op, u32)> = sent.iter().map(|s| (s.op, s.keys)).collect();
+        assert_eq!(ops, [(Op::Set, 1), (Op::MultiGet, 3), (Op::Get, 1)]);
+        // Redis and the binary protocol: a 1-key GET is a plain GET there too.
+        for protocol in [Protocol::Redis, Protocol::MemcacheBinary] {
+            w.protocol = protocol;
+            let mut g = generator(&w);
+            let mut out = Vec::new();
+            let ops: Vec<Op> = (0..3).map(|_| g.compose(&mut out).op).collect();
+            assert_eq!(ops, [Op::Set, Op::MultiGet, Op::Get]);
+        }
+    }
+
+    #[test]
+    fn sets_carry_the_expiry_in_each_protocol() {
+        let mut w = workload(Protocol::MemcacheText, 1, 0, 1);
+        w.expiry = Some(ExpiryRange { min: 7, max: 7 });
+        let mut out = Vec::new();
+        generator(&w).compose(&mut out);
+        assert_eq!(out, b"set k:0 0 7 4\r\nxxxx\r\n");
+        w.protocol = Protocol::Redis;
+        out.clear();
+        generator(&w).compose(&mut out);
+        assert_eq!(
+            out,
+            b"*4\r\n$5\r\nSETEX\r\n$3\r\nk:0\r\n$1\r\n7\r\n$4\r\nxxxx\r\n"
+        );
+        assert_eq!(
+            read_reply(
+                Protocol::Redis,
+                Sent {
+                    op: Op::Set,
+                    keys: 1
+                },
+                b"+OK\r\n"
+            )
+            .unwrap()
+            .0,
+            Outcome::default()
+        );
+        w.protocol = Protocol::MemcacheBinary;
+        out.clear();
+        generator(&w).compose(&mut out);
+        let mut expected = Vec::new();
+        binary::compose_set(&mut expected, b"k:0", 0, 7, b"xxxx", 0);
+        assert_eq!(out, expected);
+        // An expiry of 0 is no expiry: a plain SET.
+        w.protocol = Protocol::Redis;
+        w.expiry = Some(ExpiryRange { min: 0, max: 0 });
+        out.clear();
+        generator(&w).compose(&mut out);
+        assert!(out.starts_with(b"*3\r\n$3\r\nSET\r\n"));
+    }
+
+    #[test]
     fn ranged_random_values_have_sizes_within_the_range() {
         let mut w = workload(Protocol::Redis, 1, 0, 1);
-        w.data_size = DataSize::Range(10, 20);
+        w.data_size = DataSize::Range {
+            min: 10,
+            max: 20,
+            pattern: SizePattern::Random,
+        };
         w.random_data = true;
         let mut g = generator(&w);
         let mut sizes = std::collections::BTreeSet::new();
@@ -419,7 +493,7 @@ mod tests {
     fn allkeys_budget_is_the_writing_patterns_share() {
         let mut w = workload(Protocol::Redis, 1, 0, 1);
         w.set_pattern = KeyPattern::Parallel;
-        let values = Rc::new(Values::new(w.data_size, false, 1));
+        let values = Rc::new(Values::new(w.data_size.max(), false, 1));
         let g = Generator::new(&w, 1, 2, 3, values);
         // Client 2 of 3 over keys 0..=99 holds keys 66..=99.
         assert_eq!(g.budget(Some(Requests::AllKeys)), Some(34));

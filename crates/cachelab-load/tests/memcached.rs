@@ -283,7 +283,6 @@ fn the_human_summary_names_every_operation_type_and_percentile() {
         "Misses",
         "Avg(ms)",
         "p50(ms)",
-        "p90(ms)",
         "p99(ms)",
         "p99.9(ms)",
         "Max(ms)",

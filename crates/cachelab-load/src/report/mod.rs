@@ -3,14 +3,17 @@
 //! `docs/load-generator.md`) and, by [`text`], as the human summary and an HdrHistogram log.
 //! Pure.
 
+mod runs;
 mod text;
 
+pub use runs::{build, build_runs, Measured};
 pub use text::{fell_behind_warning, format_summary, hdr_log};
 
 use cachelab_stats::{LatencyHistogram, Welford};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, DataSize, Requests};
+use crate::config::{AddressFamily, Config, DataSize, Requests};
+use crate::cycle::GetKeys;
 use crate::keys::KeyPattern;
 use crate::record::{OpStats, Recorder, SecondOp};
 use crate::workload::Op;
@@ -39,6 +42,24 @@ pub struct Report {
     pub open_loop: Option<OpenLoopReport>,
     pub series: Vec<Second>,
     pub histograms: Histograms,
+    /// Every run of `--run-count`, in order (one entry for a single run). With several,
+    /// the fields above are their aggregate (see [`runs`]).
+    #[serde(default)]
+    pub runs: Vec<RunReport>,
+}
+
+/// One run of several.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunReport {
+    /// 1 for the first run.
+    pub index: u32,
+    /// Where this run's second 0 is in the report's `series`.
+    pub first_second: u64,
+    pub run: Run,
+    pub summary: Summary,
+    pub totals: Totals,
+    pub open_loop: Option<OpenLoopReport>,
+    pub histograms: Histograms,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -60,9 +81,24 @@ pub struct Configuration {
     pub rate: Option<f64>,
     pub arrival: Option<String>,
     pub ratio: String,
+    /// The most keys one GET asks for.
     pub multiget_keys: usize,
+    /// memtier's `--multi-key-get`: GETs ask for up to `multiget_keys` keys, counted
+    /// toward the ratio.
+    #[serde(default)]
+    pub multi_key_get: bool,
     pub data_size_min: usize,
     pub data_size_max: usize,
+    /// `R` or `S` with a size range, else null.
+    #[serde(default)]
+    pub data_size_pattern: Option<String>,
+    /// `--data-size-list`, else null.
+    #[serde(default)]
+    pub data_size_list: Option<Vec<SizeWeightReport>>,
+    #[serde(default)]
+    pub expiry_min_s: Option<u32>,
+    #[serde(default)]
+    pub expiry_max_s: Option<u32>,
     pub random_data: bool,
     pub key_prefix: String,
     pub key_minimum: u64,
@@ -76,6 +112,26 @@ pub struct Configuration {
     pub warmup_s: f64,
     pub cooldown_s: f64,
     pub seed: u64,
+    #[serde(default)]
+    pub address_family: String,
+    #[serde(default)]
+    pub reconnect_interval: Option<u64>,
+    #[serde(default = "one")]
+    pub run_count: u32,
+    #[serde(default)]
+    pub print_all_runs: bool,
+    #[serde(default)]
+    pub print_percentiles: Vec<f64>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct SizeWeightReport {
+    pub size: usize,
+    pub weight: u32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -234,9 +290,20 @@ fn configuration(config: &Config) -> Configuration {
         KeyPattern::Zipf { exponent } => Some(*exponent),
         _ => None,
     });
-    let (data_size_min, data_size_max) = match w.data_size {
-        DataSize::Fixed(n) => (n, n),
-        DataSize::Range(lo, hi) => (lo, hi),
+    let data_size_pattern = match &w.data_size {
+        DataSize::Range { pattern, .. } => Some(pattern.letter().to_string()),
+        _ => None,
+    };
+    let data_size_list = match &w.data_size {
+        DataSize::List(list) => Some(
+            list.iter()
+                .map(|e| SizeWeightReport {
+                    size: e.size,
+                    weight: e.weight,
+                })
+                .collect(),
+        ),
+        _ => None,
     };
     Configuration {
         server: config.server.clone(),
@@ -255,9 +322,14 @@ fn configuration(config: &Config) -> Configuration {
         rate: config.open_loop.map(|o| o.rate),
         arrival: config.open_loop.map(|o| o.arrival.name().into()),
         ratio: format!("{}:{}", w.ratio.sets, w.ratio.gets),
-        multiget_keys: w.multiget_keys,
-        data_size_min,
-        data_size_max,
+        multiget_keys: w.get_keys.max(),
+        multi_key_get: matches!(w.get_keys, GetKeys::Memtier(_)),
+        data_size_min: w.data_size.min(),
+        data_size_max: w.data_size.max(),
+        data_size_pattern,
+        data_size_list,
+        expiry_min_s: w.expiry.map(|e| e.min),
+        expiry_max_s: w.expiry.map(|e| e.max),
         random_data: w.random_data,
         key_prefix: w.key_prefix.clone(),
         key_minimum: w.keys.min,
@@ -274,11 +346,22 @@ fn configuration(config: &Config) -> Configuration {
         warmup_s: config.warmup.as_secs_f64(),
         cooldown_s: config.cooldown.as_secs_f64(),
         seed: config.seed,
+        address_family: match config.family {
+            AddressFamily::Any => "any",
+            AddressFamily::Ipv4 => "ipv4",
+            AddressFamily::Ipv6 => "ipv6",
+        }
+        .into(),
+        reconnect_interval: config.reconnect_interval,
+        run_count: config.run_count,
+        print_all_runs: config.print_all_runs,
+        print_percentiles: config.print_percentiles.clone(),
     }
 }
 
-/// Builds the report. `duration_ns` is the whole run; the window is clipped to it.
-pub fn build(
+/// Builds one run's report, without `runs`. `duration_ns` is the whole run; the window is
+/// clipped to it.
+fn build_one(
     config: &Config,
     recorder: &Recorder,
     started_unix_ms: u64,
@@ -365,6 +448,7 @@ pub fn build(
             multiget: encode(&recorder.ops[Op::MultiGet.index()].latency),
             total: encode(&total.latency),
         },
+        runs: Vec::new(),
     }
 }
 

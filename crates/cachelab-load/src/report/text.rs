@@ -1,11 +1,15 @@
 //! The report as text: the human summary, the fell-behind warning, the HdrHistogram log.
 
-use super::{Report, LATE_LAG_US};
+use cachelab_stats::LatencyHistogram;
 
-/// The human summary, memtier-like: one row per operation type.
+use super::{Histograms, OpenLoopReport, Report, Run, RunReport, Summary, Totals, LATE_LAG_US};
+use crate::percentiles::label;
+
+/// The human summary, memtier-like: one row per operation type, with the
+/// `--print-percentiles` columns; with several runs, a line per run and memtier's BEST,
+/// WORST and AGGREGATED AVERAGE tables (and every run's table with `--print-all-runs`).
 pub fn format_summary(report: &Report) -> String {
     let c = &report.configuration;
-    let r = &report.run;
     let mut out = String::new();
     let mode = match (c.rate, &c.arrival) {
         (Some(rate), Some(arrival)) => format!("open loop at {rate:.0} ops/s ({arrival} arrivals)"),
@@ -15,45 +19,110 @@ pub fn format_summary(report: &Report) -> String {
         "cachelab-load {}: {} on {}:{}, {} threads x {} clients, {}\n",
         report.tool.version, c.protocol, c.server, c.port, c.threads, c.clients, mode
     );
+    if report.runs.len() <= 1 {
+        out += &run_line(&report.run);
+        out += "\n";
+        out += &table(&report.summary, &report.histograms, &c.print_percentiles);
+        out += &whole_run("whole run", &report.totals, report.open_loop.as_ref());
+        return out;
+    }
+    out += &format!("{} runs, one second apart\n", report.runs.len());
+    for r in &report.runs {
+        let t = &r.summary.total;
+        out += &format!(
+            "run {}: {:.2} ops/sec, avg {:.3} ms, p99 {:.3} ms; {:.2} s, summary over {:.2}..{:.2} s\n",
+            r.index,
+            t.ops_per_sec,
+            t.latency_ms.avg,
+            t.latency_ms.p99,
+            r.run.duration_s,
+            r.run.window_start_s,
+            r.run.window_end_s
+        );
+    }
+    if c.print_all_runs {
+        for r in &report.runs {
+            out += &format!("\nRUN #{} RESULTS\n", r.index);
+            out += &table(&r.summary, &r.histograms, &c.print_percentiles);
+            out += &whole_run("whole run", &r.totals, r.open_loop.as_ref());
+        }
+    }
+    let rate = |r: &&RunReport| r.summary.total.ops_per_sec;
+    // The first of equals, as memtier picks them (strict comparisons over the runs).
+    let best = report
+        .runs
+        .iter()
+        .reduce(|a, b| if rate(&b) > rate(&a) { b } else { a })
+        .expect("several runs");
+    let worst = report
+        .runs
+        .iter()
+        .reduce(|a, b| if rate(&b) < rate(&a) { b } else { a })
+        .expect("several runs");
+    for (title, r) in [("BEST", best), ("WORST", worst)] {
+        out += &format!("\n{title} RUN RESULTS (run {})\n", r.index);
+        out += &table(&r.summary, &r.histograms, &c.print_percentiles);
+    }
     out += &format!(
-        "run {:.2} s, summary over {:.2}..{:.2} s ({:.2} s)\n\n",
+        "\nAGGREGATED AVERAGE RESULTS ({} runs): counts summed, rates averaged over the runs, latencies over every request\n",
+        report.runs.len()
+    );
+    out += &table(&report.summary, &report.histograms, &c.print_percentiles);
+    out += &whole_run("all runs", &report.totals, report.open_loop.as_ref());
+    out
+}
+
+fn run_line(r: &Run) -> String {
+    format!(
+        "run {:.2} s, summary over {:.2}..{:.2} s ({:.2} s)\n",
         r.duration_s, r.window_start_s, r.window_end_s, r.window_s
+    )
+}
+
+/// The table of one summary; percentiles are read from the encoded histograms, so the
+/// columns can be any the user asked for.
+fn table(s: &Summary, h: &Histograms, percentiles: &[f64]) -> String {
+    let labels: Vec<String> = percentiles
+        .iter()
+        .map(|p| format!("{}(ms)", label(*p)))
+        .collect();
+    let widths: Vec<usize> = labels.iter().map(|l| (l.len() + 1).max(10)).collect();
+    let mut out = format!(
+        "{:<10}{:>12}{:>12}{:>10}{:>10}{:>8}{:>10}",
+        "Type", "Ops", "Ops/sec", "Hits", "Misses", "Errors", "Avg(ms)"
     );
-    out += &format!(
-        "{:<10}{:>12}{:>12}{:>10}{:>10}{:>8}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}\n",
-        "Type",
-        "Ops",
-        "Ops/sec",
-        "Hits",
-        "Misses",
-        "Errors",
-        "Avg(ms)",
-        "p50(ms)",
-        "p90(ms)",
-        "p99(ms)",
-        "p99.9(ms)",
-        "Max(ms)"
-    );
-    out += &format!("{}\n", "-".repeat(122));
-    let s = &report.summary;
-    for (name, op) in [
-        ("Sets", &s.set),
-        ("Gets", &s.get),
-        ("MultiGets", &s.multiget),
-        ("Totals", &s.total),
+    for (l, w) in labels.iter().zip(&widths) {
+        out += &format!("{l:>w$}");
+    }
+    out += &format!("{:>10}\n", "Max(ms)");
+    out += &format!("{}\n", "-".repeat(82 + widths.iter().sum::<usize>()));
+    for (name, op, encoded) in [
+        ("Sets", &s.set, &h.set),
+        ("Gets", &s.get, &h.get),
+        ("MultiGets", &s.multiget, &h.multiget),
+        ("Totals", &s.total, &h.total),
     ] {
         let l = &op.latency_ms;
         out += &format!(
-            "{:<10}{:>12}{:>12.2}{:>10}{:>10}{:>8}{:>10.3}{:>10.3}{:>10.3}{:>10.3}{:>10.3}{:>10.3}\n",
-            name, op.ops, op.ops_per_sec, op.hits, op.misses, op.errors, l.avg, l.p50, l.p90, l.p99, l.p999, l.max
+            "{:<10}{:>12}{:>12.2}{:>10}{:>10}{:>8}{:>10.3}",
+            name, op.ops, op.ops_per_sec, op.hits, op.misses, op.errors, l.avg
         );
+        let histogram = LatencyHistogram::decode_base64(encoded).unwrap_or_default();
+        for (p, w) in percentiles.iter().zip(&widths) {
+            let ms = histogram.quantile(p / 100.0) as f64 / 1000.0;
+            out += &format!("{ms:>w$.3}");
+        }
+        out += &format!("{:>10.3}\n", l.max);
     }
-    let t = &report.totals;
-    out += &format!(
-        "\nwhole run: {} sent, {} answered, {} errors ({} timeouts), {} connection errors\n",
+    out
+}
+
+fn whole_run(what: &str, t: &Totals, open_loop: Option<&OpenLoopReport>) -> String {
+    let mut out = format!(
+        "\n{what}: {} sent, {} answered, {} errors ({} timeouts), {} connection errors\n",
         t.sent, t.completed, t.errors, t.timeouts, t.connection_errors
     );
-    if let Some(o) = &report.open_loop {
+    if let Some(o) = open_loop {
         out += &format!(
             "open loop: target {:.2} ops/s, scheduled {:.2} ops/s, sent {:.2} ops/s ({:+.2}% of target), answered {:.2} ops/s\n",
             o.target_rate,
@@ -83,17 +152,17 @@ pub fn fell_behind_warning(report: &Report) -> Option<String> {
     ))
 }
 
-/// HdrHistogram log format (as written by HdrHistogram's `HistogramLogWriter`): one
-/// tagged interval per operation type covering the summary window; values in µs,
-/// `Interval_Max` in ms.
-pub fn hdr_log(report: &Report) -> String {
-    let r = &report.run;
+/// HdrHistogram log format (as written by HdrHistogram's `HistogramLogWriter`) of one
+/// run: one tagged interval per operation type covering the summary window; values in
+/// µs, `Interval_Max` in ms.
+pub fn hdr_log(run: &RunReport) -> String {
+    let r = &run.run;
     let mut out = format!(
         "#[StartTime: {:.3} (seconds since epoch)]\n\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n",
         r.started_unix_ms as f64 / 1000.0
     );
-    let h = &report.histograms;
-    let s = &report.summary;
+    let h = &run.histograms;
+    let s = &run.summary;
     for (tag, encoded, op) in [
         ("set", &h.set, &s.set),
         ("get", &h.get, &s.get),
@@ -156,7 +225,7 @@ mod tests {
         ] {
             assert!(text.contains(row), "{row} missing:\n{text}");
         }
-        let log = hdr_log(&report);
+        let log = hdr_log(&report.runs[0]);
         assert!(log.starts_with("#[StartTime: 1700000000.000"));
         let tagged: Vec<&str> = log.lines().filter(|l| l.starts_with("Tag=")).collect();
         assert_eq!(tagged.len(), 4);
@@ -168,5 +237,45 @@ mod tests {
         let decoded =
             LatencyHistogram::decode_base64(tagged[2].rsplit(',').next().unwrap()).unwrap();
         assert_eq!(decoded.len(), 1);
+    }
+
+    #[test]
+    fn several_runs_print_a_line_each_then_best_worst_and_the_aggregate() {
+        let c = config("--requests=10 --run-count=2 --print-percentiles=99.99");
+        let window = Window {
+            start_ns: 0,
+            end_ns: u64::MAX,
+        };
+        let (mut slow, mut fast) = (Recorder::new(window), Recorder::new(window));
+        slow.completed(Op::Get, 0, 2_000_000, hit());
+        for i in 0..4 {
+            fast.completed(Op::Get, i, i + 1_000_000, hit());
+        }
+        let measured = |r| crate::report::Measured {
+            recorder: r,
+            started_unix_ms: 0,
+            duration_ns: S,
+        };
+        let report = crate::report::build_runs(&c, &[measured(&slow), measured(&fast)]);
+        let text = format_summary(&report);
+        for line in [
+            "2 runs, one second apart\n",
+            "run 1: 1.00 ops/sec, avg 2.000 ms",
+            "run 2: 4.00 ops/sec, avg 1.000 ms",
+            "BEST RUN RESULTS (run 2)",
+            "WORST RUN RESULTS (run 1)",
+            "AGGREGATED AVERAGE RESULTS (2 runs)",
+            "p99.99(ms)",
+            "all runs: 0 sent, 5 answered",
+        ] {
+            assert!(text.contains(line), "{line} missing:\n{text}");
+        }
+        assert!(!text.contains("RUN #1"), "only with --print-all-runs");
+        let aggregate = text.split("AGGREGATED").nth(1).unwrap();
+        let gets = aggregate.lines().find(|l| l.starts_with("Gets")).unwrap();
+        let cells: Vec<&str> = gets.split_whitespace().collect();
+        // 5 gets; 2.5 ops/s, the mean of 1 and 4; p99.99 and max of both runs: 2 ms.
+        assert_eq!(cells[..3], ["Gets", "5", "2.50"]);
+        assert_eq!(cells[cells.len() - 2..], ["2.000", "2.000"]);
     }
 }

@@ -1,7 +1,10 @@
 //! One client connection: composes requests, writes them in batches, parses replies in
 //! order and records each one. Closed loop keeps `--pipeline` requests outstanding; open
 //! loop sends each request at its scheduled time whatever is outstanding. A broken
-//! connection counts its outstanding requests as errors and is re-opened.
+//! connection counts its outstanding requests as errors and is re-opened. With
+//! `--reconnect-interval N` a connection sends N requests, waits for their answers, closes
+//! and re-opens (memtier's `shard_connection::process_response` and
+//! `client::hold_pipeline`: no request is outstanding when it closes).
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -42,6 +45,8 @@ pub struct Shared {
     pub connect_timeout: Duration,
     /// Runs bounded only by count give up reconnecting after this long.
     pub reply_timeout: Duration,
+    /// Requests a connection sends before it is closed and re-opened.
+    pub reconnect_interval: Option<u64>,
 }
 
 /// Why the watchdog interrupted a connection.
@@ -79,6 +84,8 @@ enum End {
     Done,
     /// Reset, closed by the server, unreadable reply, or failed write.
     Broken,
+    /// `--reconnect-interval` requests sent and answered: close and re-open.
+    Recycle,
     Killed(Kill),
 }
 
@@ -86,6 +93,9 @@ pub struct Connection {
     gen: Generator,
     /// Requests left to send, when the run is bounded by count.
     budget: Option<u64>,
+    /// Requests left to send on this connection before it is re-opened
+    /// (`--reconnect-interval`).
+    session_left: Option<u64>,
     schedule: Option<Schedule>,
     timer: Option<PreciseTimer>,
     pending: VecDeque<Pending>,
@@ -129,6 +139,7 @@ impl Connection {
         Ok(Connection {
             gen,
             budget,
+            session_left: None,
             schedule,
             timer,
             pending: VecDeque::new(),
@@ -161,7 +172,7 @@ impl Connection {
             self.watch.waiting_since.set(None);
             match end {
                 End::Done | End::Killed(Kill::Deadline) => break,
-                End::Broken | End::Killed(Kill::ReplyTimeout) => {
+                End::Broken | End::Recycle | End::Killed(Kill::ReplyTimeout) => {
                     stream = self.reconnect(&shared).await
                 }
             }
@@ -224,15 +235,18 @@ impl Connection {
             None => {
                 while self.pending.len() < shared.pipeline
                     && self.budget != Some(0)
+                    && self.session_left != Some(0)
                     && now < shared.stop_issuing_ns
                 {
                     let sent = self.gen.compose(&mut self.wbuf);
                     self.pending.push_back(Pending { sent, start_ns: 0 });
                     self.budget = self.budget.map(|n| n - 1);
+                    self.session_left = self.session_left.map(|n| n - 1);
                 }
             }
             Some(schedule) => {
                 while self.budget != Some(0)
+                    && self.session_left != Some(0)
                     && schedule.peek() <= now
                     && schedule.peek() < shared.stop_issuing_ns
                 {
@@ -244,6 +258,7 @@ impl Connection {
                         start_ns: due,
                     });
                     self.budget = self.budget.map(|n| n - 1);
+                    self.session_left = self.session_left.map(|n| n - 1);
                 }
             }
         }
@@ -270,6 +285,7 @@ impl Connection {
         self.written = 0;
         self.rstart = 0;
         self.rend = 0;
+        self.session_left = shared.reconnect_interval;
         loop {
             let now = shared.clock.now();
             self.issue(shared, now);
@@ -287,6 +303,9 @@ impl Connection {
             if self.pending.is_empty() && !self.more_to_issue(shared, now) {
                 return End::Done;
             }
+            if self.pending.is_empty() && self.session_left == Some(0) {
+                return End::Recycle;
+            }
             self.watch
                 .waiting_since
                 .set(self.pending.front().map(|p| p.start_ns));
@@ -296,6 +315,7 @@ impl Connection {
                 (Some(timer), Some(schedule))
                     if !want_write
                         && self.budget != Some(0)
+                        && self.session_left != Some(0)
                         && schedule.peek() < shared.stop_issuing_ns =>
                 {
                     if timer.arm(shared.clock.absolute(schedule.peek())).is_err() {

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use thiserror::Error;
 
-use crate::config::Config;
+use crate::config::{AddressFamily, Config};
 use crate::record::{Recorder, Window};
 
 pub use clock::monotonic_ns;
@@ -83,6 +83,20 @@ pub fn resolve(config: &Config) -> Result<Vec<SocketAddr>, RunError> {
     // memcached and redis usually listen on IPv4 loopback while "localhost" may resolve
     // to ::1 first: try IPv4 addresses first.
     addrs.sort_by_key(|a| a.is_ipv6());
+    match config.family {
+        AddressFamily::Any => {}
+        AddressFamily::Ipv4 => addrs.retain(SocketAddr::is_ipv4),
+        AddressFamily::Ipv6 => addrs.retain(SocketAddr::is_ipv6),
+    }
+    if addrs.is_empty() {
+        return Err(RunError::Resolve {
+            server,
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no address of the family asked for (-4/-6)",
+            ),
+        });
+    }
     Ok(addrs)
 }
 

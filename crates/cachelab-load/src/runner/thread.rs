@@ -67,6 +67,7 @@ pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
         stop_issuing_ns: test_ns.unwrap_or(u64::MAX),
         connect_timeout: config.connect_timeout,
         reply_timeout: config.reply_timeout,
+        reconnect_interval: config.reconnect_interval,
     });
     let hard_deadline =
         test_ns.map(|t| t + DRAIN_GRACE.min(config.reply_timeout).as_nanos() as u64);
@@ -92,7 +93,7 @@ async fn prepare(plan: &ThreadPlan) -> Result<Vec<(Connection, tokio::net::TcpSt
     let server = format!("{}:{}", config.server, config.port);
     let workload = &config.workload;
     let values = Rc::new(Values::new(
-        workload.data_size,
+        workload.data_size.max(),
         workload.random_data,
         config.seed ^ plan.index as u64,
     ));
