@@ -89,6 +89,11 @@ pub struct Args {
     #[arg(long, default_value_t = DEFAULT_STATS_WINDOW_SECS, value_name = "SECS")]
     pub stats_window: f64,
 
+    /// Write the proxy's pid here at start (removed at exit), for `cachelab proxy reload`
+    /// and scripts that send it SIGHUP.
+    #[arg(long, value_name = "PATH")]
+    pub pid_file: Option<PathBuf>,
+
     /// Write the log (info, warnings, errors) here instead of stderr.
     #[arg(long, value_name = "PATH")]
     pub log_file: Option<PathBuf>,

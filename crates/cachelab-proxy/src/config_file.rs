@@ -243,7 +243,16 @@ fn default_mode() -> String {
 }
 
 fn parse_toml(text: &str, defaults: &Defaults) -> Result<Vec<ListenerSpec>, String> {
-    let file: TomlFile = toml::from_str(text).map_err(|e| e.to_string().trim().to_string())?;
+    let file: TomlFile = toml::from_str(text).map_err(|e| {
+        // One line: the line number and toml's message (its own text draws the line).
+        let line = e
+            .span()
+            .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
+        match line {
+            Some(line) => format!("line {line}: {}", e.message().trim()),
+            None => e.message().trim().to_string(),
+        }
+    })?;
     let mut listeners = Vec::new();
     for (name, p) in file.pools {
         let ctx = |e: String| format!("pool {name}: {e}");

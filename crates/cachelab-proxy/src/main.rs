@@ -28,7 +28,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match serve(config) {
+    let served = serve(config, args.pid_file.as_deref());
+    if let Some(path) = &args.pid_file {
+        let _ = std::fs::remove_file(path);
+    }
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -38,7 +42,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn serve(config: Config) -> anyhow::Result<()> {
+fn serve(config: Config, pid_file: Option<&std::path::Path>) -> anyhow::Result<()> {
     // One thread needs no work stealing: the single-threaded scheduler does less per
     // wake-up, which is most of a proxy's own CPU time. By default one thread per CPU we
     // may run on (taskset and cgroup limits count), so a proxy pinned to one CPU gets it.
@@ -57,6 +61,14 @@ fn serve(config: Config) -> anyhow::Result<()> {
         .build()
         .context("starting the runtime")?;
     runtime.block_on(async {
+        // Signal handlers first: a script that sends SIGHUP once it sees the pid file or
+        // the first stdout line must not kill us.
+        let hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+        let terminated = termination();
+        if let Some(path) = pid_file {
+            std::fs::write(path, format!("{}\n", std::process::id()))
+                .with_context(|| format!("cannot write the pid file {}", path.display()))?;
+        }
         let mut listeners = Vec::new();
         let mut stdout = std::io::stdout();
         for spec in &config.listeners {
@@ -70,8 +82,8 @@ fn serve(config: Config) -> anyhow::Result<()> {
         }
         stdout.flush()?;
         let (reload_tx, reloads) = tokio::sync::mpsc::channel(4);
-        tokio::spawn(hangups(reload_tx));
-        let summary = server::run(listeners, config, termination(), reloads).await?;
+        tokio::spawn(hangups(hup, reload_tx));
+        let summary = server::run(listeners, config, terminated, reloads).await?;
         stats_file::log_summary(&summary);
         write!(stdout, "{}", stats_file::format_summary(&summary))?;
         stdout.flush()?;
@@ -116,8 +128,7 @@ fn fit_descriptors(config: &Config) -> Result<(), String> {
 }
 
 /// Asks for a reload on every SIGHUP.
-async fn hangups(reload: tokio::sync::mpsc::Sender<()>) {
-    let mut hup = signal(SignalKind::hangup()).expect("installing the SIGHUP handler");
+async fn hangups(mut hup: tokio::signal::unix::Signal, reload: tokio::sync::mpsc::Sender<()>) {
     while hup.recv().await.is_some() {
         tracing::info!("SIGHUP received: reloading the configuration");
         if reload.send(()).await.is_err() {
@@ -126,12 +137,14 @@ async fn hangups(reload: tokio::sync::mpsc::Sender<()>) {
     }
 }
 
-/// Resolves on the first SIGTERM or SIGINT.
-async fn termination() {
+/// Installs the SIGTERM and SIGINT handlers now; the future resolves on the first.
+fn termination() -> impl std::future::Future<Output = ()> {
     let mut term = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
     let mut int = signal(SignalKind::interrupt()).expect("installing the SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received"),
-        _ = int.recv() => tracing::info!("SIGINT received"),
+    async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM received"),
+            _ = int.recv() => tracing::info!("SIGINT received"),
+        }
     }
 }
