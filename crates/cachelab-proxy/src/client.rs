@@ -422,6 +422,7 @@ mod tests {
             expect: cachelab_protocol::Expect::Values,
             keys: 1,
             noreply: false,
+            quiet: None,
             arrival: now,
             enqueued: now,
             charge: Charge::new(Arc::new(MemoryBudget::new(0))),

@@ -248,12 +248,23 @@ impl Session {
                     self.conn.reply_now(b"OK\r\n");
                 }
             }
+            Local::MetaNoop => self.conn.reply_now(b"MN\r\n"),
             Local::Quit => unreachable!("quit ends the read loop"),
         }
     }
 
     fn enqueue(&mut self, len: usize, forward: Forward, arrival: Instant) {
-        let frame = if forward.noreply {
+        let frame = if forward.quiet.is_some() {
+            // The servers answer everything (so replies stay in step and the reply rule
+            // applies); quiet mode is applied towards the client by the worker.
+            let mut loud = BytesMut::with_capacity(len);
+            match parse_request(&self.rbuf[..len], &self.net.settings.limits) {
+                Ok((Request::Meta(meta), _)) => meta.compose_loud(&mut loud),
+                _ => unreachable!("the decoder already parsed this meta request"),
+            }
+            self.rbuf.advance(len);
+            loud.freeze()
+        } else if forward.noreply {
             // The servers must answer so the worker can apply the reply rule and measure
             // the request; the client's noreply is honoured when replying.
             let mut stripped = BytesMut::with_capacity(len);
@@ -300,6 +311,7 @@ impl Session {
             expect: forward.expect,
             keys: forward.keys,
             noreply: forward.noreply,
+            quiet: forward.quiet,
             arrival,
             enqueued: Instant::now(),
             charge,
@@ -317,6 +329,10 @@ fn clear_noreply(request: &mut Request<'_>) {
         Request::FlushAll(f) => f.noreply = false,
         Request::Store(s) => s.noreply = false,
         Request::Verbosity { noreply } => *noreply = false,
-        Request::Get(_) | Request::Stats(_) | Request::Version | Request::Quit => {}
+        Request::Get(_)
+        | Request::Meta(_)
+        | Request::Stats(_)
+        | Request::Version
+        | Request::Quit => {}
     }
 }

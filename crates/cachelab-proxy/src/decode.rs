@@ -2,7 +2,7 @@
 //! discard out. Pure: the connection task owns the buffer and does the I/O.
 
 use cachelab_protocol::{
-    parse_request, Discard, Expect, Limits, ParseError, Request, RequestError,
+    parse_request, Discard, Expect, Limits, MetaCmd, ParseError, Request, RequestError,
 };
 
 use crate::metrics::OpKind;
@@ -26,6 +26,9 @@ pub struct Forward {
     /// holds the key; flush_all to every server of the pool.
     pub access: Access,
     pub noreply: bool,
+    /// A meta command with the `q` flag: the servers get it without, and the worker
+    /// leaves out the replies quiet mode leaves out.
+    pub quiet: Option<MetaCmd>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +40,8 @@ pub enum Local {
     Verbosity {
         noreply: bool,
     },
+    /// `mn`: answered `MN` after every reply owed before it.
+    MetaNoop,
     Quit,
 }
 
@@ -156,6 +161,7 @@ pub fn classify(request: &Request<'_>) -> Class {
             keys,
             access,
             noreply: request.noreply(),
+            quiet: None,
         })
     };
     match request {
@@ -173,6 +179,22 @@ pub fn classify(request: &Request<'_>) -> Class {
         Request::Arith(_) => forward(OpKind::Other, Expect::Arith, 1, Access::Write),
         Request::Touch(_) => forward(OpKind::Other, Expect::Touch, 1, Access::Write),
         Request::FlushAll(_) => forward(OpKind::Other, Expect::Ok, 0, Access::Broadcast),
+        Request::Meta(meta) => {
+            let (op, access) = match meta.cmd {
+                MetaCmd::Noop => return Class::Local(Local::MetaNoop),
+                MetaCmd::Get => (OpKind::Get, Access::Read),
+                MetaCmd::Debug => (OpKind::Other, Access::Read),
+                MetaCmd::Set => (OpKind::Set, Access::Write),
+                MetaCmd::Delete | MetaCmd::Arith => (OpKind::Other, Access::Write),
+            };
+            match forward(op, Expect::Meta, 1, access) {
+                Class::Forward(f) => Class::Forward(Forward {
+                    quiet: meta.quiet.then_some(meta.cmd),
+                    ..f
+                }),
+                local => local,
+            }
+        }
         Request::Stats([]) => Class::Local(Local::Stats),
         Request::Stats(_) => Class::Local(Local::StatsUnsupported),
         Request::Version => Class::Local(Local::Version),

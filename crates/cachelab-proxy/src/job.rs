@@ -27,6 +27,8 @@ pub struct Job {
     pub keys: u32,
     /// The client asked for no reply.
     pub noreply: bool,
+    /// A quiet meta command (`q`): replies quiet mode leaves out are not sent.
+    pub quiet: Option<cachelab_protocol::MetaCmd>,
     pub arrival: Instant,
     /// When it was decoded and queued; a request held behind its connection's write
     /// barrier counts that wait as queue waiting time.

@@ -16,7 +16,9 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use cachelab_protocol::{parse_reply, parse_request, Expect, Limits, Reply, ReplyError, Request};
+use cachelab_protocol::{
+    parse_reply, parse_request, Expect, Limits, MetaStatus, Reply, ReplyError, Request,
+};
 use tokio::sync::watch;
 use tracing::warn;
 
@@ -413,8 +415,14 @@ impl Worker {
             let (server, reply, offset, len) =
                 error.unwrap_or_else(|| answers.clone().next().expect("one part"));
             outcome.error = reply.is_error();
+            if let Reply::Meta(MetaStatus::Va | MetaStatus::Hd) = reply {
+                outcome.hits = 1;
+            }
             let bytes = &backends[server].rbuf[offset..offset + len];
-            self.reply(job, &outcome, failovers, |out| out.extend_from_slice(bytes));
+            let silent = quiet_drops(job, reply);
+            self.reply_unless(silent, job, &outcome, failovers, |out| {
+                out.extend_from_slice(bytes)
+            });
             return outcome;
         }
         let body = |(server, reply, offset, _): (ServerId, Reply, usize, usize)| match reply {
@@ -480,9 +488,12 @@ impl Worker {
         }
         let ex = self.exchanges[begin + chosen];
         match ex.result {
-            State::Done { offset, len, .. } => {
+            State::Done {
+                offset, len, reply, ..
+            } => {
                 let bytes = &self.backends[ex.server].rbuf[offset..offset + len];
-                self.reply(job, &outcome, taken.failovers, |out| {
+                let silent = quiet_drops(job, reply);
+                self.reply_unless(silent, job, &outcome, taken.failovers, |out| {
                     out.extend_from_slice(bytes)
                 });
             }
@@ -582,8 +593,20 @@ impl Worker {
         failovers: u64,
         write: impl FnOnce(&mut BytesMut),
     ) {
+        self.reply_unless(false, job, outcome, failovers, write);
+    }
+
+    /// `reply`, or with `silent` only the release of its slot (quiet mode).
+    fn reply_unless(
+        &self,
+        silent: bool,
+        job: &Job,
+        outcome: &Outcome,
+        failovers: u64,
+        write: impl FnOnce(&mut BytesMut),
+    ) {
         self.ctx.counters[self.id].record(job.op, outcome, failovers);
-        if job.noreply {
+        if job.noreply || silent {
             job.conn.complete_silent(job.seq);
         } else {
             job.conn.complete(job.seq, write);
@@ -650,6 +673,14 @@ impl Worker {
                 "incr/decr results differ between replicas"
             );
         }
+    }
+}
+
+/// Whether quiet mode leaves this reply out (a quiet meta command's miss or success).
+fn quiet_drops(job: &Job, reply: Reply) -> bool {
+    match (job.quiet, reply) {
+        (Some(cmd), Reply::Meta(status)) => cmd.quiet_drops(status),
+        _ => false,
     }
 }
 

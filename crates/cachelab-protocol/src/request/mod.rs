@@ -2,6 +2,7 @@
 
 mod arith;
 mod delete;
+mod meta;
 mod misc;
 mod retrieval;
 mod storage;
@@ -15,6 +16,7 @@ use crate::line::{scan_line, tokens, LineScan};
 
 pub use arith::{Arith, ArithOp};
 pub use delete::Delete;
+pub use meta::{Meta, MetaCmd, MetaStatus};
 pub use misc::FlushAll;
 pub use retrieval::{Get, Keys};
 pub use storage::{Store, StoreOp};
@@ -32,6 +34,8 @@ pub enum Request<'a> {
     Arith(Arith<'a>),
     Touch(Touch<'a>),
     FlushAll(FlushAll),
+    /// The meta commands: mg, ms, md, ma, me, mn.
+    Meta(Meta<'a>),
     /// `stats` with its (possibly empty) argument text.
     Stats(&'a [u8]),
     Version,
@@ -51,7 +55,11 @@ impl Request<'_> {
             Request::Touch(t) => t.noreply,
             Request::FlushAll(f) => f.noreply,
             Request::Verbosity { noreply } => *noreply,
-            Request::Get(_) | Request::Stats(_) | Request::Version | Request::Quit => false,
+            Request::Get(_)
+            | Request::Meta(_)
+            | Request::Stats(_)
+            | Request::Version
+            | Request::Quit => false,
         }
     }
 
@@ -64,6 +72,7 @@ impl Request<'_> {
             Request::Arith(a) => a.compose(out),
             Request::Touch(t) => t.compose(out),
             Request::FlushAll(f) => f.compose(out),
+            Request::Meta(m) => m.compose(out),
             Request::Stats(args) => {
                 out.put_slice(b"stats");
                 if !args.is_empty() {
@@ -122,6 +131,12 @@ pub fn parse_request<'a>(
         b"append" => return storage::parse(StoreOp::Append, args, at, limits),
         b"prepend" => return storage::parse(StoreOp::Prepend, args, at, limits),
         b"cas" => return storage::parse(StoreOp::Cas, args, at, limits),
+        b"mg" => return meta::parse(MetaCmd::Get, args, at, limits),
+        b"ms" => return meta::parse(MetaCmd::Set, args, at, limits),
+        b"md" => return meta::parse(MetaCmd::Delete, args, at, limits),
+        b"ma" => return meta::parse(MetaCmd::Arith, args, at, limits),
+        b"me" => return meta::parse(MetaCmd::Debug, args, at, limits),
+        b"mn" => return meta::parse(MetaCmd::Noop, args, at, limits),
         b"delete" => delete::parse(args, limits),
         b"incr" => arith::parse(ArithOp::Incr, args, limits),
         b"decr" => arith::parse(ArithOp::Decr, args, limits),

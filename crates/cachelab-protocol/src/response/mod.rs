@@ -7,7 +7,8 @@ mod values;
 use bytes::BufMut;
 use thiserror::Error;
 
-use crate::line::{parse_u64, scan_line, LineScan};
+use crate::line::{parse_u64, scan_line, tokens, LineScan};
+use crate::request::MetaStatus;
 
 pub use values::{compose_value, ValueIter};
 
@@ -31,14 +32,21 @@ pub enum Expect {
     Version,
     /// STAT lines then END.
     Stats,
+    /// A meta command: a two-letter status line, and after `VA` a data block.
+    Meta,
 }
 
 /// A reply, summarised without copying: the caller relays `buf[..consumed]` or, for
 /// values, the `body_len` bytes before the final `END\r\n`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reply {
-    Values { hits: u32, body_len: usize },
-    Stats { body_len: usize },
+    Values {
+        hits: u32,
+        body_len: usize,
+    },
+    Stats {
+        body_len: usize,
+    },
     Stored,
     NotStored,
     Exists,
@@ -48,6 +56,8 @@ pub enum Reply {
     Ok,
     Number(u64),
     Version,
+    /// A meta reply: its status (`VA` includes the data block).
+    Meta(MetaStatus),
     Error,
     ClientError,
     ServerError,
@@ -80,6 +90,7 @@ pub fn parse_reply(buf: &[u8], expect: Expect) -> Result<(Reply, usize), ReplyEr
     match (expect, line) {
         (Expect::Values, _) => values::parse(buf),
         (Expect::Stats, _) => parse_stats(buf),
+        (Expect::Meta, _) => parse_meta(buf, line, len),
         (Expect::Store, b"STORED") => simple(Reply::Stored),
         (Expect::Store, b"NOT_STORED") => simple(Reply::NotStored),
         (Expect::Store, b"EXISTS") => simple(Reply::Exists),
@@ -117,6 +128,33 @@ fn error_line(line: &[u8]) -> Option<Reply> {
     } else {
         None
     }
+}
+
+fn parse_meta(buf: &[u8], line: &[u8], len: usize) -> Result<(Reply, usize), ReplyError> {
+    let mut toks = tokens(line);
+    let status = toks
+        .next()
+        .and_then(MetaStatus::from_code)
+        .ok_or(ReplyError::Malformed("not a meta reply"))?;
+    if status != MetaStatus::Va {
+        return Ok((Reply::Meta(status), len));
+    }
+    let size = toks
+        .next()
+        .and_then(parse_u64)
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or(ReplyError::Malformed("bad length in VA line"))?;
+    let end = len
+        .checked_add(size)
+        .and_then(|e| e.checked_add(2))
+        .ok_or(ReplyError::Malformed("value length overflows"))?;
+    if buf.len() < end {
+        return Err(ReplyError::Incomplete);
+    }
+    if &buf[end - 2..end] != b"\r\n" {
+        return Err(ReplyError::Malformed("value data not terminated by \\r\\n"));
+    }
+    Ok((Reply::Meta(status), end))
 }
 
 fn parse_stats(buf: &[u8]) -> Result<(Reply, usize), ReplyError> {
@@ -205,6 +243,31 @@ mod tests {
         assert_eq!(
             parse_reply(b"STAT pid 1\r\n", Expect::Stats),
             Err(ReplyError::Incomplete)
+        );
+    }
+
+    #[test]
+    fn meta_replies_are_one_line_or_a_value_block() {
+        assert_eq!(
+            parse_reply(b"HD O12 kfoo\r\n", Expect::Meta),
+            Ok((Reply::Meta(MetaStatus::Hd), 13))
+        );
+        assert_eq!(
+            parse_reply(b"VA 2 f5\r\nhi\r\n", Expect::Meta),
+            Ok((Reply::Meta(MetaStatus::Va), 13))
+        );
+        assert_eq!(
+            parse_reply(b"VA 2 f5\r\nh", Expect::Meta),
+            Err(ReplyError::Incomplete)
+        );
+        assert_eq!(
+            parse_reply(b"EN\r\n", Expect::Meta),
+            Ok((Reply::Meta(MetaStatus::En), 4))
+        );
+        assert!(parse_reply(b"STORED\r\n", Expect::Meta).is_err());
+        assert_eq!(
+            parse_reply(b"CLIENT_ERROR invalid flag\r\n", Expect::Meta),
+            Ok((Reply::ClientError, 27))
         );
     }
 

@@ -2,7 +2,7 @@
 //! byte slices: the worker hands in what each server answered.
 
 use bytes::BytesMut;
-use cachelab_protocol::{Expect, Reply};
+use cachelab_protocol::{Expect, MetaStatus, Reply};
 
 /// Whether a server's reply to a replicated request counts as success.
 pub fn is_success(expect: Expect, reply: Reply) -> bool {
@@ -13,6 +13,7 @@ pub fn is_success(expect: Expect, reply: Reply) -> bool {
             | (Expect::Arith, Reply::Number(_))
             | (Expect::Touch, Reply::Touched)
             | (Expect::Ok, Reply::Ok)
+            | (Expect::Meta, Reply::Meta(MetaStatus::Hd | MetaStatus::Va))
     )
 }
 
@@ -132,6 +133,8 @@ mod tests {
         assert!(is_success(Expect::Arith, Reply::Number(1)));
         assert!(!is_success(Expect::Delete, Reply::NotFound));
         assert!(!is_success(Expect::Touch, Reply::ServerError));
+        assert!(is_success(Expect::Meta, Reply::Meta(MetaStatus::Hd)));
+        assert!(!is_success(Expect::Meta, Reply::Meta(MetaStatus::Ns)));
     }
 
     fn value(key: &str, data: &str) -> String {

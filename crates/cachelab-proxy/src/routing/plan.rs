@@ -325,7 +325,7 @@ impl Pool {
             }
             (Mode::Shard { .. }, Access::Write) => {
                 let key = single_key(frame);
-                let holders = self.key_servers(key);
+                let holders = self.key_servers(&key);
                 if self.replicas() > 1 {
                     plan.merge = Some(Merge::AllMustSucceed);
                     for m in holders.take(self.replicas()) {
@@ -348,7 +348,7 @@ impl Pool {
             (Mode::Shard { .. }, Access::Read) if keys <= 1 => {
                 plan.merge = Some(Merge::Relay);
                 let mut candidates = std::mem::take(&mut plan.candidates);
-                self.read_candidates(single_key(frame), rr, &mut candidates);
+                self.read_candidates(&single_key(frame), rr, &mut candidates);
                 plan.candidates = candidates;
                 plan.parts.push(Part {
                     keys: PartKeys::Whole,
@@ -395,14 +395,24 @@ impl Pool {
     }
 }
 
-/// The key of a single-key request frame (text or meta protocol).
-fn single_key(frame: &[u8]) -> &[u8] {
+/// The routing key of a single-key request frame (text or meta protocol): the second
+/// token, base64-decoded for a meta command with the `b` flag (so `mg aGVsbG8= b` goes
+/// where `get hello` goes).
+fn single_key(frame: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    use base64::Engine;
     let line_end = memchr::memchr(b'\r', frame).unwrap_or(frame.len());
     let mut tokens = frame[..line_end]
         .split(|b| *b == b' ')
         .filter(|t| !t.is_empty());
-    tokens.next();
-    tokens.next().unwrap_or(b"")
+    let command = tokens.next().unwrap_or(b"");
+    let key = tokens.next().unwrap_or(b"");
+    let meta = command.len() == 2 && command[0] == b'm';
+    if meta && tokens.any(|t| t == b"b") {
+        if let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(key) {
+            return std::borrow::Cow::Owned(decoded);
+        }
+    }
+    std::borrow::Cow::Borrowed(key)
 }
 
 #[cfg(test)]
@@ -584,6 +594,14 @@ mod tests {
         let plan = planned(&pool, Access::Broadcast, b"flush_all\r\n", 0, &none());
         assert_eq!(plan.parts.len(), 3);
         assert_eq!(plan.merge(), Merge::AllMustSucceed);
+    }
+
+    #[test]
+    fn a_base64_meta_key_routes_like_its_decoded_text_key() {
+        let pool = shard(5, 1, false);
+        let text = planned(&pool, Access::Read, b"get hello\r\n", 1, &none());
+        let meta = planned(&pool, Access::Read, b"mg aGVsbG8= b v\r\n", 1, &none());
+        assert_eq!(text.candidates_of(0), meta.candidates_of(0));
     }
 
     #[test]
