@@ -33,6 +33,7 @@ pub mod connection;
 pub mod counters;
 pub mod decode;
 pub mod health;
+pub mod histograms;
 pub mod job;
 pub mod log_limit;
 pub mod logging;

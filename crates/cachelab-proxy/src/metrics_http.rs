@@ -1,17 +1,29 @@
-//! `--metrics-addr`: the middleware's counters in Prometheus' text format over HTTP, for
-//! scrapers (twemproxy users know its stats port; this is the same idea, in the format
-//! monitoring systems read). One request per connection; any path answers.
+//! `--metrics-addr`: the middleware's counters, gauges and latency histograms in the
+//! OpenMetrics text format (which Prometheus scrapes) over HTTP, encoded by the
+//! `prometheus-client` crate. One request per connection; any path answers.
+//!
+//! Latency histograms (seconds, buckets from 50 µs to 10 s, see `histograms`):
+//! - `cachelab_proxy_response_seconds{op}`: arrival to reply sent, per operation type;
+//! - `cachelab_proxy_server_seconds{server}`: message sent to that server's answer.
+//!
+//! Per server also `cachelab_proxy_server_up` (1 in service, 0 ejected),
+//! `cachelab_proxy_server_failures` (in a row now) and
+//! `cachelab_proxy_server_ejections_total`.
 
-use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::debug;
 
 use crate::counters::Counters;
+use crate::metrics::OpKind;
 use crate::server::Observed;
 
 const REQUEST_LIMIT: usize = 8 * 1024;
@@ -19,21 +31,22 @@ const IO_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Serves scrapes until the task is dropped.
 pub async fn serve(listener: TcpListener, shared: Arc<Observed>) {
+    let registry = Arc::new(registry(shared));
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        let shared = Arc::clone(&shared);
+        let registry = Arc::clone(&registry);
         tokio::spawn(async move {
-            if let Err(e) = tokio::time::timeout(IO_TIMEOUT, answer(stream, &shared)).await {
+            if let Err(e) = tokio::time::timeout(IO_TIMEOUT, answer(stream, &registry)).await {
                 debug!(error = %e, "metrics scrape timed out");
             }
         });
     }
 }
 
-async fn answer(mut stream: TcpStream, shared: &Observed) -> std::io::Result<()> {
+async fn answer(mut stream: TcpStream, registry: &Registry) -> std::io::Result<()> {
     let mut request = Vec::with_capacity(512);
     let mut chunk = [0u8; 1024];
     while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < REQUEST_LIMIT {
@@ -43,9 +56,10 @@ async fn answer(mut stream: TcpStream, shared: &Observed) -> std::io::Result<()>
         }
         request.extend_from_slice(&chunk[..n]);
     }
-    let body = render(shared);
+    let body = encode(registry);
     let head = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; \
+         charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).await?;
@@ -53,114 +67,231 @@ async fn answer(mut stream: TcpStream, shared: &Observed) -> std::io::Result<()>
     stream.shutdown().await
 }
 
-/// The exposition text (pure, so it is tested without sockets).
-pub fn render(shared: &Observed) -> String {
-    let t = Counters::sum(&shared.counters);
-    let net = &shared.net;
-    let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+/// The registry: one collector that reads the proxy's own counters at each scrape.
+pub fn registry(shared: Arc<Observed>) -> Registry {
+    let mut registry = Registry::with_prefix("cachelab_proxy");
+    registry.register_collector(Box::new(ProxyCollector(shared)));
+    registry
+}
+
+/// The exposition text of `registry` (pure, so it is tested without sockets).
+pub fn encode(registry: &Registry) -> String {
     let mut out = String::new();
-    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(&str, u64)]| {
-        let _ = writeln!(out, "# HELP cachelab_proxy_{name} {help}");
-        let _ = writeln!(out, "# TYPE cachelab_proxy_{name} {kind}");
-        for (labels, value) in samples {
-            let _ = writeln!(out, "cachelab_proxy_{name}{labels} {value}");
-        }
-    };
-    metric(
-        "requests_total",
-        "counter",
-        "Requests completed by the workers, by operation type.",
-        &[
-            ("{op=\"get\"}", t.get_requests),
-            ("{op=\"multiget\"}", t.multiget_requests),
-            ("{op=\"set\"}", t.set_requests),
-            ("{op=\"other\"}", t.other_requests),
-        ],
-    );
-    metric(
-        "get_keys_total",
-        "counter",
-        "Keys asked for by get and multi-get requests.",
-        &[("", t.get_keys)],
-    );
-    metric(
-        "get_hits_total",
-        "counter",
-        "Keys found.",
-        &[("", t.get_hits)],
-    );
-    metric(
-        "get_misses_total",
-        "counter",
-        "Keys not found.",
-        &[("", t.get_misses)],
-    );
-    metric(
-        "error_replies_total",
-        "counter",
-        "Requests answered with an error line.",
-        &[("", t.error_replies)],
-    );
-    metric(
-        "failovers_total",
-        "counter",
-        "Reads re-sent to another server.",
-        &[("", t.failovers)],
-    );
-    metric(
-        "received_total",
-        "counter",
-        "Requests decoded by the net layer.",
-        &[("", load(&net.arrivals))],
-    );
-    metric(
-        "bad_requests_total",
-        "counter",
-        "Requests rejected by the net layer.",
-        &[("", load(&net.bad_requests))],
-    );
-    metric(
-        "connections_total",
-        "counter",
-        "Client connections accepted.",
-        &[("", load(&net.total_connections))],
-    );
-    metric(
-        "connections",
-        "gauge",
-        "Client connections open.",
-        &[("", load(&net.curr_connections))],
-    );
-    metric(
-        "queue_length",
-        "gauge",
-        "Requests waiting in the FCFS queue.",
-        &[("", shared.queue.len() as u64)],
-    );
-    metric(
-        "workers",
-        "gauge",
-        "Worker slots.",
-        &[("", shared.workers as u64)],
-    );
+    prometheus_client::encoding::text::encode(&mut out, registry)
+        .expect("writing to a String cannot fail");
     out
+}
+
+/// Reads the proxy's counters, gauges and histograms when scraped.
+struct ProxyCollector(Arc<Observed>);
+
+impl std::fmt::Debug for ProxyCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProxyCollector")
+    }
+}
+
+fn counter(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> Result<(), std::fmt::Error> {
+    let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    metric.encode_counter::<NoLabelSet, _, u64>(&value, None)
+}
+
+fn gauge(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: i64,
+) -> Result<(), std::fmt::Error> {
+    let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    metric.encode_gauge(&value)
+}
+
+impl Collector for ProxyCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let shared = &self.0;
+        let t = Counters::sum(&shared.counters);
+        let net = &shared.net;
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+        {
+            let mut m = encoder.encode_descriptor(
+                "requests",
+                "Requests completed by the workers, by operation type.",
+                None,
+                MetricType::Counter,
+            )?;
+            for (op, value) in [
+                ("get", t.get_requests),
+                ("multiget", t.multiget_requests),
+                ("set", t.set_requests),
+                ("other", t.other_requests),
+            ] {
+                m.encode_family(&[("op", op)])?
+                    .encode_counter::<NoLabelSet, _, u64>(&value, None)?;
+            }
+        }
+        let e = &mut encoder;
+        counter(
+            e,
+            "get_keys",
+            "Keys asked for by get and multi-get requests.",
+            t.get_keys,
+        )?;
+        counter(e, "get_hits", "Keys found.", t.get_hits)?;
+        counter(e, "get_misses", "Keys not found.", t.get_misses)?;
+        counter(
+            e,
+            "error_replies",
+            "Requests answered with an error line.",
+            t.error_replies,
+        )?;
+        counter(
+            e,
+            "failovers",
+            "Parts served by a stand-in server.",
+            t.failovers,
+        )?;
+        counter(
+            e,
+            "received",
+            "Requests decoded by the net layer.",
+            load(&net.arrivals),
+        )?;
+        counter(
+            e,
+            "bad_requests",
+            "Requests rejected by the net layer.",
+            load(&net.bad_requests),
+        )?;
+        counter(
+            e,
+            "connections",
+            "Client connections accepted.",
+            load(&net.total_connections),
+        )?;
+        gauge(
+            e,
+            "open_connections",
+            "Client connections open.",
+            load(&net.curr_connections) as i64,
+        )?;
+        gauge(
+            e,
+            "queue_length",
+            "Requests waiting in the FCFS queue.",
+            shared.queue.len() as i64,
+        )?;
+        gauge(e, "workers", "Worker slots.", shared.workers as i64)?;
+        gauge(
+            e,
+            "memory_used_bytes",
+            "Bytes held against the memory budget.",
+            shared.budget.used() as i64,
+        )?;
+
+        let latencies = shared.latencies.total();
+        {
+            let mut m = encoder.encode_descriptor(
+                "response_seconds",
+                "Response time, arrival to reply sent, by operation type.",
+                None,
+                MetricType::Histogram,
+            )?;
+            for kind in OpKind::ALL {
+                let h = &latencies.ops[kind as usize];
+                m.encode_family(&[("op", kind.name())])?
+                    .encode_histogram::<NoLabelSet>(
+                        h.sum_us as f64 / 1e6,
+                        h.count,
+                        &h.buckets_seconds(),
+                        None,
+                    )?;
+            }
+        }
+        let servers = shared.health.report();
+        let addrs: Vec<String> = servers.iter().map(|s| s.addr.to_string()).collect();
+        {
+            let mut m = encoder.encode_descriptor(
+                "server_seconds",
+                "Time from sending a server its message to parsing its answer, by server.",
+                None,
+                MetricType::Histogram,
+            )?;
+            let empty = crate::histograms::Histogram::default();
+            for (id, addr) in addrs.iter().enumerate() {
+                let h = latencies.servers.get(id).unwrap_or(&empty);
+                m.encode_family(&[("server", addr.as_str())])?
+                    .encode_histogram::<NoLabelSet>(
+                        h.sum_us as f64 / 1e6,
+                        h.count,
+                        &h.buckets_seconds(),
+                        None,
+                    )?;
+            }
+        }
+        let per_server = |encoder: &mut DescriptorEncoder,
+                          name: &str,
+                          help: &str,
+                          kind: MetricType,
+                          value: &dyn Fn(usize) -> i64|
+         -> Result<(), std::fmt::Error> {
+            let mut m = encoder.encode_descriptor(name, help, None, kind)?;
+            for (id, addr) in addrs.iter().enumerate() {
+                let labels = [("server", addr.as_str())];
+                let mut family = m.encode_family(&labels)?;
+                match kind {
+                    MetricType::Counter => {
+                        family.encode_counter::<NoLabelSet, _, u64>(&(value(id) as u64), None)?
+                    }
+                    _ => family.encode_gauge(&value(id))?,
+                }
+            }
+            Ok(())
+        };
+        per_server(
+            &mut encoder,
+            "server_up",
+            "1 while the server is in service, 0 while it is ejected.",
+            MetricType::Gauge,
+            &|id| i64::from(!servers[id].ejected),
+        )?;
+        per_server(
+            &mut encoder,
+            "server_failures",
+            "Failures in a row now, counted over every worker.",
+            MetricType::Gauge,
+            &|id| i64::from(servers[id].failures),
+        )?;
+        per_server(
+            &mut encoder,
+            "server_ejections",
+            "Times the server was ejected.",
+            MetricType::Counter,
+            &|id| servers[id].ejections as i64,
+        )?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::metrics::{OpKind, Outcome};
+    use crate::metrics::Outcome;
 
     #[test]
-    fn exposition_lists_every_counter_with_help_and_type() {
+    fn exposition_lists_counters_gauges_and_histograms_with_help_and_type() {
         let config = Config::new(
             "127.0.0.1:0".parse().unwrap(),
             vec!["127.0.0.1:1".parse().unwrap()],
             2,
         );
         let parts = crate::server::Parts::new(&config).unwrap();
-        let shared = &parts.observed;
+        let shared = Arc::clone(&parts.observed);
         shared.counters[1].record(
             OpKind::Get,
             &Outcome {
@@ -170,16 +301,27 @@ mod tests {
             },
             0,
         );
-        let text = render(shared);
+        shared.latencies.lock(0).record_response(OpKind::Get, 180);
+        shared.latencies.lock(1).record_server(0, 150);
+        let text = encode(&registry(shared));
         assert!(
             text.contains("cachelab_proxy_requests_total{op=\"get\"} 1\n"),
             "{text}"
         );
         assert!(text.contains("cachelab_proxy_get_hits_total 1\n"));
         assert!(text.contains("# TYPE cachelab_proxy_queue_length gauge\n"));
-        for line in text.lines().filter(|l| !l.starts_with('#')) {
-            let value = line.rsplit(' ').next().unwrap();
-            assert!(value.parse::<u64>().is_ok(), "{line}");
-        }
+        assert!(text.contains("# TYPE cachelab_proxy_response_seconds histogram\n"));
+        assert!(
+            text.contains("cachelab_proxy_response_seconds_bucket{le=\"0.0002\",op=\"get\"} 1\n")
+                || text.contains(
+                    "cachelab_proxy_response_seconds_bucket{op=\"get\",le=\"0.0002\"} 1\n"
+                ),
+            "{text}"
+        );
+        assert!(
+            text.contains("cachelab_proxy_server_up{server=\"127.0.0.1:1\"} 1\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"));
     }
 }

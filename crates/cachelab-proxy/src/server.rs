@@ -30,6 +30,7 @@ use crate::config::{Config, PoolSpec};
 use crate::connection;
 use crate::counters::Counters;
 use crate::health::{self, Health, MAX_SERVERS};
+use crate::histograms::LatencyUnits;
 use crate::job::Job;
 use crate::log_limit::LogLimit;
 use crate::metrics::WorkerStats;
@@ -162,6 +163,8 @@ pub struct WorkerContext {
     pub budget: Arc<MemoryBudget>,
     pub counters: Arc<[CachePadded<Counters>]>,
     pub stats: Arc<StatsUnits>,
+    /// Cumulative latency histograms (the metrics endpoint, `stats`).
+    pub latencies: Arc<LatencyUnits>,
     pub settings: WorkerSettings,
 }
 
@@ -196,6 +199,7 @@ pub struct NetContext {
 /// and the statistics writer: nothing here is written through it.
 pub struct Observed {
     pub counters: Arc<[CachePadded<Counters>]>,
+    pub latencies: Arc<LatencyUnits>,
     pub net: Arc<NetCounters>,
     pub health: Arc<Health>,
     pub budget: Arc<MemoryBudget>,
@@ -237,8 +241,10 @@ impl Parts {
             .collect();
         let net = Arc::new(NetCounters::default());
         let stats = Arc::new(StatsUnits::new(config.workers, health.len(), now));
+        let latencies = Arc::new(LatencyUnits::new(config.workers));
         let observed = Arc::new(Observed {
             counters: Arc::clone(&counters),
+            latencies: Arc::clone(&latencies),
             net: Arc::clone(&net),
             health: Arc::clone(&health),
             budget: Arc::clone(&budget),
@@ -269,6 +275,7 @@ impl Parts {
                 budget,
                 counters,
                 stats: Arc::clone(&stats),
+                latencies,
                 settings: WorkerSettings {
                     pipeline: config.pipeline,
                     connect_timeout: config.server_timeout,

@@ -11,7 +11,8 @@ use crate::routing::plan::Mode;
 use crate::server::Observed;
 
 /// Every counter, then one block per server (`server_<i>` its address,
-/// `server_<i>_state` up or ejected, `_failures` in a row now, `_ejections` so far) and
+/// `server_<i>_state` up or ejected, `_failures` in a row now, `_ejections` so far,
+/// `_answers` and `_latency_us`, the mean time from sending it a message to its answer) and
 /// one line per pool (`pool_<i>`: name, listen address, mode, servers).
 pub fn compose_stats(shared: &Observed, out: &mut BytesMut) {
     let totals = Counters::sum(&shared.counters);
@@ -55,12 +56,25 @@ pub fn compose_stats(shared: &Observed, out: &mut BytesMut) {
     compose_stat(out, "memory_refusals", shared.budget.refusals());
     compose_stat(out, "server_ejections", shared.health.ejections());
     compose_stat(out, "worker_batches", totals.batches);
+    let latencies = shared.latencies.total();
     for (i, server) in servers.iter().enumerate() {
         compose_stat(out, &format!("server_{i}"), server.addr);
         let state = if server.ejected { "ejected" } else { "up" };
         compose_stat(out, &format!("server_{i}_state"), state);
         compose_stat(out, &format!("server_{i}_failures"), server.failures);
         compose_stat(out, &format!("server_{i}_ejections"), server.ejections);
+        let h = latencies.servers.get(i);
+        compose_stat(
+            out,
+            &format!("server_{i}_answers"),
+            h.map_or(0, |h| h.count),
+        );
+        let mean = h.map_or(0.0, |h| h.mean_us());
+        compose_stat(
+            out,
+            &format!("server_{i}_latency_us"),
+            format_args!("{mean:.1}"),
+        );
     }
     compose_stat(out, "pools", shared.listeners.len());
     for (i, (listen, slot)) in shared.listeners.iter().enumerate() {

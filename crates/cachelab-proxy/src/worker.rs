@@ -325,6 +325,16 @@ impl Worker {
             last_answer,
             reply_sent,
         };
+        {
+            let mut latencies = self.ctx.latencies.lock(self.id);
+            latencies.record_response(job.op, ts.sample().response.round() as u64);
+            for ex in self.exchanges.iter().filter(|ex| ex.job == index) {
+                if let State::Done { at, .. } = ex.result {
+                    let us = at.saturating_duration_since(ex.sent).as_micros() as u64;
+                    latencies.record_server(ex.server, us);
+                }
+            }
+        }
         let mut stats = self.ctx.lock_stats(self.id);
         stats.queue_len.add(queue_len as f64);
         stats.failovers += failovers;
