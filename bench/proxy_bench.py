@@ -1,9 +1,13 @@
 """The middleware against direct memcached and twemproxy, measured side by side.
 
-    python bench/proxy_bench.py [--quick] [--repeats N] [--run-time S]
+    python bench/proxy_bench.py [--quick] [--repeats N] [--run-time S] [--baseline BIN]
 
-Loopback only, bounded run times. cachelab-proxy runs in its default mode and with the
---pipeline extension (CACHELAB_MODES says how; both are printed). Placement on this
+Loopback only, bounded run times. cachelab-proxy runs in its default mode (a replicate
+pool, `-m`), with the --pipeline extension (CACHELAB_MODES says how; both are printed),
+and as a hashing pool from the very nutcracker.yml twemproxy runs with ("cachelab-shard":
+the same servers, hash and ketama ring, so both shard keys the same way). `--baseline BIN`
+adds another cachelab-proxy binary in its default mode ("baseline-default", e.g. an older
+build) to show a change's cost. Placement on this
 2-core machine: memcached on CPU 0, the proxy (cachelab-proxy or twemproxy) on CPU 1, the
 load generator on CPU 0 (with the server: the proxy gets a core of its own, since its cost
 is what is compared). Runs are interleaved (direct, cachelab, twemproxy, direct, ...) and
@@ -114,17 +118,41 @@ def start_cachelab(ports: list[int], mode: str) -> Target:
     return Target(f"cachelab-{mode}", proc, port)
 
 
-def start_twemproxy(ports: list[int], workdir: Path) -> Target:
+def nutcracker_yml(ports: list[int], workdir: Path) -> tuple[Path, int]:
+    """A nutcracker.yml over the servers, listening on a free port."""
     port = free_port()
     conf = workdir / f"nutcracker-{port}.yml"
     servers = "\n".join(f"   - 127.0.0.1:{p}:1" for p in ports)
     conf.write_text(f"pool:\n  listen: 127.0.0.1:{port}\n  hash: fnv1a_64\n"
                     f"  distribution: ketama\n  auto_eject_hosts: false\n  redis: false\n"
                     f"  servers:\n{servers}\n")
+    return conf, port
+
+
+def start_twemproxy(ports: list[int], workdir: Path) -> Target:
+    conf, port = nutcracker_yml(ports, workdir)
     proc = pinned(PROXY_CPU, ["nutcracker", "-c", str(conf), "-p", str(workdir / f"{port}.pid"),
                               "-o", str(workdir / f"{port}.log")])
     wait_listening(port)
     return Target("twemproxy", proc, port)
+
+
+def start_cachelab_shard(ports: list[int], workdir: Path) -> Target:
+    """cachelab-proxy with the nutcracker.yml twemproxy gets (its own listen port)."""
+    conf, port = nutcracker_yml(ports, workdir)
+    proc = pinned(PROXY_CPU, [str(BIN / "cachelab-proxy"), "--config", str(conf)],
+                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc.stdout.readline()
+    wait_listening(port)
+    return Target("cachelab-shard", proc, port)
+
+
+def start_baseline(binary: Path, ports: list[int]) -> Target:
+    proc = pinned(PROXY_CPU, [str(binary), "-p", "0", "-m", *[f"127.0.0.1:{p}" for p in ports]],
+                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    port = int(proc.stdout.readline().rsplit(":", 1)[1])
+    wait_listening(port)
+    return Target("baseline-default", proc, port)
 
 
 @dataclass(frozen=True)
@@ -207,6 +235,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--run-time", type=float, default=4.0)
     parser.add_argument("--quick", action="store_true", help="1 repeat of 2 s, 64-byte values only")
+    parser.add_argument("--baseline", type=Path, metavar="BIN",
+                        help="another cachelab-proxy binary, run in its default mode")
+    parser.add_argument("--backends", type=int, nargs="+", default=[1, 3], choices=[1, 3])
     args = parser.parse_args()
     if args.quick:
         args.repeats, args.run_time = 1, 2.0
@@ -217,7 +248,7 @@ def main() -> None:
         if not (BIN / binary).exists():
             raise SystemExit(f"{BIN / binary} missing: run `make build`")
     values = [64] if args.quick else [64, 4096]
-    cases = [Case(b, v, mix, loop) for b in (1, 3) for v in values
+    cases = [Case(b, v, mix, loop) for b in args.backends for v in values
              for mix in ("get", "1:1") for loop in ("closed", "open")]
     results = []
     print("cachelab-proxy modes: " + "; ".join(
@@ -226,10 +257,13 @@ def main() -> None:
           f"load generator on CPU {LOAD_CPU}")
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        for backends in (1, 3):
+        for backends in args.backends:
             servers = Servers(backends)
             targets = [*(start_cachelab(servers.ports, mode) for mode in CACHELAB_MODES),
+                       start_cachelab_shard(servers.ports, workdir),
                        start_twemproxy(servers.ports, workdir)]
+            if args.baseline:
+                targets.insert(0, start_baseline(args.baseline, servers.ports))
             if backends == 1:
                 targets.insert(0, Target("direct", None, servers.ports[0]))
             try:
@@ -255,8 +289,10 @@ def main() -> None:
         "placement": {"memcached": SERVER_CPU, "proxy": PROXY_CPU, "load": LOAD_CPU},
         "cachelab_modes": {mode: " ".join(args) or "(defaults)"
                            for mode, args in CACHELAB_MODES.items()},
-        "note": "with 3 backends twemproxy shards keys (ketama) while cachelab replicates sets "
-                "to all 3 and balances gets round-robin",
+        "note": "with 3 backends twemproxy and cachelab-shard shard keys (the same "
+                "nutcracker.yml: fnv1a_64, ketama) while cachelab-default and -pipelined "
+                "replicate sets to all 3 and balance gets round-robin",
+        "baseline": str(args.baseline) if args.baseline else None,
         "results": results}, indent=2))
     print_targets(results)
     print(f"\nwritten {out}")
@@ -272,7 +308,7 @@ def print_targets(results: list[dict]) -> None:
     one = [r for r in results if r["case"]["backends"] == 1]
     print("\nagainst the targets (one backend; cpu <= 0.80x twemproxy, closed-loop throughput"
           " >= 1.20x twemproxy, open-loop p99 added over direct <= 50 us):")
-    for mode in (f"cachelab-{mode}" for mode in CACHELAB_MODES):
+    for mode in (*(f"cachelab-{mode}" for mode in CACHELAB_MODES), "cachelab-shard"):
         cpu = spread([ratio(r[mode]["proxy_cpu_s_per_100k"], r["twemproxy"]["proxy_cpu_s_per_100k"])
                       for r in one])
         tput = spread([ratio(r[mode]["ops_per_sec"], r["twemproxy"]["ops_per_sec"])
@@ -299,7 +335,8 @@ def print_row(row: dict) -> None:
         print(f"  {name:<18}{m['ops_per_sec']:>10.0f}{m['p50_ms']:>9.3f}{m['p99_ms']:>9.3f}"
               f"{m['p999_ms']:>9.3f}{cpu:>12}{m['errors']:>8}")
     tw = row["twemproxy"]
-    for mode in (f"cachelab-{mode}" for mode in CACHELAB_MODES):
+    for mode in [*(f"cachelab-{mode}" for mode in CACHELAB_MODES), "cachelab-shard",
+                 *(["baseline-default"] if "baseline-default" in row else [])]:
         m = row[mode]
         parts = [f"throughput x{ratio(m['ops_per_sec'], tw['ops_per_sec']):.2f}",
                  f"cpu/request x{ratio(m['proxy_cpu_s_per_100k'], tw['proxy_cpu_s_per_100k']):.2f}"]
