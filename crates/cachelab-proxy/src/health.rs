@@ -235,6 +235,8 @@ impl Health {
             let mut state = self.state(slot);
             let limit = slot.failure_limit.load(Ordering::Relaxed);
             let ejected = state.failure(kind, reason, limit);
+            tracing::debug!(server = %self.addr(server), failures = state.failures, limit,
+                            ?kind, %reason, "server failure counted");
             slot.failing.store(true, Ordering::Release);
             slot.ejected.store(state.ejected, Ordering::Release);
             ejected

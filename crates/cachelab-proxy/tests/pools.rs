@@ -60,10 +60,19 @@ fn stats(client: &mut Client) -> String {
 
 #[test]
 fn a_shard_pool_puts_each_key_on_one_server_and_multi_gets_come_back_in_order() {
+    shard_pool_places_and_merges(&["-t", "4"]);
+}
+
+#[test]
+fn with_pipelining_a_shard_pool_places_and_merges_the_same() {
+    shard_pool_places_and_merges(&["-t", "2", "--pipeline", "8", "--threads", "1"]);
+}
+
+fn shard_pool_places_and_merges(mode: &[&str]) {
     let servers = start_servers(3);
     // md5: twemproxy's default fnv1a_64 puts keys this alike 10/90/200 over three
     // servers (nutcracker does the same), too uneven to show the split.
-    let (proxy, _dir) = start(&shard_config(&servers, 1, "hash = \"md5\"\n"), &["-t", "4"]);
+    let (proxy, _dir) = start(&shard_config(&servers, 1, "hash = \"md5\"\n"), mode);
     let mut client = proxy.client();
     let keys: Vec<String> = (0..300).map(|i| format!("item:{i}")).collect();
     for k in &keys {
@@ -169,7 +178,7 @@ fn with_replicas_a_killed_server_costs_no_read_is_ejected_once_and_comes_back() 
     let mut servers = start_servers(3);
     let (proxy, _dir) = start(
         &shard_config(&servers, 2, "timeout_ms = 500\nfailure_limit = 2\n"),
-        &["-t", "8", "--backoff-max", "100"],
+        &["-t", "8", "--backoff-max", "100", "--log-level", "debug"],
     );
     let keys: Vec<String> = (0..200).map(|i| format!("k:{i}")).collect();
     {
