@@ -49,7 +49,7 @@ impl MetaCmd {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct Meta<'a> {
     pub cmd: MetaCmd,
     /// As sent (base64 text when `base64`); empty for `mn`.
@@ -63,6 +63,20 @@ pub struct Meta<'a> {
     /// The `b` flag: the key is base64-encoded.
     pub base64: bool,
 }
+
+/// Equal when they say the same: the flags token by token, whatever the spacing.
+impl PartialEq for Meta<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmd == other.cmd
+            && self.key == other.key
+            && self.data == other.data
+            && self.quiet == other.quiet
+            && self.base64 == other.base64
+            && self.flag_tokens().eq(other.flag_tokens())
+    }
+}
+
+impl Eq for Meta<'_> {}
 
 impl Meta<'_> {
     /// The flag tokens, in order.
@@ -343,6 +357,28 @@ mod tests {
         };
         assert_eq!(inv.error, RequestError::ValueTooLarge);
         assert_eq!(inv.then, Discard::Bytes(12));
+    }
+
+    #[test]
+    fn a_composed_request_parses_back_to_itself_whatever_the_spacing() {
+        for input in [
+            &b"mg k  v   O1 \r\n"[..],
+            b"ms k 2  q T9\r\nhi\r\n",
+            b"md k q\r\n",
+            b"mn  x\r\n",
+            b"me k\r\n",
+        ] {
+            let (m, _) = meta(input);
+            let mut out = Vec::new();
+            m.compose(&mut out);
+            let (again, used) = meta(&out);
+            assert_eq!(
+                (again, used),
+                (m, out.len()),
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
     }
 
     #[test]
