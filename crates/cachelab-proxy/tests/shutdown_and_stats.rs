@@ -235,7 +235,7 @@ fn the_metrics_endpoint_serves_the_counters_in_prometheus_format() {
         "cachelab_proxy_requests_total{op=\"set\"} 1",
         "cachelab_proxy_get_hits_total 2",
         "cachelab_proxy_get_misses_total 1",
-        "cachelab_proxy_connections 1",
+        "cachelab_proxy_open_connections 1",
     ] {
         assert!(text.lines().any(|l| l == line), "missing {line}: {text}");
     }
