@@ -56,3 +56,12 @@ def test_the_median_of_the_repetitions_decides():
 def test_when_nothing_passes_the_answer_says_so():
     answer, _ = search(system(5.0), cap.Policy(start=1000, min_rate=10))
     assert answer.capacity is None and "no rate" in answer.reason
+
+
+def test_one_starved_trial_among_three_is_noise_not_a_void_rate():
+    trials = [cap.Trial(100, 0, 0.3, 100, 0.1, False), cap.Trial(100, 1, 4.0, 100, 3.5, True),
+              cap.Trial(100, 2, 0.4, 100, 0.1, False)]
+    j = cap.judge(trials, cap.Policy(target_ms=1.0))
+    assert j.passed and not j.void
+    trials[2] = cap.Trial(100, 2, 4.0, 100, 3.5, True)
+    assert cap.judge(trials, cap.Policy(target_ms=1.0)).void
