@@ -226,6 +226,12 @@ pub struct Args {
     #[arg(long, value_name = "NUM")]
     pub reconnect_interval: Option<u64>,
 
+    /// Open loop: wake this many microseconds before a request is due and busy-wait the
+    /// rest in the event loop, so the send is on time even when the kernel's timer
+    /// wake-up is late. Costs up to this much CPU per request when requests are sparse.
+    #[arg(long, default_value_t = 0, value_name = "US")]
+    pub busy_poll_us: u64,
+
     /// Accepted for memtier compatibility: a broken connection is always re-opened here.
     #[arg(long)]
     pub reconnect_on_error: bool,

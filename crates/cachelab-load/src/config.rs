@@ -98,6 +98,8 @@ pub struct Config {
     pub connect_timeout: Duration,
     /// Each connection re-opens after this many answered requests.
     pub reconnect_interval: Option<u64>,
+    /// Open loop: the last part of each wait before a due request that is busy-polled.
+    pub busy_poll: Duration,
     /// Full runs made back to back.
     pub run_count: u32,
     /// With several runs, print each run's summary, not only the best, worst and average.
@@ -451,6 +453,7 @@ impl TryFrom<&Args> for Config {
             reply_timeout: seconds("reply-timeout", args.reply_timeout)?,
             connect_timeout,
             reconnect_interval: args.reconnect_interval,
+            busy_poll: Duration::from_micros(args.busy_poll_us),
             run_count: args.run_count,
             print_all_runs: args.print_all_runs,
             print_percentiles,

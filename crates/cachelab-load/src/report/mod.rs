@@ -116,6 +116,9 @@ pub struct Configuration {
     pub address_family: String,
     #[serde(default)]
     pub reconnect_interval: Option<u64>,
+    /// `--busy-poll-us`: the busy-polled end of each open-loop wait.
+    #[serde(default)]
+    pub busy_poll_us: u64,
     #[serde(default = "one")]
     pub run_count: u32,
     #[serde(default)]
@@ -353,6 +356,7 @@ fn configuration(config: &Config) -> Configuration {
         }
         .into(),
         reconnect_interval: config.reconnect_interval,
+        busy_poll_us: config.busy_poll.as_micros() as u64,
         run_count: config.run_count,
         print_all_runs: config.print_all_runs,
         print_percentiles: config.print_percentiles.clone(),

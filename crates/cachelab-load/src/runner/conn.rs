@@ -47,6 +47,8 @@ pub struct Shared {
     pub reply_timeout: Duration,
     /// Requests a connection sends before it is closed and re-opened.
     pub reconnect_interval: Option<u64>,
+    /// Open loop: wake this long before a due request and spin the rest (0: never spin).
+    pub busy_poll_ns: u64,
 }
 
 /// Why the watchdog interrupted a connection.
@@ -311,6 +313,10 @@ impl Connection {
                 .set(self.pending.front().map(|p| p.start_ns));
             let want_write = self.written < self.wbuf.len();
             // While the socket is full the next send waits for it, not for the clock.
+            // With --busy-poll-us the timer fires that much early, and from then on the
+            // loop yields to the runtime (which still polls every socket) until the
+            // request is due, instead of sleeping through the kernel's wake-up latency.
+            let mut spin = false;
             let timer_armed = match (&mut self.timer, &self.schedule) {
                 (Some(timer), Some(schedule))
                     if !want_write
@@ -318,10 +324,16 @@ impl Connection {
                         && self.session_left != Some(0)
                         && schedule.peek() < shared.stop_issuing_ns =>
                 {
-                    if timer.arm(shared.clock.absolute(schedule.peek())).is_err() {
-                        return End::Broken;
+                    let wake = schedule.peek().saturating_sub(shared.busy_poll_ns);
+                    if shared.busy_poll_ns > 0 && shared.clock.now() >= wake {
+                        spin = true;
+                        false
+                    } else {
+                        if timer.arm(shared.clock.absolute(wake)).is_err() {
+                            return End::Broken;
+                        }
+                        true
                     }
-                    true
                 }
                 _ => false,
             };
@@ -357,6 +369,7 @@ impl Connection {
                     }
                     Err(_) => return End::Broken,
                 },
+                _ = tokio::task::yield_now(), if spin => {}
                 fired = async { timer.expect("armed timer").fired().await }, if timer_armed => {
                     if fired.is_err() {
                         return End::Broken;

@@ -68,6 +68,7 @@ pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
         connect_timeout: config.connect_timeout,
         reply_timeout: config.reply_timeout,
         reconnect_interval: config.reconnect_interval,
+        busy_poll_ns: config.busy_poll.as_nanos() as u64,
     });
     let hard_deadline =
         test_ns.map(|t| t + DRAIN_GRACE.min(config.reply_timeout).as_nanos() as u64);
