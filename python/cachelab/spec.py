@@ -134,6 +134,8 @@ class Load:
     cpus: tuple[int, ...] = _f((), _cpus)
     #: memcached's "text" or "binary" protocol (binary: servers directly, no middleware).
     protocol: str = _f("text", _one_of(PROTOCOLS))
+    #: Open loop: cachelab-load's --busy-poll-us (sends on time, at a CPU cost).
+    busy_poll_us: int = _f(0, _at_least(0))
 
 
 @dataclass(frozen=True)

@@ -189,6 +189,8 @@ CREATE TABLE capacity_answer (
     limited_by_generator INTEGER NOT NULL
 );
 """)),
+    # The load generators' own timing error (open loop: the worst instance's p99 send lag).
+    Migration("0005_run_send_lag", _script("ALTER TABLE run ADD COLUMN send_lag_p99_ms REAL")),
 )
 
 
@@ -232,6 +234,9 @@ class RunSummary:
     cv_within: float | None
     #: Open loop: a load generator fell behind its schedule; None in closed loop.
     fell_behind: bool | None = None
+    #: Open loop: the worst load generator's p99 send lag (how late it sent), in ms; None
+    #: in closed loop.
+    send_lag_p99_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -395,12 +400,12 @@ class Store:
             run_id = c.execute(
                 "INSERT INTO run (point_id, repetition, started_at, ended_at, throughput, "
                 "response_ms, p50_ms, p90_ms, p99_ms, p999_ms, max_ms, hits, misses, errors, "
-                "cv_within, host, fell_behind) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "cv_within, host, fell_behind, send_lag_p99_ms) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (point_id, record.repetition, record.started_at, record.ended_at,
                  s.throughput, s.response_ms, s.p50_ms, s.p90_ms, s.p99_ms, s.p999_ms,
                  s.max_ms, s.hits, s.misses, s.errors, s.cv_within, _json(record.host),
-                 s.fell_behind),
+                 s.fell_behind, s.send_lag_p99_ms),
             ).lastrowid
             for i, report in enumerate(record.loads):
                 _save_load(c, run_id, i, report)

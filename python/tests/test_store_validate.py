@@ -52,12 +52,12 @@ def run(tmp_path, execute, text=EXPERIMENT, **kw):
 def test_migrations_set_the_version_and_are_idempotent(tmp_path):
     path = tmp_path / "r.db"
     with store.Store(path) as s:
-        assert s.version == len(store.MIGRATIONS) == 4
+        assert s.version == len(store.MIGRATIONS) == 5
     with store.Store(path) as s:  # reopening applies nothing twice
         names = [r[0] for r in s.conn.execute("SELECT name FROM _migrations")]
         assert names == ["0001_initial", "0002_run_fell_behind", "0003_hosts_and_links",
-                         "0004_capacity_trials"]
-        assert s.conn.execute("PRAGMA user_version").fetchone()[0] == 4
+                         "0004_capacity_trials", "0005_run_send_lag"]
+        assert s.conn.execute("PRAGMA user_version").fetchone()[0] == 5
 
 
 def test_an_old_database_is_migrated_and_keeps_its_runs(tmp_path):
@@ -70,7 +70,7 @@ def test_an_old_database_is_migrated_and_keeps_its_runs(tmp_path):
                  "host) VALUES (1, 1, 0, 1, 500, 1, 1, 1, 1, 1, 1, 0, 0, 0, '{}')")
     conn.close()
     with store.Store(tmp_path / "r.db") as s:
-        assert s.version == 4
+        assert s.version == 5
         row = s.conn.execute("SELECT throughput, fell_behind FROM run").fetchone()
         assert tuple(row) == (500, None)
 
@@ -236,3 +236,22 @@ def test_interleaved_goes_repetition_by_repetition_and_validation_adds_rounds(tm
     assert execute.calls[:8] == [(0, 1), (1, 1), (2, 1), (3, 1), (0, 2), (1, 2), (2, 2),
                                  (3, 2)]
     assert execute.calls[8:] == [(0, 3), (0, 4), (0, 5)]  # only point 0 was unstable
+
+
+def test_runs_whose_load_generator_sent_late_are_stored_and_flagged(tmp_path):
+    from cachelab.report import methodology
+
+    def execute(exp, point, repetition, directory):
+        lag = 0.5 if point.index == 1 else 0.01  # p99 is 1.0 ms in record()
+        summary = store.RunSummary(100.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0, 0, 0, 0.01,
+                                   False, lag)
+        return store.RunRecord(point.index, repetition, 1.0, 2.0, summary, {}, (), (), (),
+                               {})
+
+    run(tmp_path, execute)
+    with store.Store(tmp_path / store.FILENAME) as s:
+        lags = [r[0] for r in s.conn.execute("SELECT send_lag_p99_ms FROM run")]
+        late = methodology.late_runs(s)
+    assert sorted(lags) == [0.01, 0.01, 0.5, 0.5]
+    assert [(r.point, r.repetition, r.send_lag_p99_ms) for r in late] == [(1, 1, 0.5),
+                                                                          (1, 2, 0.5)]

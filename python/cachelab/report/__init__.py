@@ -70,6 +70,7 @@ def write_report(out: Path) -> Path:
         runs = methodology.timeline(s)
         run_order, order_seed = methodology.run_order(s)
         searches = methodology.capacity_searches(s)
+        late = methodology.late_runs(s)
     figures = Figures(out / IMAGES, IMAGES)
     _load_figures(sec, figures)
     _analysis_figures(sec, figures)
@@ -91,7 +92,7 @@ def write_report(out: Path) -> Path:
     page = out / PAGE
     page.write_text(environment().get_template(TEMPLATE).render(
         d=d, sec=sec, figures=figures, qos=sec.qos, laws=sec.laws, stages=data_mod.STAGES,
-        run_order=run_order, order_seed=order_seed, searches=searches,
+        run_order=run_order, order_seed=order_seed, searches=searches, late=late,
         xlabel=sec.xlabel,
         unstable=[p for p in d.points if p.verdict and not p.verdict.stable
                   and not p.verdict.more],

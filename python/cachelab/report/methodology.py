@@ -68,3 +68,27 @@ def capacity_searches(s: Store) -> list[CapacitySearch]:
                                   a["target_ms"], a["reason"],
                                   bool(a["limited_by_generator"]), trials))
     return out
+
+
+#: A run's timing is suspect when its load generator sent this late relative to its p99.
+LAG_SHARE = 0.1
+
+
+@dataclass(frozen=True)
+class LateRun:
+    point: int
+    label: str
+    repetition: int
+    send_lag_p99_ms: float
+    p99_ms: float
+
+
+def late_runs(s: Store) -> list[LateRun]:
+    """Runs whose load generator's p99 send lag exceeds a tenth of their p99 latency: its
+    own lateness is then a visible part of the latency it measured."""
+    rows = s.conn.execute(
+        "SELECT p.idx, p.label, r.repetition, r.send_lag_p99_ms, r.p99_ms FROM run r "
+        "JOIN point p ON p.id = r.point_id WHERE r.send_lag_p99_ms IS NOT NULL "
+        "AND r.send_lag_p99_ms > ? * r.p99_ms ORDER BY p.idx, r.repetition",
+        (LAG_SHARE,)).fetchall()
+    return [LateRun(*r) for r in rows]
