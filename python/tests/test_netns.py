@@ -194,7 +194,7 @@ def test_a_host_cpu_quota_caps_what_its_processes_get(tmp_path):
     used = [sum(a) - sum(b) for a, b in zip(after, before, strict=True)]
     # at most 0.2 s of CPU per second of wall time under the quota (a period's slack
     # allowed), while the unlimited host's process gets most of a core
-    assert used[0] <= 0.2 * wall + 0.05, (used, wall)
+    assert used[0] <= 0.2 * wall + 0.1, (used, wall)
     assert used[1] >= 0.75, used
 
 
