@@ -16,7 +16,7 @@ from cachelab.hosts import Host
 
 MESSAGE = 64
 RTT_COUNT = 200
-IPERF_SECONDS = 1.0
+IPERF_SECONDS = 2.0
 PORT = 5299
 
 
@@ -76,7 +76,7 @@ def iperf(src: Host, dst: Host, *, reverse: bool, seconds: float = IPERF_SECONDS
         deadline = time.monotonic() + 10
         while True:
             argv = ["iperf3", "-c", dst.address, "-p", str(PORT + 1), "-J",
-                    "-t", f"{seconds:g}", "-O", "0.3", *(["-R"] if reverse else [])]
+                    "-t", f"{seconds:g}", "-O", "0.5", *(["-R"] if reverse else [])]
             client = src.run(argv, timeout=seconds + 30)
             try:
                 result = json.loads(client.stdout)
