@@ -4,6 +4,8 @@
 //! Pure.
 
 mod runs;
+#[cfg(test)]
+mod test_support;
 mod text;
 
 pub use runs::{build, build_runs, Measured};
@@ -459,27 +461,9 @@ fn build_one(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::Args;
     use crate::record::Window;
+    use crate::report::test_support::{config, hit, S};
     use crate::workload::Outcome;
-    use clap::Parser;
-
-    const S: u64 = 1_000_000_000;
-
-    fn config(line: &str) -> Config {
-        let args =
-            Args::try_parse_from(std::iter::once("cachelab-load").chain(line.split_whitespace()))
-                .unwrap();
-        Config::try_from(&args).unwrap()
-    }
-
-    fn hit() -> Outcome {
-        Outcome {
-            hits: 1,
-            misses: 0,
-            error: false,
-        }
-    }
 
     #[test]
     fn rates_are_per_second_of_the_window_and_latencies_in_milliseconds() {

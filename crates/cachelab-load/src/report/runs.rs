@@ -162,27 +162,9 @@ fn empty_second() -> super::Second {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::Args;
     use crate::record::Window;
-    use crate::workload::{Op, Outcome};
-    use clap::Parser;
-
-    const S: u64 = NS_PER_S;
-
-    fn config(line: &str) -> Config {
-        let args =
-            Args::try_parse_from(std::iter::once("cachelab-load").chain(line.split_whitespace()))
-                .unwrap();
-        Config::try_from(&args).unwrap()
-    }
-
-    fn hit() -> Outcome {
-        Outcome {
-            hits: 1,
-            misses: 0,
-            error: false,
-        }
-    }
+    use crate::report::test_support::{config, hit, S};
+    use crate::workload::Op;
 
     /// A 2-second run with `n` GETs of `latency_us`, spread over its first second.
     fn run(n: u64, latency_us: u64) -> Recorder {

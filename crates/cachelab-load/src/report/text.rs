@@ -180,30 +180,11 @@ pub fn hdr_log(run: &RunReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::Args;
-    use crate::config::Config;
     use crate::record::{Recorder, Window};
     use crate::report::build;
-    use crate::workload::{Op, Outcome};
+    use crate::report::test_support::{config, hit, S};
+    use crate::workload::Op;
     use cachelab_stats::LatencyHistogram;
-    use clap::Parser;
-
-    const S: u64 = 1_000_000_000;
-
-    fn config(line: &str) -> Config {
-        let args =
-            Args::try_parse_from(std::iter::once("cachelab-load").chain(line.split_whitespace()))
-                .unwrap();
-        Config::try_from(&args).unwrap()
-    }
-
-    fn hit() -> Outcome {
-        Outcome {
-            hits: 1,
-            misses: 0,
-            error: false,
-        }
-    }
 
     #[test]
     fn the_summary_and_the_hdr_log_name_every_operation_type() {
