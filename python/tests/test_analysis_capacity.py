@@ -65,3 +65,11 @@ def test_one_starved_trial_among_three_is_noise_not_a_void_rate():
     assert j.passed and not j.void
     trials[2] = cap.Trial(100, 2, 4.0, 100, 3.5, True)
     assert cap.judge(trials, cap.Policy(target_ms=1.0)).void
+
+
+def test_a_saturated_system_that_backs_up_the_client_fails_rather_than_voids():
+    # 600/s offered to a link good for 578/s: latency 657 ms, the client's sends wait
+    # for a full socket (2.4 ms late), and most of the requests were not answered in time
+    trials = [cap.Trial(600, 1, 657.0, 480, 2.4, True)]
+    j = cap.judge(trials, cap.Policy(target_ms=20.0))
+    assert not j.passed and not j.void

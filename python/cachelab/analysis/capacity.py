@@ -7,8 +7,10 @@ percentile is at or under the target and the system kept up (median completed ra
 least `keep_up` of the offered rate: a system past its capacity answers less than it is
 offered and its queue, and so its latency, grows with the trial's length). A rate is
 **void** when the load generator could not hold its schedule (it fell behind in most of
-the trials, or their median p99 send lag exceeded `lag_share` of the target): its
-latencies then measure the client. One starved trial among three is noise, which the
+the trials, or their median p99 send lag exceeded `lag_share` of the target) and that
+lateness is a visible part (`lag_of_latency`) of the latency measured: its latencies then
+measure the client. (Past its capacity a system stops reading and the client's sends wait
+for the socket too; a lag that small beside the latency is the system's, and fails.) One starved trial among three is noise, which the
 median already discounts.
 
 The search grows the rate by `growth` from `start` until a rate fails (or shrinks it
@@ -60,6 +62,7 @@ class Policy:
     max_rate: float = 2_000_000.0
     keep_up: float = 0.95
     lag_share: float = 0.5
+    lag_of_latency: float = 0.25
     max_rates: int = 24
 
 
@@ -68,7 +71,11 @@ def judge(trials: list[Trial], policy: Policy) -> Judgement:
     latency = statistics.median(t.latency_ms for t in trials)
     lag = statistics.median(t.send_lag_p99_ms for t in trials)
     behind = sum(t.fell_behind for t in trials)
-    if 2 * behind > len(trials) or lag > policy.lag_share * policy.target_ms:
+    late = 2 * behind > len(trials) or lag > policy.lag_share * policy.target_ms
+    # A system past its capacity stops reading, so the client's sends wait for the socket
+    # and its lag grows too; that is the system's doing when the lag is a small part of
+    # the latency measured. Only a lag that makes up a visible share of it voids a rate.
+    if late and lag > policy.lag_of_latency * latency:
         return Judgement(rate, False, True, latency,
                          f"the load generator fell behind (send lag p99 {lag:.3f} ms)")
     completed = statistics.median(t.completed_rate for t in trials)
