@@ -10,8 +10,8 @@ offered and its queue, and so its latency, grows with the trial's length). A rat
 the trials, or their median p99 send lag exceeded `lag_share` of the target) and that
 lateness is a visible part (`lag_of_latency`) of the latency measured: its latencies then
 measure the client. (Past its capacity a system stops reading and the client's sends wait
-for the socket too; a lag that small beside the latency is the system's, and fails.) One starved trial among three is noise, which the
-median already discounts.
+for the socket too; a lag that small beside the latency is the system's, and fails.) One
+starved trial among three is noise, which the median already discounts.
 
 The search grows the rate by `growth` from `start` until a rate fails (or shrinks it
 until one passes), then bisects between the highest pass and the lowest failure until
