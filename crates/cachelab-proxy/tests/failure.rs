@@ -17,11 +17,13 @@ const PIPELINED: &[&str] = &["--pipeline", "8", "--threads", "1"];
 
 #[test]
 fn a_killed_server_is_routed_around_and_used_again_after_restart() {
+    let _serial = common::serial();
     killed_server_is_routed_around(&[]);
 }
 
 #[test]
 fn with_pipelining_a_killed_server_is_routed_around_and_used_again_after_restart() {
+    let _serial = common::serial();
     killed_server_is_routed_around(PIPELINED);
 }
 
@@ -69,11 +71,13 @@ fn killed_server_is_routed_around(mode: &[&str]) {
 
 #[test]
 fn sharded_multi_gets_move_a_dead_servers_part_to_another_server() {
+    let _serial = common::serial();
     dead_servers_part_moves(&[]);
 }
 
 #[test]
 fn with_pipelining_sharded_multi_gets_move_a_dead_servers_part_to_another_server() {
+    let _serial = common::serial();
     dead_servers_part_moves(PIPELINED);
 }
 
@@ -104,6 +108,7 @@ fn dead_servers_part_moves(mode: &[&str]) {
 
 #[test]
 fn with_every_server_down_requests_get_server_errors_and_the_proxy_survives() {
+    let _serial = common::serial();
     let mut servers = start_servers(1);
     let proxy = common::Proxy::start(&[&servers[0]], &["-t", "2", "--backoff-max", "100"]);
     let mut client = proxy.client();

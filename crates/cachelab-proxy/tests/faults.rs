@@ -82,6 +82,7 @@ fn refs(servers: &[Memcached]) -> Vec<&Memcached> {
 
 #[test]
 fn a_stalled_server_costs_one_timeout_not_the_whole_proxy() {
+    let _serial = common::serial();
     let servers = start_servers(3);
     let proxy = common::Proxy::start(&refs(&servers), &["-t", "16", "--server-timeout", "500"]);
     assert_eq!(proxy.client().set("k", "v"), "STORED\r\n");
@@ -119,6 +120,7 @@ fn a_stalled_server_costs_one_timeout_not_the_whole_proxy() {
 
 #[test]
 fn a_server_killed_and_restarted_under_load_costs_no_read_and_no_later_write() {
+    let _serial = common::serial();
     let mut servers = start_servers(3);
     let proxy = common::Proxy::start(
         &refs(&servers),
@@ -154,6 +156,7 @@ fn a_server_killed_and_restarted_under_load_costs_no_read_and_no_later_write() {
 
 #[test]
 fn a_server_restarted_while_the_proxy_is_idle_costs_nothing() {
+    let _serial = common::serial();
     let mut servers = start_servers(3);
     let proxy = common::Proxy::start(&refs(&servers), &["-t", "8"]);
     let mut client = proxy.client();

@@ -60,11 +60,13 @@ fn stats(client: &mut Client) -> String {
 
 #[test]
 fn a_shard_pool_puts_each_key_on_one_server_and_multi_gets_come_back_in_order() {
+    let _serial = common::serial();
     shard_pool_places_and_merges(&["-t", "4"]);
 }
 
 #[test]
 fn with_pipelining_a_shard_pool_places_and_merges_the_same() {
+    let _serial = common::serial();
     shard_pool_places_and_merges(&["-t", "2", "--pipeline", "8", "--threads", "1"]);
 }
 
@@ -123,6 +125,7 @@ fn shard_pool_places_and_merges(mode: &[&str]) {
 
 #[test]
 fn with_two_replicas_each_key_is_on_two_servers_and_reads_rotate_over_them() {
+    let _serial = common::serial();
     let servers = start_servers(3);
     let (proxy, _dir) = start(&shard_config(&servers, 2, ""), &["-t", "4"]);
     let mut client = proxy.client();
@@ -151,6 +154,7 @@ fn with_two_replicas_each_key_is_on_two_servers_and_reads_rotate_over_them() {
 
 #[test]
 fn two_listeners_serve_two_pools() {
+    let _serial = common::serial();
     let servers = start_servers(3);
     let config = format!(
         "[pools.a]\nlisten = \"127.0.0.1:0\"\nservers = [\"{}\"]\n\n\
@@ -175,6 +179,7 @@ fn two_listeners_serve_two_pools() {
 
 #[test]
 fn with_replicas_a_killed_server_costs_no_read_is_ejected_once_and_comes_back() {
+    let _serial = common::serial();
     let mut servers = start_servers(3);
     let (proxy, _dir) = start(
         &shard_config(&servers, 2, "timeout_ms = 500\nfailure_limit = 2\n"),

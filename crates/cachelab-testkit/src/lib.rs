@@ -81,6 +81,18 @@ fn field<'a>(text: &'a str, name: &str, sep: char) -> Option<&'a str> {
         .find_map(|line| line.strip_prefix(name)?.strip_prefix(sep))
 }
 
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs the tests that hold it one at a time. A test that kills a server and restarts it
+/// on the same port needs that port to stay free meanwhile, and a parallel test's
+/// `free_port` could hand it out (its memcached would then answer for the dead one):
+/// every test of a binary with such a test takes this first.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// A memcached process on a loopback port, killed on drop.
 pub struct Memcached {
     pub addr: SocketAddr,
