@@ -26,6 +26,10 @@ use crate::socket::{PacketSocket, Received, VNET_HDR_LEN};
 use crate::stats::DirectionStats;
 use crate::stop::Stop;
 
+/// A kernel timestamp older than this is not believed (a clock step): the frame is
+/// stamped when it was read instead.
+const MAX_STAMP_AGE: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Receive buffer: the largest GSO frame (64 KiB) behind its header, plus slack for the
 /// Ethernet and VLAN headers around it.
 pub const RX_BUFFER_BYTES: usize = VNET_HDR_LEN + 65536 + 1024;
@@ -95,14 +99,19 @@ struct Line {
 
 impl Line {
     /// Receives until nothing is readable or the head of the queue is due. Each frame's
-    /// arrival is the clock read right after its `recv` returned.
+    /// arrival is when the kernel received it (its timestamp, so this thread's own
+    /// wake-up latency is not added to the delay), or else the clock read right after
+    /// its `recv` returned.
     fn receive(&mut self, rx: &PacketSocket) {
         loop {
             let mut landing = self.pool.landing();
             let got = rx.recv(&mut landing);
-            let arrival = Instant::now();
+            let mut arrival = Instant::now();
             match got {
                 Ok(Received::Frame(len)) => {
+                    if let Some(age) = rx.arrival_age().filter(|a| *a < MAX_STAMP_AGE) {
+                        arrival = arrival.checked_sub(age).unwrap_or(arrival);
+                    }
                     let frame = self.pool.keep(landing, len);
                     if let Err(dropped) = self.queue.push(arrival, frame) {
                         self.pool.recycle(dropped);

@@ -32,6 +32,10 @@ pub enum SocketError {
     },
 }
 
+/// The ioctl that reads the last received frame's timestamp as a timespec
+/// (asm-generic/sockios.h; the libc crate does not name it).
+const SIOCGSTAMPNS: libc::c_ulong = 0x8907;
+
 /// What one non-blocking receive got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Received {
@@ -90,6 +94,9 @@ impl PacketSocket {
             }
             _ => {}
         }
+        // The kernel stamps each frame as it arrives; `arrival_age` reads it back, so a
+        // late wake-up of the receiving thread is not added to the delay.
+        let _ = sock.set_int(libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
         let bytes = libc::c_int::try_from(buffer_bytes).unwrap_or(libc::c_int::MAX);
         // The FORCE variants pass the rmem_max/wmem_max caps (root only); otherwise take
         // what the caps allow.
@@ -136,6 +143,30 @@ impl PacketSocket {
     }
 
     /// Receives one frame into `buf` without waiting.
+    /// How long ago the kernel received the frame last returned by `recv` (its
+    /// SIOCGSTAMPNS timestamp, on the real-time clock, against the real-time clock now);
+    /// None when the kernel has no stamp.
+    pub fn arrival_age(&self) -> Option<std::time::Duration> {
+        let mut stamp = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: SIOCGSTAMPNS writes one timespec into the pointer given.
+        let rc = unsafe {
+            libc::ioctl(
+                self.fd.as_raw_fd(),
+                SIOCGSTAMPNS as _,
+                (&raw mut stamp).cast::<libc::c_void>(),
+            )
+        };
+        if rc != 0 || stamp.tv_sec <= 0 {
+            return None;
+        }
+        let received = std::time::UNIX_EPOCH
+            + std::time::Duration::new(stamp.tv_sec as u64, stamp.tv_nsec as u32);
+        std::time::SystemTime::now().duration_since(received).ok()
+    }
+
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<Received> {
         loop {
             // SAFETY: all-zero is a valid sockaddr_ll.
