@@ -155,13 +155,14 @@ def stale(prefix: str, alive, hierarchies: Hierarchies | None = None) -> list[Pa
         if root is None or not root.exists():
             continue
         for d in root.iterdir():
-            owner = _owner(d.name, prefix)
+            owner = owner_pid(d.name, prefix)
             if owner is not None and not alive(owner):
                 found.append(d)
     return found
 
 
-def _owner(name: str, prefix: str) -> int | None:
+def owner_pid(name: str, prefix: str) -> int | None:
+    """The PID in a name `prefix<pid>-...` (how cachelab names what a process made)."""
     if not name.startswith(prefix):
         return None
     digits = name[len(prefix):].split("-", 1)[0]

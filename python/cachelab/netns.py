@@ -235,10 +235,7 @@ def _remove_netns(netns: str) -> None:
 
 
 def _owner(name: str) -> int | None:
-    if not name.startswith(PREFIX):
-        return None
-    digits = name[len(PREFIX):].split("-", 1)[0]
-    return int(digits) if digits.isdigit() else None
+    return cgroups.owner_pid(name, PREFIX)
 
 
 def remove_stale() -> list[str]:
@@ -258,8 +255,8 @@ def remove_stale() -> list[str]:
         if len(parts) < 2:
             continue
         link = parts[1].strip().split("@")[0]
-        digits = link[2:].split("-")[0]
-        if link.startswith("cl") and digits.isdigit() and not cgroups.pid_alive(int(digits)):
+        owner = cgroups.owner_pid(link, "cl")
+        if owner is not None and not cgroups.pid_alive(owner):
             subprocess.run(["ip", "link", "delete", link], capture_output=True)
             removed.append(link)
     for directory in cgroups.stale(PREFIX, cgroups.pid_alive):

@@ -203,13 +203,7 @@ impl Collector for ProxyCollector {
             )?;
             for kind in OpKind::ALL {
                 let h = &latencies.ops[kind as usize];
-                m.encode_family(&[("op", kind.name())])?
-                    .encode_histogram::<NoLabelSet>(
-                        h.sum_us as f64 / 1e6,
-                        h.count,
-                        &h.buckets_seconds(),
-                        None,
-                    )?;
+                encode_latency(m.encode_family(&[("op", kind.name())])?, h)?;
             }
         }
         let servers = shared.health.report();
@@ -224,13 +218,7 @@ impl Collector for ProxyCollector {
             let empty = crate::histograms::Histogram::default();
             for (id, addr) in addrs.iter().enumerate() {
                 let h = latencies.servers.get(id).unwrap_or(&empty);
-                m.encode_family(&[("server", addr.as_str())])?
-                    .encode_histogram::<NoLabelSet>(
-                        h.sum_us as f64 / 1e6,
-                        h.count,
-                        &h.buckets_seconds(),
-                        None,
-                    )?;
+                encode_latency(m.encode_family(&[("server", addr.as_str())])?, h)?;
             }
         }
         let per_server = |encoder: &mut DescriptorEncoder,
@@ -275,6 +263,19 @@ impl Collector for ProxyCollector {
         )?;
         Ok(())
     }
+}
+
+/// One latency histogram, in seconds, as Prometheus expects it.
+fn encode_latency(
+    mut metric: prometheus_client::encoding::MetricEncoder<'_>,
+    h: &crate::histograms::Histogram,
+) -> std::fmt::Result {
+    metric.encode_histogram::<NoLabelSet>(
+        h.sum_us as f64 / 1e6,
+        h.count,
+        &h.buckets_seconds(),
+        None,
+    )
 }
 
 #[cfg(test)]
