@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
+from pathlib import Path
 
 
 class BenchError(Exception):
@@ -26,3 +27,14 @@ def wait_listening(port: int, timeout: float = 10.0) -> None:
         except OSError:
             time.sleep(0.02)
     raise BenchError(f"nothing listens on 127.0.0.1:{port}")
+
+
+def cpu_times() -> list[int]:
+    """The machine's CPU time counters (the `cpu` line of /proc/stat), in ticks."""
+    return [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+
+
+def steal_fraction(before: list[int], after: list[int]) -> float:
+    """Steal ticks (the 8th counter) over all ticks between two cpu_times() readings."""
+    delta = [b - a for a, b in zip(before, after, strict=True)]
+    return delta[7] / sum(delta) if sum(delta) else 0.0

@@ -1,21 +1,33 @@
 """The middleware against direct memcached and twemproxy, measured side by side.
 
     python bench/proxy_bench.py [--quick] [--repeats N] [--run-time S] [--baseline BIN]
+                                [--backends {1,3} ...]
 
-Loopback only, bounded run times. cachelab-proxy runs in its default mode (a replicate
-pool, `-m`), with the --pipeline extension (CACHELAB_MODES says how; both are printed),
-and as a hashing pool from the very nutcracker.yml twemproxy runs with ("cachelab-shard":
-the same servers, hash and ketama ring, so both shard keys the same way). `--baseline BIN`
-adds another cachelab-proxy binary in its default mode ("baseline-default", e.g. an older
-build) to show a change's cost. Placement on this
-2-core machine: memcached on CPU 0, the proxy (cachelab-proxy or twemproxy) on CPU 1, the
-load generator on CPU 0 (with the server: the proxy gets a core of its own, since its cost
-is what is compared). Runs are interleaved (direct, cachelab, twemproxy, direct, ...) and
-repeated; the median of the repetitions is reported. Steal time is read from /proc/stat for
-every run, and a run with more than 5% steal is repeated (up to twice).
+Loopback only, bounded run times. cachelab-proxy runs as a replicate pool (`-m`) in two
+configurations (CACHELAB_MODES; both are printed): "default", the original study's
+structure (W = 64 workers, one request per worker at the servers), and "production", the
+configuration the README recommends for speed (PRODUCTION_ARGS); and as a hashing pool
+from the very nutcracker.yml twemproxy runs with ("cachelab-shard": the same servers,
+hash and ketama ring, so both shard keys the same way). `--baseline BIN` adds another
+cachelab-proxy binary in its default mode ("baseline-default", e.g. an older build) to
+show a change's cost. Placement on this 2-core machine: memcached on CPU 0, the proxy
+(cachelab-proxy or twemproxy) on CPU 1, the load generator on CPU 0 (with the server: the
+proxy gets a core of its own, since its cost is what is compared).
+
+Load: CLOSED_CLIENTS connections, closed loop or open loop at each of OPEN_RATES; values
+of 64 B and 4 KiB; GETs only or SET:GET 1:1. Runs are interleaved (direct, cachelab...,
+twemproxy, direct, ...) and repeated; the medians are tabulated and every repetition is
+kept in the JSON. Steal time is read from /proc/stat for every run, and a run with more
+than 5% steal is repeated (up to twice). Issue 14's targets are judged on the one-backend
+cases, each on the median over repetitions of the per-repetition ratio (repetition i of
+cachelab against repetition i of twemproxy), with the min-max spread beside it.
+
+Duration: the default (1 backend, 3 repetitions of 4 s, 12 cases, 5 targets) about
+13 minutes; `--backends 1 3` about 10 more; `--quick` (1 repetition of 2 s, 64 B only, so
+its target lines are not verdicts) about a minute.
 
 Writes bench/results/latest.json and prints a table with the ratios cachelab/twemproxy
-and proxy/direct.
+and proxy/direct, then one line per target with PASS/MISS.
 """
 
 from __future__ import annotations
@@ -32,15 +44,28 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from _common import BenchError, free_port, wait_listening
+from _common import BenchError, cpu_times, free_port, steal_fraction, wait_listening
+from _targets import (
+    AT_LEAST,
+    AT_MOST,
+    differences,
+    format_targets,
+    judge,
+    ratios,
+    summary_line,
+)
+
+# The configuration the README recommends for speed, measured as "cachelab-production" and
+# judged against issue 14's first targets. Change it here when the recommendation changes.
+PRODUCTION_ARGS = ["-t", "4", "--pipeline", "16"]
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = ROOT / "target" / "release"
 RESULTS = ROOT / "bench" / "results"
 SERVER_CPU, PROXY_CPU, LOAD_CPU = "0", "1", "0"
 KEYS = 10_000
-CLOSED_CLIENTS = 32
-OPEN_RATE = 20_000
+CLOSED_CLIENTS = 20  # connections of the load generator, closed and open loop alike
+OPEN_RATES = (20_000, 40_000)  # requests/s in total, open loop
 STEAL_LIMIT = 0.05
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -63,15 +88,6 @@ def cpu_seconds(pid: int) -> float:
     """utime + stime of a process (fields 14 and 15 of /proc/PID/stat)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def cpu_times() -> list[int]:
-    return [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-
-
-def steal_fraction(before: list[int], after: list[int]) -> float:
-    delta = [b - a for a, b in zip(before, after, strict=True)]
-    return delta[7] / sum(delta) if sum(delta) else 0.0
 
 
 class Servers:
@@ -98,12 +114,12 @@ class Target:
     port: int
 
 
-# The middleware's modes measured. Pinned to one CPU, the default (16 workers, one request
-# per worker at a time) runs one runtime thread. "pipelined" is the --pipeline extension:
-# 4 workers each take up to 16 waiting requests and send them in one write per server.
+# The middleware's configurations measured. "default" is the original study's structure:
+# 64 workers, one request per worker at the servers (pinned to one CPU it runs one
+# runtime thread). "production" is PRODUCTION_ARGS, what the README recommends for speed.
 CACHELAB_MODES = {
-    "default": [],
-    "pipelined": ["-t", "4", "--pipeline", "16"],
+    "default": ["-t", "64"],
+    "production": PRODUCTION_ARGS,
 }
 
 
@@ -161,6 +177,11 @@ class Case:
     value: int
     mix: str  # "get" or "1:1"
     loop: str  # "closed" or "open"
+    rate: int | None = None  # requests/s in total, open loop only
+
+    def label(self) -> str:
+        loop = "closed" if self.rate is None else f"open {self.rate // 1000}k/s"
+        return f"{self.value} B, {self.mix}, {loop}"
 
 
 @dataclass
@@ -172,6 +193,8 @@ class Measure:
     errors: int
     proxy_cpu_s_per_100k: float | None
     steal: float
+    send_lag_p99_ms: float | None  # the load generator's own timing error, open loop
+    fell_behind: bool | None
 
 
 def load(port: int, case: Case, run_time: float, out: Path) -> dict:
@@ -181,8 +204,8 @@ def load(port: int, case: Case, run_time: float, out: Path) -> dict:
             "--ratio", "0:1" if case.mix == "get" else "1:1",
             "--test-time", str(run_time), "--warmup", str(min(1.0, run_time / 4)),
             "--json-out-file", str(out)]
-    if case.loop == "open":
-        argv += ["--rate", str(OPEN_RATE)]
+    if case.rate is not None:
+        argv += ["--rate", str(case.rate)]
     result = subprocess.run(["taskset", "-c", LOAD_CPU, *argv], capture_output=True, text=True,
                             timeout=run_time + 60)
     if result.returncode != 0:
@@ -202,12 +225,15 @@ def measure(target: Target, case: Case, run_time: float, workdir: Path) -> Measu
         print(f"  steal {steal:.1%} > {STEAL_LIMIT:.0%}: repeating", file=sys.stderr)
     total = report["summary"]["total"]
     completed = report["totals"]["completed"]
+    open_loop = report.get("open_loop")
     return Measure(
         ops_per_sec=total["ops_per_sec"], p50_ms=total["latency_ms"]["p50"],
         p99_ms=total["latency_ms"]["p99"], p999_ms=total["latency_ms"]["p999"],
         errors=report["totals"]["errors"],
         proxy_cpu_s_per_100k=(cpu / completed * 1e5) if cpu is not None and completed else None,
-        steal=steal)
+        steal=steal,
+        send_lag_p99_ms=open_loop["send_lag_ms"]["p99"] if open_loop else None,
+        fell_behind=open_loop["fell_behind"] if open_loop else None)
 
 
 def populate(ports: list[int], value: int, workdir: Path) -> None:
@@ -220,10 +246,15 @@ def populate(ports: list[int], value: int, workdir: Path) -> None:
 
 
 def median_of(runs: list[Measure]) -> dict:
+    """Each field's median over the repetitions, the repetitions themselves under
+    "repetitions" (in run order), and fell_behind if any repetition fell behind."""
     def med(field):
         values = [getattr(r, field) for r in runs if getattr(r, field) is not None]
         return statistics.median(values) if values else None
-    return {f: med(f) for f in asdict(runs[0])} | {"runs": len(runs)}
+    falls = [r.fell_behind for r in runs if r.fell_behind is not None]
+    return ({f: med(f) for f in asdict(runs[0])}
+            | {"fell_behind": any(falls) if falls else None, "runs": len(runs),
+               "repetitions": [asdict(r) for r in runs]})
 
 
 def ratio(a, b):
@@ -232,12 +263,15 @@ def ratio(a, b):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--run-time", type=float, default=4.0)
-    parser.add_argument("--quick", action="store_true", help="1 repeat of 2 s, 64-byte values only")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="interleaved repetitions of every run (targets need 3 or more)")
+    parser.add_argument("--run-time", type=float, default=4.0, help="seconds per run")
+    parser.add_argument("--quick", action="store_true",
+                        help="1 repetition of 2 s, 64-byte values only (targets not verdicts)")
     parser.add_argument("--baseline", type=Path, metavar="BIN",
                         help="another cachelab-proxy binary, run in its default mode")
-    parser.add_argument("--backends", type=int, nargs="+", default=[1, 3], choices=[1, 3])
+    parser.add_argument("--backends", type=int, nargs="+", default=[1], choices=[1, 3],
+                        help="memcached servers behind the proxies (targets use 1)")
     args = parser.parse_args()
     if args.quick:
         args.repeats, args.run_time = 1, 2.0
@@ -248,13 +282,15 @@ def main() -> None:
         if not (BIN / binary).exists():
             raise SystemExit(f"{BIN / binary} missing: run `make build`")
     values = [64] if args.quick else [64, 4096]
-    cases = [Case(b, v, mix, loop) for b in args.backends for v in values
-             for mix in ("get", "1:1") for loop in ("closed", "open")]
+    loops = [("closed", None), *(("open", rate) for rate in OPEN_RATES)]
+    cases = [Case(b, v, mix, loop, rate) for b in args.backends for v in values
+             for mix in ("get", "1:1") for loop, rate in loops]
     results = []
     print("cachelab-proxy modes: " + "; ".join(
         f"{mode} = {' '.join(extra) or '(defaults)'}" for mode, extra in CACHELAB_MODES.items()))
     print(f"placement: memcached on CPU {SERVER_CPU}, proxy on CPU {PROXY_CPU}, "
-          f"load generator on CPU {LOAD_CPU}")
+          f"load generator on CPU {LOAD_CPU}; {CLOSED_CLIENTS} connections; "
+          f"{args.repeats} repetition(s) of {args.run_time:g} s")
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         for backends in args.backends:
@@ -281,59 +317,106 @@ def main() -> None:
                     if t.proc:
                         stop(t.proc)
                 servers.close()
+    verdicts = issue14_targets(results)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "latest.json"
     out.write_text(json.dumps({
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"), "repeats": args.repeats,
-        "run_time_s": args.run_time, "closed_clients": CLOSED_CLIENTS, "open_rate": OPEN_RATE,
+        "format": 2, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "repeats": args.repeats,
+        "run_time_s": args.run_time, "closed_clients": CLOSED_CLIENTS,
+        "open_rates": list(OPEN_RATES),
         "placement": {"memcached": SERVER_CPU, "proxy": PROXY_CPU, "load": LOAD_CPU},
         "cachelab_modes": {mode: " ".join(args) or "(defaults)"
                            for mode, args in CACHELAB_MODES.items()},
         "note": "with 3 backends twemproxy and cachelab-shard shard keys (the same "
-                "nutcracker.yml: fnv1a_64, ketama) while cachelab-default and -pipelined "
+                "nutcracker.yml: fnv1a_64, ketama) while cachelab-default and -production "
                 "replicate sets to all 3 and balance gets round-robin",
         "baseline": str(args.baseline) if args.baseline else None,
-        "results": results}, indent=2))
-    print_targets(results)
+        "results": results,
+        "targets": [t.as_json() for t in verdicts]}, indent=2))
+    print("\nissue 14's targets (one backend; median over repetitions of the per-repetition "
+          "value, spread min..max):")
+    print("\n".join(format_targets(verdicts, TITLES)))
+    print(summary_line(verdicts))
     print(f"\nwritten {out}")
 
 
-def spread(values: list[float]) -> str:
+def per_rep(row: dict, name: str, field: str) -> list[float | None]:
+    """A field of every repetition of one configuration, in run order."""
+    return [r[field] for r in row[name]["repetitions"]]
+
+
+def steals(row: dict, *names: str) -> list[float]:
+    return [s for n in names for s in per_rep(row, n, "steal")]
+
+
+# Issue 14's middleware targets, as printed above their lines.
+TITLES = {
+    "T1a": "T1a production CPU per request <= 0.80x twemproxy's, open loop",
+    "T1b": "T1b production closed-loop requests per proxy CPU-second >= 1.25x twemproxy's",
+    "T1c": "T1c production open-loop p99 added over direct memcached <= 50 us at "
+           f"{OPEN_RATES[0]:,}/s",
+    "T2": "T2  default (W=64) CPU per request <= 1.00x twemproxy's, every loop",
+}
+
+
+def issue14_targets(results: list[dict]) -> list:
+    """Issue 14's middleware targets over the one-backend rows (see the module docstring)."""
+    one = [(Case(**r["case"]), r) for r in results if r["case"]["backends"] == 1]
+    prod, default, tw = "cachelab-production", "cachelab-default", "twemproxy"
+
+    def cpu_ratio(r: dict, a: str, b: str) -> list[float | None]:
+        return ratios(per_rep(r, a, "proxy_cpu_s_per_100k"), per_rep(r, b, "proxy_cpu_s_per_100k"))
+
+    def added_p99(r: dict, name: str) -> list[float | None]:
+        return differences(per_rep(r, name, "p99_ms"), per_rep(r, "direct", "p99_ms"), 1000)
+
+    out = []
+    for rate in OPEN_RATES:
+        for case, r in ((c, r) for c, r in one if c.rate == rate):
+            out.append(judge("T1a", case.label(), cpu_ratio(r, prod, tw), AT_MOST, 0.80,
+                             steal=steals(r, prod, tw)))
+    for case, r in ((c, r) for c, r in one if c.rate is None):
+        # Requests per proxy CPU-second are 1e5 / (CPU s per 100k requests), so the ratio
+        # is twemproxy's CPU per request over ours.
+        tput = ratios(per_rep(r, prod, "ops_per_sec"), per_rep(r, tw, "ops_per_sec"))
+        out.append(judge("T1b", case.label(), cpu_ratio(r, tw, prod), AT_LEAST, 1.25,
+                         steal=steals(r, prod, tw), note=f"throughput {fmt_median(tput)}"))
+    for case, r in ((c, r) for c, r in one if c.rate == OPEN_RATES[0]):
+        out.append(judge("T1c", case.label(), added_p99(r, prod), AT_MOST, 50, unit="us",
+                         steal=steals(r, prod, "direct"),
+                         note=f"twemproxy {fmt_median(added_p99(r, tw), ' us')}"))
+    for case, r in one:
+        out.append(judge("T2", case.label(), cpu_ratio(r, default, tw), AT_MOST, 1.00,
+                         steal=steals(r, default, tw)))
+    return out
+
+
+def fmt_median(values: list[float | None], unit: str = "x") -> str:
     values = [v for v in values if v is not None]
-    return f"{min(values):.2f}-{max(values):.2f}" if values else "-"
-
-
-def print_targets(results: list[dict]) -> None:
-    """Issue 6's three targets, per cachelab mode, over the one-backend cases."""
-    one = [r for r in results if r["case"]["backends"] == 1]
-    print("\nagainst the targets (one backend; cpu <= 0.80x twemproxy, closed-loop throughput"
-          " >= 1.20x twemproxy, open-loop p99 added over direct <= 50 us):")
-    for mode in (*(f"cachelab-{mode}" for mode in CACHELAB_MODES), "cachelab-shard"):
-        cpu = spread([ratio(r[mode]["proxy_cpu_s_per_100k"], r["twemproxy"]["proxy_cpu_s_per_100k"])
-                      for r in one])
-        tput = spread([ratio(r[mode]["ops_per_sec"], r["twemproxy"]["ops_per_sec"])
-                       for r in one if r["case"]["loop"] == "closed"])
-        added = [1000 * (r[mode]["p99_ms"] - r["direct"]["p99_ms"])
-                 for r in one if r["case"]["loop"] == "open"]
-        added_tw = [1000 * (r["twemproxy"]["p99_ms"] - r["direct"]["p99_ms"])
-                    for r in one if r["case"]["loop"] == "open"]
-        print(f"  {mode}: cpu/request x{cpu}, throughput x{tput}, p99 added "
-              f"{min(added):+.0f}..{max(added):+.0f} us (twemproxy {min(added_tw):+.0f}.."
-              f"{max(added_tw):+.0f} us)" if added else f"  {mode}: cpu x{cpu}, throughput x{tput}")
+    if not values:
+        return "-"
+    m = statistics.median(values)
+    return f"{m:.2f}x" if unit == "x" else f"{m:.0f}{unit}"
 
 
 def print_row(row: dict) -> None:
     c = row["case"]
-    label = f"{c['backends']} backend(s), {c['value']} B, {c['mix']}, {c['loop']} loop"
-    print(f"\n{label}")
-    print(f"  {'target':<18}{'ops/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'p99.9':>9}"
-          f"{'cpu s/100k':>12}{'errors':>8}")
+    print(f"\n{c['backends']} backend(s), {Case(**c).label()}")
+    print(f"  {'target':<21}{'ops/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'p99.9':>9}"
+          f"{'cpu s/100k':>12}{'errors':>8}  lag p99")
     for name, m in row.items():
         if name == "case":
             continue
         cpu = f"{m['proxy_cpu_s_per_100k']:.3f}" if m["proxy_cpu_s_per_100k"] is not None else "-"
-        print(f"  {name:<18}{m['ops_per_sec']:>10.0f}{m['p50_ms']:>9.3f}{m['p99_ms']:>9.3f}"
-              f"{m['p999_ms']:>9.3f}{cpu:>12}{m['errors']:>8}")
+        lag = m["send_lag_p99_ms"]
+        # The load generator's own timing error: flagged when it exceeds a tenth of the p99
+        # it measured (then the p99 says as much about the client as about the server).
+        flag = " (!)" if lag is not None and lag > m["p99_ms"] / 10 else ""
+        lag = f"{lag:.3f}{flag}" if lag is not None else "-"
+        if m["fell_behind"]:
+            lag += " FELL BEHIND"
+        print(f"  {name:<21}{m['ops_per_sec']:>10.0f}{m['p50_ms']:>9.3f}{m['p99_ms']:>9.3f}"
+              f"{m['p999_ms']:>9.3f}{cpu:>12}{m['errors']:>8}  {lag}")
     tw = row["twemproxy"]
     for mode in [*(f"cachelab-{mode}" for mode in CACHELAB_MODES), "cachelab-shard",
                  *(["baseline-default"] if "baseline-default" in row else [])]:

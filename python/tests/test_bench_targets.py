@@ -1,0 +1,96 @@
+"""The benchmarks' target logic (bench/_targets.py): pairing, median, spread, verdicts."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import _targets  # noqa: E402
+from _targets import AT_LEAST, AT_MOST, WITHIN, judge  # noqa: E402
+
+
+def test_ratios_pair_repetition_i_with_repetition_i():
+    assert _targets.ratios([1.0, 2.0, 3.0], [2.0, 2.0, 2.0]) == [0.5, 1.0, 1.5]
+
+
+def test_a_missing_or_zero_side_gives_no_value_for_that_repetition():
+    assert _targets.ratios([1.0, None, 3.0], [0.0, 2.0, 3.0]) == [None, None, 1.0]
+
+
+def test_repetition_counts_must_match():
+    with pytest.raises(ValueError, match="repetition counts differ"):
+        _targets.ratios([1.0, 2.0], [1.0])
+
+
+def test_differences_scale_ms_to_us():
+    assert _targets.differences([0.300, 0.250], [0.280, 0.260], 1000) == pytest.approx(
+        [20.0, -10.0])
+
+
+def test_verdict_rests_on_the_median_and_spread_is_min_to_max():
+    t = judge("T1a", "64 B, get, open 20k/s", [0.90, 0.70, 0.78], AT_MOST, 0.80)
+    assert t.ratio == 0.78
+    assert t.spread == (0.70, 0.90)
+    assert t.verdict == "PASS"
+    assert t.conclusive
+
+
+def test_a_median_over_the_threshold_misses():
+    assert judge("T2", "c", [1.01, 1.2, 0.9], AT_MOST, 1.0).verdict == "MISS"
+    assert judge("T1b", "c", [1.3, 1.2, 1.24], AT_LEAST, 1.25).verdict == "MISS"
+    assert judge("T1b", "c", [1.3, 1.25, 1.0], AT_LEAST, 1.25).verdict == "PASS"
+
+
+def test_within_compares_the_absolute_value():
+    assert judge("L5", "c", [-9.0, -12.0, -8.0], WITHIN, 10, unit="us").verdict == "PASS"
+    assert judge("L5", "c", [-11.0, -12.0, 3.0], WITHIN, 10, unit="us").verdict == "MISS"
+
+
+def test_nothing_measured_is_not_a_pass():
+    t = judge("L4", "c", [None, None, None], AT_LEAST, 1.5)
+    assert (t.verdict, t.ratio, t.spread, t.conclusive) == ("n/a", None, None, False)
+
+
+def test_max_steal_ignores_missing_readings():
+    assert judge("T2", "c", [1.0], AT_MOST, 1.0, steal=[0.01, None, 0.03]).max_steal == 0.03
+    assert judge("T2", "c", [1.0], AT_MOST, 1.0).max_steal is None
+
+
+def test_one_repetition_is_printed_but_marked_not_a_verdict():
+    t = judge("T1a", "64 B, get, open 20k/s", [0.75], AT_MOST, 0.80, steal=[0.002])
+    line = _targets.format_target(t)
+    assert not t.conclusive
+    assert "0.75x" in line and "<= 0.80x" in line and "PASS" in line
+    assert "steal max 0.2%" in line
+    assert line.endswith("(1 repetition: not a verdict)")
+    assert _targets.summary_line([t]) == "targets: 1 PASS, 0 MISS (1 repetition: not a verdict)"
+
+
+def test_a_line_shows_median_spread_threshold_and_verdict():
+    t = judge("T1c", "64 B, 1:1, open 20k/s", [62.0, 48.5, 55.0], AT_MOST, 50, unit="us",
+              steal=[0.0, 0.001], note="twemproxy 30 us")
+    line = _targets.format_target(t)
+    assert "55.0 us (spread 48.5..62.0)" in line
+    assert "<= 50 us" in line and "MISS" in line and "steal max 0.1%" in line
+    assert line.endswith("; twemproxy 30 us")
+    assert "not a verdict" not in line
+
+
+def test_titles_head_each_group_of_lines_once():
+    a1 = judge("T1a", "x", [0.7, 0.7, 0.7], AT_MOST, 0.8)
+    a2 = judge("T1a", "y", [0.9, 0.9, 0.9], AT_MOST, 0.8)
+    b = judge("T2", "x", [None, None, None], AT_MOST, 1.0)
+    lines = _targets.format_targets([a1, a2, b], {"T1a": "T1a title"})
+    assert [line for line in lines if not line.startswith("  ")] == ["T1a title", "T2"]
+    assert _targets.summary_line([a1, a2, b]) == (
+        "targets: 1 PASS, 1 MISS, 1 not measured (median of 3 interleaved repetitions)")
+
+
+def test_json_record_names_case_ratio_spread_threshold_and_verdict():
+    record = judge("T1a", "c", [0.7, 0.9, 0.8], AT_MOST, 0.8).as_json()
+    assert {k: record[k] for k in ("name", "case", "ratio", "spread", "threshold", "verdict")} == {
+        "name": "T1a", "case": "c", "ratio": 0.8, "spread": [0.7, 0.9], "threshold": "<= 0.8",
+        "verdict": "PASS"}
