@@ -19,7 +19,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 use super::clock::Clock;
-use super::timer::PreciseTimer;
+use super::ticker::Ticker;
 use crate::config::Protocol;
 use crate::record::Recorder;
 use crate::schedule::Schedule;
@@ -47,8 +47,8 @@ pub struct Shared {
     pub reply_timeout: Duration,
     /// Requests a connection sends before it is closed and re-opened.
     pub reconnect_interval: Option<u64>,
-    /// Open loop: wake this long before a due request and spin the rest (0: never spin).
-    pub busy_poll_ns: u64,
+    /// Open loop: the thread's one timer, which wakes each connection when it is due.
+    pub ticker: Option<Ticker>,
 }
 
 /// Why the watchdog interrupted a connection.
@@ -99,7 +99,8 @@ pub struct Connection {
     /// (`--reconnect-interval`).
     session_left: Option<u64>,
     schedule: Option<Schedule>,
-    timer: Option<PreciseTimer>,
+    /// This connection's slot in the thread's ticker.
+    slot: usize,
     pending: VecDeque<Pending>,
     wbuf: Vec<u8>,
     written: usize,
@@ -132,18 +133,19 @@ pub async fn connect(addrs: &[SocketAddr], timeout: Duration) -> io::Result<TcpS
 }
 
 impl Connection {
+    /// `slot` numbers the connection within its thread, from 0.
     pub fn new(
         gen: Generator,
         budget: Option<u64>,
         schedule: Option<Schedule>,
-    ) -> io::Result<Connection> {
-        let timer = schedule.as_ref().map(|_| PreciseTimer::new()).transpose()?;
-        Ok(Connection {
+        slot: usize,
+    ) -> Connection {
+        Connection {
             gen,
             budget,
             session_left: None,
             schedule,
-            timer,
+            slot,
             pending: VecDeque::new(),
             wbuf: Vec::with_capacity(4096),
             written: 0,
@@ -151,7 +153,7 @@ impl Connection {
             rstart: 0,
             rend: 0,
             watch: Rc::new(Watch::default()),
-        })
+        }
     }
 
     /// Drives the connection until its requests are done or the run's time is up.
@@ -313,34 +315,22 @@ impl Connection {
                 .set(self.pending.front().map(|p| p.start_ns));
             let want_write = self.written < self.wbuf.len();
             // While the socket is full the next send waits for it, not for the clock.
-            // With --busy-poll-us the timer fires that much early, and from then on the
-            // loop yields to the runtime (which still polls every socket) until the
-            // request is due, instead of sleeping through the kernel's wake-up latency.
-            let mut spin = false;
-            let timer_armed = match (&mut self.timer, &self.schedule) {
-                (Some(timer), Some(schedule))
+            let due = match &self.schedule {
+                Some(schedule)
                     if !want_write
                         && self.budget != Some(0)
                         && self.session_left != Some(0)
                         && schedule.peek() < shared.stop_issuing_ns =>
                 {
-                    let wake = schedule.peek().saturating_sub(shared.busy_poll_ns);
-                    if shared.busy_poll_ns > 0 && shared.clock.now() >= wake {
-                        spin = true;
-                        false
-                    } else {
-                        if timer.arm(shared.clock.absolute(wake)).is_err() {
-                            return End::Broken;
-                        }
-                        true
-                    }
+                    Some(schedule.peek())
                 }
-                _ => false,
+                _ => None,
             };
             if self.rbuf.len() - self.rend < MIN_READ_SPACE {
                 self.make_read_space();
             }
-            let timer = self.timer.as_ref();
+            let ticker = shared.ticker.as_ref();
+            let slot = self.slot;
             tokio::select! {
                 biased;
                 _ = self.watch.kill.notified() => {
@@ -369,13 +359,11 @@ impl Connection {
                     }
                     Err(_) => return End::Broken,
                 },
-                _ = tokio::task::yield_now(), if spin => {}
-                fired = async { timer.expect("armed timer").fired().await }, if timer_armed => {
-                    if fired.is_err() {
+                ticked = async {
+                    ticker.expect("an open loop has a ticker").until(slot, due.unwrap_or(0)).await
+                }, if due.is_some() => {
+                    if ticked.is_err() {
                         return End::Broken;
-                    }
-                    if let Some(t) = self.timer.as_mut() {
-                        t.disarmed();
                     }
                 }
             }

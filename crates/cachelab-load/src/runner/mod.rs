@@ -6,6 +6,7 @@
 mod clock;
 mod conn;
 mod thread;
+mod ticker;
 mod timer;
 
 use std::net::{SocketAddr, ToSocketAddrs};

@@ -9,6 +9,7 @@ use tokio::task::{JoinHandle, LocalSet};
 
 use super::clock::Clock;
 use super::conn::{connect, Connection, Kill, Shared, Watch};
+use super::ticker::Ticker;
 use super::{RunError, ThreadPlan, DRAIN_GRACE};
 use crate::record::Recorder;
 use crate::schedule::Schedule;
@@ -58,8 +59,24 @@ pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
         }
     }
     let test_ns = config.test_time.map(|t| t.as_nanos() as u64);
+    let clock = Clock::starting_at(plan.origin_ns.load(Ordering::SeqCst));
+    let ticker = match config.open_loop {
+        Some(_) => {
+            let busy_poll_ns = config.busy_poll.as_nanos() as u64;
+            // The timer's descriptor belongs to this thread's runtime.
+            let _entered = runtime.enter();
+            match Ticker::new(clock, busy_poll_ns, connections.len()) {
+                Ok(ticker) => Some(ticker),
+                Err(error) => {
+                    fail(&plan, RunError::Thread(error));
+                    return None;
+                }
+            }
+        }
+        None => None,
+    };
     let shared = Rc::new(Shared {
-        clock: Clock::starting_at(plan.origin_ns.load(Ordering::SeqCst)),
+        clock,
         recorder: std::cell::RefCell::new(Recorder::new(plan.window)),
         protocol: config.workload.protocol,
         addrs: plan.addrs.clone(),
@@ -68,7 +85,7 @@ pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
         connect_timeout: config.connect_timeout,
         reply_timeout: config.reply_timeout,
         reconnect_interval: config.reconnect_interval,
-        busy_poll_ns: config.busy_poll.as_nanos() as u64,
+        ticker,
     });
     let hard_deadline =
         test_ns.map(|t| t + DRAIN_GRACE.min(config.reply_timeout).as_nanos() as u64);
@@ -81,6 +98,19 @@ pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
                 watch,
                 tokio::task::spawn_local(connection.run(shared.clone(), stream)),
             ));
+        }
+        if shared.ticker.is_some() {
+            let shared = shared.clone();
+            let watches: Vec<_> = watched.iter().map(|(w, _)| w.clone()).collect();
+            tokio::task::spawn_local(async move {
+                let ticker = shared.ticker.as_ref().expect("checked");
+                if ticker.run().await.is_err() {
+                    // Without its timer no connection would send again: end the run.
+                    for watch in &watches {
+                        watch.interrupt(Kill::Deadline);
+                    }
+                }
+            });
         }
         watchdog(&shared, &watched, hard_deadline, reply_timeout_ns).await;
     });
@@ -106,7 +136,7 @@ async fn prepare(plan: &ThreadPlan) -> Result<Vec<(Connection, tokio::net::TcpSt
         let schedule = config
             .open_loop
             .map(|o| Schedule::new(o.arrival, o.rate, client, total, gen.rng()));
-        let connection = Connection::new(gen, budget, schedule).map_err(RunError::Thread)?;
+        let connection = Connection::new(gen, budget, schedule, c);
         let stream = connect(&plan.addrs, config.connect_timeout)
             .await
             .map_err(|source| RunError::Connect {

@@ -3,6 +3,7 @@
 //! add that to its measured latency; a timerfd armed at an absolute `CLOCK_MONOTONIC`
 //! time wakes the event loop within microseconds instead, without spinning.
 
+use std::cell::Cell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -11,7 +12,7 @@ use tokio::io::Interest;
 
 pub struct PreciseTimer {
     fd: AsyncFd<OwnedFd>,
-    armed_at: Option<u64>,
+    armed_at: Cell<Option<u64>>,
 }
 
 impl PreciseTimer {
@@ -32,13 +33,16 @@ impl PreciseTimer {
         // the same for the AsyncFd's whole life.
         let fd = unsafe { AsyncFd::register_with_interest(owned, Interest::READABLE) }
             .map_err(|e| e.into_parts().1)?;
-        Ok(PreciseTimer { fd, armed_at: None })
+        Ok(PreciseTimer {
+            fd,
+            armed_at: Cell::new(None),
+        })
     }
 
     /// Arms the timer to fire at `deadline_ns` on the monotonic clock (re-arming at the
     /// same time is free, so callers may arm on every loop turn).
-    pub fn arm(&mut self, deadline_ns: u64) -> io::Result<()> {
-        if self.armed_at == Some(deadline_ns) {
+    pub fn arm(&self, deadline_ns: u64) -> io::Result<()> {
+        if self.armed_at.get() == Some(deadline_ns) {
             return Ok(());
         }
         // A zero it_value would disarm the timer; 1 ns is already in the past.
@@ -65,40 +69,24 @@ impl PreciseTimer {
         if rc < 0 {
             return Err(io::Error::last_os_error());
         }
-        self.armed_at = Some(deadline_ns);
+        self.armed_at.set(Some(deadline_ns));
         Ok(())
     }
 
-    /// Resolves once the armed time has passed.
-    pub async fn fired(&self) -> io::Result<()> {
-        loop {
-            let mut guard = self.fd.readable().await?;
-            let read = guard.try_io(|fd| {
-                let mut expirations = 0u64;
-                // SAFETY: reading 8 bytes into a u64 from a timerfd, as timerfd(2) specifies.
-                let n = unsafe {
-                    libc::read(
-                        fd.as_raw_fd(),
-                        (&mut expirations as *mut u64).cast(),
-                        std::mem::size_of::<u64>(),
-                    )
-                };
-                if n < 0 {
-                    Err(io::Error::last_os_error())
-                } else {
-                    Ok(())
-                }
-            });
-            match read {
-                Ok(result) => return result,
-                Err(_would_block) => continue,
-            }
-        }
+    /// Resolves once the armed time has passed (or once a previous expiry not yet waited
+    /// for is noticed: callers look at the clock). The expiry count is not read: arming
+    /// resets it (timerfd_settime), and the descriptor is registered edge-triggered, so
+    /// every expiry wakes us again. That saves a read(2) per expiry.
+    pub async fn expired(&self) -> io::Result<()> {
+        let mut guard = self.fd.readable().await?;
+        guard.clear_ready();
+        self.armed_at.set(None);
+        Ok(())
     }
 
-    /// Forgets the armed time after [`Self::fired`] resolved (the timer is one-shot).
-    pub fn disarmed(&mut self) {
-        self.armed_at = None;
+    /// The time the timer is armed for, if it has not been seen to expire since.
+    pub fn armed_at(&self) -> Option<u64> {
+        self.armed_at.get()
     }
 }
 
@@ -114,13 +102,15 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(async {
-            let mut timer = PreciseTimer::new().unwrap();
+            let timer = PreciseTimer::new().unwrap();
             let mut late = Vec::new();
             for _ in 0..20 {
                 let deadline = monotonic_ns() + 300_000;
                 timer.arm(deadline).unwrap();
-                timer.fired().await.unwrap();
-                timer.disarmed();
+                // An expiry may be noticed early only if it belongs to an older arming.
+                while monotonic_ns() < deadline {
+                    timer.expired().await.unwrap();
+                }
                 let now = monotonic_ns();
                 assert!(now >= deadline, "fired early");
                 late.push(now - deadline);
@@ -138,9 +128,9 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(async {
-            let mut timer = PreciseTimer::new().unwrap();
+            let timer = PreciseTimer::new().unwrap();
             timer.arm(monotonic_ns() - 1_000_000).unwrap();
-            tokio::time::timeout(std::time::Duration::from_secs(1), timer.fired())
+            tokio::time::timeout(std::time::Duration::from_secs(1), timer.expired())
                 .await
                 .expect("a past deadline fires")
                 .unwrap();
