@@ -60,20 +60,21 @@ pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
     }
     let test_ns = config.test_time.map(|t| t.as_nanos() as u64);
     let clock = Clock::starting_at(plan.origin_ns.load(Ordering::SeqCst));
-    let ticker = match config.open_loop {
-        Some(_) => {
-            let busy_poll_ns = config.busy_poll.as_nanos() as u64;
-            // The timer's descriptor belongs to this thread's runtime.
-            let _entered = runtime.enter();
-            match Ticker::new(clock, busy_poll_ns, connections.len()) {
-                Ok(ticker) => Some(ticker),
-                Err(error) => {
-                    fail(&plan, RunError::Thread(error));
-                    return None;
-                }
-            }
+    let busy_poll_ns = config.busy_poll.as_nanos() as u64;
+    // The timer's descriptor belongs to this thread's runtime.
+    let ticker = {
+        let _entered = runtime.enter();
+        config
+            .open_loop
+            .map(|_| Ticker::new(clock, busy_poll_ns, connections.len()))
+            .transpose()
+    };
+    let ticker = match ticker {
+        Ok(ticker) => ticker,
+        Err(error) => {
+            fail(&plan, RunError::Thread(error));
+            return None;
         }
-        None => None,
     };
     let shared = Rc::new(Shared {
         clock,

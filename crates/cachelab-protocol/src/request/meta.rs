@@ -238,33 +238,12 @@ pub(super) fn parse<'a>(
             then: Discard::Bytes(length + 2),
         }));
     }
-    if length > limits.max_value_len as u64 {
-        return Err(ParseError::Invalid(Invalid {
-            error: RequestError::ValueTooLarge,
-            consumed: at.line_len,
-            then: Discard::Bytes(length + 2),
-        }));
-    }
-    let data_end = at.line_len + length as usize;
-    let total = data_end + 2;
-    if at.buf.len() < total {
-        return Err(ParseError::Incomplete);
-    }
-    if &at.buf[data_end..total] != b"\r\n" {
-        return Err(match memchr::memchr(b'\n', &at.buf[data_end..]) {
-            Some(i) => ParseError::invalid(RequestError::BadDataChunk, data_end + i + 1),
-            None => ParseError::Invalid(Invalid {
-                error: RequestError::BadDataChunk,
-                consumed: at.buf.len(),
-                then: Discard::ThroughNewline,
-            }),
-        });
-    }
+    let (data, total) = at.data_block(length, limits)?;
     let meta = Meta {
         cmd,
         key,
         flags,
-        data: Some(&at.buf[at.line_len..data_end]),
+        data: Some(data),
         quiet,
         base64,
     };

@@ -160,6 +160,38 @@ struct LineAt<'a> {
     line_len: usize,
 }
 
+impl<'a> LineAt<'a> {
+    /// The `length`-byte data block announced on this line, and the bytes the whole
+    /// request takes (line, block, CRLF). A block over the value limit is swallowed, as
+    /// memcached does, so the connection stays in step; a block longer or shorter than
+    /// announced is dropped and the stream resynchronises at the next newline after it.
+    fn data_block(&self, length: u64, limits: &Limits) -> Result<(&'a [u8], usize), ParseError> {
+        if length > limits.max_value_len as u64 {
+            return Err(ParseError::Invalid(Invalid {
+                error: RequestError::ValueTooLarge,
+                consumed: self.line_len,
+                then: Discard::Bytes(length + 2),
+            }));
+        }
+        let data_end = self.line_len + length as usize;
+        let total = data_end + 2;
+        if self.buf.len() < total {
+            return Err(ParseError::Incomplete);
+        }
+        if &self.buf[data_end..total] != b"\r\n" {
+            return Err(match memchr::memchr(b'\n', &self.buf[data_end..]) {
+                Some(i) => ParseError::invalid(RequestError::BadDataChunk, data_end + i + 1),
+                None => ParseError::Invalid(Invalid {
+                    error: RequestError::BadDataChunk,
+                    consumed: self.buf.len(),
+                    then: Discard::ThroughNewline,
+                }),
+            });
+        }
+        Ok((&self.buf[self.line_len..data_end], total))
+    }
+}
+
 /// Checks a key against the protocol's rules: not empty, within the limit, and free of
 /// control characters (space already separates tokens).
 fn check_key(key: &[u8], limits: &Limits) -> Result<(), RequestError> {

@@ -88,40 +88,14 @@ pub(super) fn parse<'a>(
             then,
         })
     })?;
-    if header.length > limits.max_value_len as u64 {
-        // Like memcached, swallow the announced block so the connection stays in step.
-        return Err(ParseError::Invalid(Invalid {
-            error: RequestError::ValueTooLarge,
-            consumed: at.line_len,
-            then: Discard::Bytes(header.length + 2),
-        }));
-    }
-    let length = header.length as usize;
-    let data_start = at.line_len;
-    let data_end = data_start + length;
-    let total = data_end + 2;
-    if at.buf.len() < total {
-        return Err(ParseError::Incomplete);
-    }
-    if &at.buf[data_end..total] != b"\r\n" {
-        // The block was longer or shorter than announced. Drop the announced block and
-        // resynchronise at the next newline after it.
-        return Err(match memchr::memchr(b'\n', &at.buf[data_end..]) {
-            Some(i) => ParseError::invalid(RequestError::BadDataChunk, data_end + i + 1),
-            None => ParseError::Invalid(Invalid {
-                error: RequestError::BadDataChunk,
-                consumed: at.buf.len(),
-                then: Discard::ThroughNewline,
-            }),
-        });
-    }
+    let (data, total) = at.data_block(header.length, limits)?;
     Ok((
         Request::Store(Store {
             op,
             key: header.key,
             flags: header.flags,
             exptime: header.exptime,
-            data: &at.buf[data_start..data_end],
+            data,
             cas_unique: header.cas_unique,
             noreply: header.noreply,
         }),
