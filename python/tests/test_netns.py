@@ -199,8 +199,9 @@ def test_a_host_cpu_quota_caps_what_its_processes_get(tmp_path):
 
 
 CAPACITY = GETS_4K.replace("[servers]", """[capacity]
-trial_s = 1.5
-trial_repetitions = 1
+trial_s = 1
+trial_repetitions = 3
+percentile = 95
 start_rate = 300
 tolerance = 0.1
 target_ms = 20
