@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from pathlib import Path
@@ -38,3 +39,13 @@ def steal_fraction(before: list[int], after: list[int]) -> float:
     """Steal ticks (the 8th counter) over all ticks between two cpu_times() readings."""
     delta = [b - a for a, b in zip(before, after, strict=True)]
     return delta[7] / sum(delta) if sum(delta) else 0.0
+
+
+def stay_on(cpu: int) -> None:
+    """Pins this script (and what it starts without taskset) to `cpu`.
+
+    The script polls its children every 10 ms; left free, the scheduler puts it on the
+    measured CPU too, where each wake-up preempts a busy-polling load generator or the
+    proxy under test and shows up as their send lag or tail latency."""
+    if hasattr(os, "sched_setaffinity") and cpu in os.sched_getaffinity(0):
+        os.sched_setaffinity(0, {cpu})

@@ -44,7 +44,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from _common import BenchError, cpu_times, free_port, steal_fraction, wait_listening
+from _common import (
+    BenchError,
+    cpu_times,
+    free_port,
+    stay_on,
+    steal_fraction,
+    wait_listening,
+)
 from _targets import (
     AT_LEAST,
     AT_MOST,
@@ -426,6 +433,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    if (os.cpu_count() or 1) >= 2:
+        stay_on(0)  # the server's CPU: the load generator has CPU 1 to itself
     seconds, clock_seconds, redis_requests = RUN_SECONDS, CLOCK_SECONDS, REDIS_REQUESTS
     if args.quick:
         args.repeats, seconds, clock_seconds, redis_requests = 1, 2, 2, REDIS_REQUESTS // 4
