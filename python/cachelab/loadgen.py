@@ -62,7 +62,7 @@ def run_argv(config: RunConfig, host: str, port: int, *, test_time: float, warmu
     if load.mode == "open":
         assert load.rate is not None
         argv += ["--rate", f"{load.rate / config.instances:g}"]
-    if load.busy_poll_us and load.mode != "closed":
+    if load.busy_poll_us:
         argv += ["--busy-poll-us", str(load.busy_poll_us)]
     return argv
 

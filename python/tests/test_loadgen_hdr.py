@@ -50,6 +50,17 @@ def test_open_loop_rate_is_split_over_instances_and_redis_speaks_resp():
     assert "--populate" in pop and pop[pop.index("--key-maximum") + 1] == "10000"
 
 
+@pytest.mark.parametrize("mode", ["closed", "open"])
+def test_busy_polling_is_passed_on_in_either_loop(mode):
+    rate = "\nrate = 1000" if mode == "open" else ""
+    argv = loadgen.run_argv(config(f"[load]\nmode = \"{mode}\"\nbusy_poll_us = 80{rate}"),
+                            "h", 1, test_time=3, warmup=1, cooldown=0, seed=1,
+                            json_out=Path("o"))
+    assert argv[argv.index("--busy-poll-us") + 1] == "80"
+    assert "--busy-poll-us" not in loadgen.run_argv(config(), "h", 1, test_time=3, warmup=1,
+                                                    cooldown=0, seed=1, json_out=Path("o"))
+
+
 def test_a_real_report_parses():
     r = loadgen.load(REPORT)
     assert (r.window_start_s, r.window_end_s) == (1.0, 2.5)

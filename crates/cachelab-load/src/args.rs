@@ -226,9 +226,10 @@ pub struct Args {
     #[arg(long, value_name = "NUM")]
     pub reconnect_interval: Option<u64>,
 
-    /// Open loop: wake this many microseconds before a request is due and busy-wait the
-    /// rest in the event loop, so the send is on time even when the kernel's timer
-    /// wake-up is late. Costs up to this much CPU per request when requests are sparse.
+    /// Spin in the event loop instead of sleeping for this many microseconds before a
+    /// request is due (open loop) and after each send while its reply is awaited, so sends
+    /// are on time and replies are timed when they land even when the kernel's wake-up is
+    /// late. Costs up to twice this much CPU per request when requests are sparse.
     #[arg(long, default_value_t = 0, value_name = "US")]
     pub busy_poll_us: u64,
 

@@ -98,7 +98,8 @@ pub struct Config {
     pub connect_timeout: Duration,
     /// Each connection re-opens after this many answered requests.
     pub reconnect_interval: Option<u64>,
-    /// Open loop: the last part of each wait before a due request that is busy-polled.
+    /// The last part of each wait before a due request (open loop), and the first part of
+    /// each wait for a reply, that are busy-polled.
     pub busy_poll: Duration,
     /// Full runs made back to back.
     pub run_count: u32,

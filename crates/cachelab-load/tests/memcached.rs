@@ -130,6 +130,40 @@ fn a_requests_run_sends_exactly_that_many_per_client() {
 }
 
 #[test]
+fn a_busy_polling_closed_loop_sends_and_times_the_same_requests() {
+    // Spinning for replies changes how a wait ends, never what is sent: exact counts over
+    // pipelined connections that are closed and re-opened along the way.
+    let server = Memcached::start();
+    let run = load(
+        server.addr,
+        &[
+            "-P",
+            "memcache_text",
+            "-t",
+            "2",
+            "-c",
+            "3",
+            KEYS,
+            "--requests=400",
+            "--pipeline=2",
+            "--reconnect-interval=150",
+            "--busy-poll-us=50",
+        ],
+    );
+    let report = run.ok();
+    let expected = 2 * 3 * 400;
+    assert_eq!(u(report, "/configuration/busy_poll_us"), 50);
+    assert_eq!(u(report, "/totals/sent"), expected);
+    assert_eq!(u(report, "/totals/completed"), expected);
+    assert_eq!(u(report, "/totals/errors"), 0);
+    assert_eq!(server.stat("cmd_get") + server.stat("cmd_set"), expected);
+    // every measured request was timed: the histogram holds as many as the summary
+    let total = report["histograms"]["total"].as_str().unwrap();
+    let hist = cachelab_stats::LatencyHistogram::decode_base64(total).unwrap();
+    assert_eq!(hist.len(), u(report, "/summary/total/ops"));
+}
+
+#[test]
 fn multi_gets_of_3_and_9_keys_ask_for_that_many_keys() {
     let server = Memcached::start();
     load(

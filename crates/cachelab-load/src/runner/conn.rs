@@ -331,6 +331,9 @@ impl Connection {
             }
             let ticker = shared.ticker.as_ref();
             let slot = self.slot;
+            if let Some(ticker) = ticker.filter(|t| t.busy_polls()) {
+                ticker.awaiting_reply(slot, self.pending.back().map(|p| p.start_ns));
+            }
             tokio::select! {
                 biased;
                 _ = self.watch.kill.notified() => {

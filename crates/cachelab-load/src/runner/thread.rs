@@ -61,12 +61,12 @@ pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
     let test_ns = config.test_time.map(|t| t.as_nanos() as u64);
     let clock = Clock::starting_at(plan.origin_ns.load(Ordering::SeqCst));
     let busy_poll_ns = config.busy_poll.as_nanos() as u64;
-    // The timer's descriptor belongs to this thread's runtime.
+    // The timer's descriptor belongs to this thread's runtime. A closed loop needs the
+    // ticker only to spin for replies.
     let ticker = {
         let _entered = runtime.enter();
-        config
-            .open_loop
-            .map(|_| Ticker::new(clock, busy_poll_ns, connections.len()))
+        (config.open_loop.is_some() || busy_poll_ns > 0)
+            .then(|| Ticker::new(clock, busy_poll_ns, connections.len()))
             .transpose()
     };
     let ticker = match ticker {
