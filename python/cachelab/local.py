@@ -138,7 +138,8 @@ def pin_threads(pid: int, kind: str, cpus: Sequence[int], first: int = 0,
 def start_middleware(servers: Sequence[str], *, workers: int, sharded: bool,
                      threads: int | None, window_s: float, cpus: Sequence[int],
                      stats_file: Path, log_file: Path, out: Path,
-                     pipeline: int = 1, host: Host = LOOPBACK) -> Managed:
+                     pipeline: int = 1, busy_poll_us: int = 0,
+                     host: Host = LOOPBACK) -> Managed:
     """cachelab-proxy on a free port (it prints `listening on ADDR` first on stdout; on a
     remote host, where its output is not at hand, on a port chosen here)."""
     port = _port(host) if host.remote else 0
@@ -149,6 +150,7 @@ def start_middleware(servers: Sequence[str], *, workers: int, sharded: bool,
     argv += ["-s"] if sharded else []
     argv += ["--threads", str(threads)] if threads else []
     argv += ["--pipeline", str(pipeline)] if pipeline > 1 else []
+    argv += ["--busy-poll-us", str(busy_poll_us)] if busy_poll_us else []
     proc = host.spawn(argv, out, cpus)
     files = {"stats": stats_file, "log": log_file}
     if host.remote:

@@ -82,7 +82,7 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
         middlewares = [stack.enter_context(local.start_middleware(
             [s.address for s in servers], workers=c.middleware.workers,
             sharded=c.middleware.sharded, threads=c.middleware.threads,
-            pipeline=c.middleware.pipeline,
+            pipeline=c.middleware.pipeline, busy_poll_us=c.middleware.busy_poll_us,
             window_s=exp.stats_window_s, cpus=local.pinned(c.middleware.cpus, i),
             stats_file=directory / f"middleware-{i}.stats.jsonl",
             log_file=directory / f"middleware-{i}.log", out=directory / f"middleware-{i}.out",

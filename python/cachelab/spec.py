@@ -117,6 +117,8 @@ class Middleware:
     pipeline: int = _f(1, _at_least(1))
     #: The proxy's runtime threads; None: its default (one per CPU).
     threads: int | None = _f(None, _at_least(1))
+    #: `--busy-poll-us`: spin this long after each read instead of sleeping (0: off).
+    busy_poll_us: int = _f(0, _at_least(0))
     cpus: tuple[int, ...] = _f((), _cpus)
 
 

@@ -30,16 +30,18 @@ def test_proxy_started_from_python_replicates_and_reports_its_stats(
     assert counts == {"get": 30, "set": 1}
 
 
-def test_the_pipeline_depth_reaches_the_proxy(three_memcached, proxy_binary, tmp_path):
+def test_the_pipeline_depth_and_busy_polling_reach_the_proxy(three_memcached, proxy_binary,
+                                                            tmp_path):
     proxy = start_middleware([s.address for s in three_memcached], workers=2, sharded=True,
                              threads=1, window_s=0.5, cpus=(), stats_file=tmp_path / "s.jsonl",
                              log_file=tmp_path / "proxy.log", out=tmp_path / "proxy.out",
-                             pipeline=8)
+                             pipeline=8, busy_poll_us=50)
     with proxy, Client(proxy.host, proxy.port) as c:
         assert c.set("k", b"v") == "STORED"
         assert c.get("k") == b"v"
         stats = c.stats()
         assert (stats["pipeline"], stats["workers"], stats["sharded"]) == ("8", "2", "1")
+        assert stats["busy_poll_us"] == "50"
     assert proxy.stop() == 0
 
 

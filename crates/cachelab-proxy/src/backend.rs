@@ -280,6 +280,7 @@ impl Backend {
                 "server closed the connection".into(),
             ))),
             Poll::Ready(Ok(_)) => {
+                crate::busy_poll::touch();
                 // The buffer's capacity, not its length: that is what the allocator holds.
                 if self.charge.resize(self.rbuf.capacity()) {
                     Poll::Ready(Ok(()))

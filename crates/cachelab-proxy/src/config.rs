@@ -81,6 +81,13 @@ pub struct Args {
     #[arg(long)]
     pub threads: Option<usize>,
 
+    /// After each read from a client or a server, keep one runtime thread spinning this
+    /// many microseconds instead of sleeping, so the next request or reply is read as it
+    /// lands rather than after the CPU's wake-up. Costs up to this much CPU after every
+    /// burst of traffic, a whole core under steady load. 0: off.
+    #[arg(long, default_value_t = 0, value_name = "US")]
+    pub busy_poll_us: u64,
+
     /// Write one JSON object per worker and statistics window to this file.
     #[arg(long, value_name = "PATH")]
     pub stats_file: Option<PathBuf>,
@@ -265,6 +272,8 @@ pub struct Config {
     pub config_file: Option<PathBuf>,
     pub pipeline: usize,
     pub threads: Option<usize>,
+    /// `--busy-poll-us`; zero: off.
+    pub busy_poll: Duration,
     pub stats_file: Option<PathBuf>,
     pub stats_window: Duration,
     pub metrics_addr: Option<SocketAddr>,
@@ -320,6 +329,7 @@ impl Config {
             config_file: None,
             pipeline: DEFAULT_PIPELINE,
             threads: None,
+            busy_poll: Duration::ZERO,
             stats_file: None,
             stats_window: Duration::from_secs_f64(DEFAULT_STATS_WINDOW_SECS),
             metrics_addr: None,
@@ -404,6 +414,7 @@ impl TryFrom<&Args> for Config {
             config_file: args.config.clone(),
             pipeline: args.pipeline,
             threads: args.threads,
+            busy_poll: Duration::from_micros(args.busy_poll_us),
             stats_file: args.stats_file.clone(),
             stats_window: seconds(args.stats_window, "stats-window")?,
             metrics_addr: args.metrics_addr,

@@ -147,6 +147,7 @@ impl Session {
             match read {
                 Ok(0) => return End::Eof,
                 Ok(_) => {
+                    crate::busy_poll::touch();
                     last_read = tokio::time::Instant::now();
                     let arrival = Instant::now();
                     if self.decode_all(arrival) {

@@ -26,6 +26,7 @@
 
 pub mod backend;
 pub mod budget;
+pub mod busy_poll;
 pub mod client;
 pub mod config;
 pub mod config_file;

@@ -81,6 +81,9 @@ fn serve(config: Config, pid_file: Option<&std::path::Path>) -> anyhow::Result<(
             listeners.push(listener);
         }
         stdout.flush()?;
+        if !config.busy_poll.is_zero() {
+            tokio::spawn(cachelab_proxy::busy_poll::spin(config.busy_poll));
+        }
         let (reload_tx, reloads) = tokio::sync::mpsc::channel(4);
         tokio::spawn(hangups(hup, reload_tx));
         let summary = server::run(listeners, config, terminated, reloads).await?;
