@@ -122,7 +122,7 @@ def format_target(t: TargetResult) -> str:
         measured = f"{fmt(t.ratio, t.unit)} (spread {lo:.{digits}f}..{hi:.{digits}f})"
     limit = f"{t.threshold:.2f}x" if t.unit == "x" else f"{t.threshold:g} {t.unit}"
     steal = f"steal max {t.max_steal:.1%}" if t.max_steal is not None else "steal -"
-    line = f"  {t.name:<4} {t.case:<26}{measured:<33} {t.op} {limit:<9}{t.verdict:<5} {steal}"
+    line = f"  {t.name:<4} {t.case:<33} {measured:<33} {t.op} {limit:<9}{t.verdict:<5} {steal}"
     if t.note:
         line += f"; {t.note}"
     if t.repetitions < MIN_REPETITIONS:
