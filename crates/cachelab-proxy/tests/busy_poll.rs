@@ -26,7 +26,7 @@ fn answers_right_then_goes_quiet(extra: &[&str]) {
     let servers = start_servers(2);
     let mut args = vec!["--busy-poll-us", "200"];
     args.extend_from_slice(extra);
-    let proxy = Proxy::start(&servers.iter().collect::<Vec<_>>(), &args);
+    let mut proxy = Proxy::start(&servers.iter().collect::<Vec<_>>(), &args);
     let addr = proxy.addr;
     let clients: Vec<_> = (0..4)
         .map(|c| {
@@ -59,6 +59,10 @@ fn answers_right_then_goes_quiet(extra: &[&str]) {
     thread::sleep(Duration::from_secs(1));
     let idle = cpu_ticks(proxy.child.id()) - before;
     assert!(idle < 30, "{idle} ticks of CPU in one idle second");
+    // The spinner does not hold up a clean exit, and the summary counts every request.
+    let (code, summary) = proxy.terminate();
+    assert_eq!(code, Some(0), "{summary}");
+    assert!(summary.contains(", 1600 requests received"), "{summary}");
 }
 
 #[test]
