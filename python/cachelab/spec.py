@@ -136,7 +136,8 @@ class Load:
     cpus: tuple[int, ...] = _f((), _cpus)
     #: memcached's "text" or "binary" protocol (binary: servers directly, no middleware).
     protocol: str = _f("text", _one_of(PROTOCOLS))
-    #: Open loop: cachelab-load's --busy-poll-us (sends on time, at a CPU cost).
+    #: cachelab-load's --busy-poll-us: spin before due sends and while replies are awaited
+    #: (sends on time, replies timed when they land), at a CPU cost.
     busy_poll_us: int = _f(0, _at_least(0))
 
 
