@@ -216,9 +216,10 @@ impl Ticker {
             }
             let next = self.deadlines.borrow_mut().earliest();
             let wake = next.map(|due| due.saturating_sub(self.busy_poll_ns));
-            let now = self.clock.now();
-            let spin = self.busy_poll_ns > 0
-                && (wake.is_some_and(|wake| now >= wake) || self.replies.borrow().spinning(now));
+            let spin = self.busy_poll_ns > 0 && {
+                let now = self.clock.now();
+                wake.is_some_and(|wake| now >= wake) || self.replies.borrow().spinning(now)
+            };
             match wake {
                 _ if spin => {
                     tokio::task::yield_now().await;
