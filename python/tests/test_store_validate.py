@@ -255,3 +255,7 @@ def test_runs_whose_load_generator_sent_late_are_stored_and_flagged(tmp_path):
     assert sorted(lags) == [0.01, 0.01, 0.5, 0.5]
     assert [(r.point, r.repetition, r.send_lag_p99_ms) for r in late] == [(1, 1, 0.5),
                                                                           (1, 2, 0.5)]
+    # The report lists them with what to do about it.
+    from cachelab.report import write_report
+    html = write_report(tmp_path).read_text()
+    assert "sent late" in html and "load.busy_poll_us" in html
