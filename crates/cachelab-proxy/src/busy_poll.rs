@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-static ENABLED: AtomicBool = AtomicBool::new(false);
+/// The window in microseconds; 0 until the spinner starts (busy-polling off).
 static WINDOW_US: AtomicU64 = AtomicU64::new(0);
 /// Reads seen, from any thread; the spinner only compares it with what it saw last.
 static ACTIVITY: AtomicU64 = AtomicU64::new(0);
@@ -22,10 +22,10 @@ static ASLEEP: AtomicBool = AtomicBool::new(false);
 static WOKEN: Notify = Notify::const_new();
 
 /// Records a read; wakes the spinner if it sleeps. Free when busy-polling is off (one load
-/// of a flag that is never written after start).
+/// of a value that is never written after start).
 #[inline]
 pub fn touch() {
-    if !ENABLED.load(Ordering::Relaxed) {
+    if WINDOW_US.load(Ordering::Relaxed) == 0 {
         return;
     }
     ACTIVITY.fetch_add(1, Ordering::Relaxed);
@@ -36,14 +36,14 @@ pub fn touch() {
 
 /// When to stop spinning: `window` after the last activity seen. Pure, for tests.
 #[derive(Debug)]
-pub struct Window {
+struct Window {
     window: Duration,
     seen: u64,
     since: Instant,
 }
 
 impl Window {
-    pub fn new(window: Duration, activity: u64, now: Instant) -> Window {
+    fn new(window: Duration, activity: u64, now: Instant) -> Window {
         Window {
             window,
             seen: activity,
@@ -52,7 +52,7 @@ impl Window {
     }
 
     /// Whether to keep spinning, given the activity counter at `now`.
-    pub fn keep_spinning(&mut self, activity: u64, now: Instant) -> bool {
+    fn keep_spinning(&mut self, activity: u64, now: Instant) -> bool {
         if activity != self.seen {
             self.seen = activity;
             self.since = now;
@@ -69,8 +69,8 @@ pub fn window_us() -> u64 {
 
 /// Spins for `window` after each burst of reads, until the runtime ends. Spawn it once.
 pub async fn spin(window: Duration) {
-    WINDOW_US.store(window.as_micros() as u64, Ordering::Relaxed);
-    ENABLED.store(true, Ordering::Relaxed);
+    // At least 1: zero means off to `touch`.
+    WINDOW_US.store((window.as_micros() as u64).max(1), Ordering::Relaxed);
     loop {
         ASLEEP.store(true, Ordering::Relaxed);
         // A read between the store and this await leaves a permit: no wake-up is lost.

@@ -47,7 +47,8 @@ pub struct Shared {
     pub reply_timeout: Duration,
     /// Requests a connection sends before it is closed and re-opened.
     pub reconnect_interval: Option<u64>,
-    /// Open loop: the thread's one timer, which wakes each connection when it is due.
+    /// Open loop: the thread's one timer, which wakes each connection when it is due; with
+    /// `--busy-poll-us` (either loop) it also spins while replies are awaited.
     pub ticker: Option<Ticker>,
 }
 
@@ -331,7 +332,7 @@ impl Connection {
             }
             let ticker = shared.ticker.as_ref();
             let slot = self.slot;
-            if let Some(ticker) = ticker.filter(|t| t.busy_polls()) {
+            if let Some(ticker) = ticker {
                 ticker.awaiting_reply(slot, self.pending.back().map(|p| p.start_ns));
             }
             tokio::select! {

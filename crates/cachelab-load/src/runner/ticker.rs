@@ -160,11 +160,6 @@ impl Ticker {
         })
     }
 
-    /// Whether the thread spins instead of sleeping (`--busy-poll-us`).
-    pub fn busy_polls(&self) -> bool {
-        self.busy_poll_ns > 0
-    }
-
     /// Busy-polling: `slot` waits for a reply to the request it sent at run-relative `sent`
     /// (None: for no reply). Called before each wait of the connection.
     pub fn awaiting_reply(&self, slot: usize, sent: Option<u64>) {
