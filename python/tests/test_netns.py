@@ -164,11 +164,22 @@ def _round_trip(tmp_path, delay_ms: float) -> float:
 
 @needs_root
 def test_a_delayed_link_adds_its_configured_round_trip(tmp_path):
-    base = _round_trip(tmp_path, 0)
-    delayed = _round_trip(tmp_path, 0.45)
-    added = delayed - base
     configured = 2 * (0.45 + 0.45) * 1000
-    assert abs(added - configured) <= 0.05 * configured + 20, (base, delayed)
+    tolerance = 0.05 * configured + 20
+    measured = []
+    # A delay line is never early, so every attempt must add at least the configured
+    # delay; a host stall (CI shares its machine) can make one attempt late, so the
+    # upper bound needs one attempt of three within it.
+    for _ in range(3):
+        base = _round_trip(tmp_path, 0)
+        delayed = _round_trip(tmp_path, 0.45)
+        measured.append((base, delayed))
+        assert delayed - base >= configured - tolerance, measured
+        if delayed - base <= configured + tolerance:
+            break
+    else:
+        raise AssertionError(f"every attempt added more than {configured + tolerance} us: "
+                             f"{measured}")
     stats = json.loads((tmp_path / "delay-load1.json").read_text())
     assert stats["ab"]["packets"] > 400 and stats["ab"]["drops"] == 0
     assert netns.leftovers(os.getpid()) == []
