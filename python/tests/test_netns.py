@@ -57,20 +57,28 @@ def experiment(mbit=20, delay=0, servers=1, run_time=4):
 def test_a_shaped_link_caps_4k_gets_at_its_bound(tmp_path):
     exp = experiment()
     point = exp.points[0]
-    record = runner.execute_run(exp, point, 1, tmp_path / "run")
     layout = topology.plan(point.config)
     bound = linkbound.bound(point.config, layout, len(loadgen.KEY_PREFIX + "999"),
                             linkbound.configured_rates(layout))
-    assert 0.85 <= record.summary.throughput / bound.ops_per_s <= 1.02, \
-        (record.summary.throughput, bound)
-    assert record.summary.misses == 0 and record.summary.errors == 0
-    # the link was measured and stored with the run: goodput just under the 20 Mbit/s
-    (link,) = record.links
-    assert (link.src, link.dst) == ("load1", "server1")
-    assert 15 < link.mbit_forward <= 20.5 and 15 < link.mbit_reverse <= 20.5
-    assert {h.host for h in record.hosts} == {"load1", "server1"}
-    assert {s.host for s in record.host_cpu} == {"load1", "server1"}
-    assert netns.leftovers(os.getpid()) == []
+    # The cap holds in every attempt; reaching nearly the bound needs one attempt of two,
+    # since a host stall (CI shares its machine) can take a slice of a 4 s run.
+    for attempt in (1, 2):
+        record = runner.execute_run(exp, point, attempt, tmp_path / f"run{attempt}")
+        ratio = record.summary.throughput / bound.ops_per_s
+        assert ratio <= 1.02, (record.summary.throughput, bound)
+        assert record.summary.misses == 0 and record.summary.errors == 0
+        # the link was measured and stored with the run: goodput just under 20 Mbit/s
+        (link,) = record.links
+        assert (link.src, link.dst) == ("load1", "server1")
+        assert link.mbit_forward <= 20.5 and link.mbit_reverse <= 20.5
+        assert {h.host for h in record.hosts} == {"load1", "server1"}
+        assert {s.host for s in record.host_cpu} == {"load1", "server1"}
+        assert netns.leftovers(os.getpid()) == []
+        if ratio >= 0.85 and link.mbit_forward > 15 and link.mbit_reverse > 15:
+            break
+    else:
+        raise AssertionError(f"both attempts fell short of the bound: last {ratio:.2f} of "
+                             f"{bound}, link {link}")
 
 
 def test_without_root_the_error_is_one_line_before_anything_starts(tmp_path, monkeypatch):
@@ -223,19 +231,24 @@ target_ms = 20
 def test_a_capacity_search_finds_the_limit_a_shaped_link_sets(tmp_path):
     exp = spec.parse(CAPACITY.format(mbit=20, delay=0, servers=1, run_time=4))
     point = exp.points[0]
-    record = runner.execute_run(exp, point, 1, tmp_path / "run")
-    if record.capacity.limited_by_generator:
-        # the search saw its load generator starved (a busy shared machine) and said so
-        # rather than trusting its numbers; one more try
-        record = runner.execute_run(exp, point, 2, tmp_path / "run2")
     layout = topology.plan(point.config)
     bound = linkbound.bound(point.config, layout, len(loadgen.KEY_PREFIX + "999"),
                             linkbound.configured_rates(layout)).ops_per_s
-    found = record.capacity
-    assert found.capacity is not None and not found.limited_by_generator, found.reason
-    # the bound lies within the answer's bracket (a rate a little above the bound still
-    # completes 95% of what it offers for a 2 s trial, hence the 1/0.95)
-    assert found.capacity <= bound / 0.95, (found, bound)
-    assert found.capacity + found.uncertainty >= 0.9 * bound, (found, bound)
-    assert record.summary.throughput == found.capacity
-    assert len(found.trials) >= 4 and {t[6] for t in found.trials} >= {"pass", "fail"}
+    # A search never answers above the bound; a host stall (CI shares its machine) can fail
+    # a trial below it, or starve the load generator (which the search then says rather
+    # than trusting its numbers), so finding nearly the bound needs one attempt of two.
+    for attempt in (1, 2):
+        record = runner.execute_run(exp, point, attempt, tmp_path / f"run{attempt}")
+        found = record.capacity
+        if found.limited_by_generator:
+            continue
+        assert found.capacity is not None, found.reason
+        # the bound lies within the answer's bracket (a rate a little above the bound
+        # still completes 95% of what it offers in a trial, hence the 1/0.95)
+        assert found.capacity <= bound / 0.95, (found, bound)
+        assert record.summary.throughput == found.capacity
+        assert len(found.trials) >= 4 and {t[6] for t in found.trials} >= {"pass", "fail"}
+        if found.capacity + found.uncertainty >= 0.9 * bound:
+            break
+    else:
+        raise AssertionError(f"both searches fell short of the bound {bound}: last {found}")
