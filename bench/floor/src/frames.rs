@@ -85,6 +85,8 @@ pub fn reply(b: &[u8], shape: ReplyShape) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     #[test]
@@ -132,6 +134,78 @@ mod tests {
         assert_eq!(reply(b"STORED\r\nEND\r\n", ReplyShape::Line), Some(8));
         for cut in 0..44 {
             assert_eq!(reply(&hit[..cut], ReplyShape::Values), None, "cut at {cut}");
+        }
+    }
+
+    /// Requests a client may send, each with the shape of its reply.
+    fn any_request() -> impl Strategy<Value = (Vec<u8>, ReplyShape)> {
+        let key = "[a-z0-9]{1,12}";
+        prop_oneof![
+            (key, proptest::collection::vec(any::<u8>(), 0..300)).prop_map(|(k, data)| {
+                let mut r = format!("set {k} 0 0 {}\r\n", data.len()).into_bytes();
+                r.extend_from_slice(&data);
+                r.extend_from_slice(b"\r\n");
+                (r, ReplyShape::Line)
+            }),
+            proptest::collection::vec(key, 1..4).prop_map(|keys| {
+                (
+                    format!("get {}\r\n", keys.join(" ")).into_bytes(),
+                    ReplyShape::Values,
+                )
+            }),
+            key.prop_map(|k| (format!("delete {k}\r\n").into_bytes(), ReplyShape::Line)),
+        ]
+    }
+
+    /// Replies a server may send, for a request of the given shape.
+    fn any_reply() -> impl Strategy<Value = (Vec<u8>, ReplyShape)> {
+        prop_oneof![
+            proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..300), 0..3)
+                .prop_map(|values| {
+                    let mut r = Vec::new();
+                    for (i, v) in values.iter().enumerate() {
+                        r.extend_from_slice(format!("VALUE k{i} 0 {}\r\n", v.len()).as_bytes());
+                        r.extend_from_slice(v);
+                        r.extend_from_slice(b"\r\n");
+                    }
+                    r.extend_from_slice(b"END\r\n");
+                    (r, ReplyShape::Values)
+                }),
+            Just((b"STORED\r\n".to_vec(), ReplyShape::Line)),
+            Just((
+                b"SERVER_ERROR out of memory\r\n".to_vec(),
+                ReplyShape::Values
+            )),
+        ]
+    }
+
+    proptest! {
+        /// Back to back, every request is found whole and in order, and a request cut
+        /// short is never taken for a whole one.
+        #[test]
+        fn requests_split_where_they_were_joined(reqs in proptest::collection::vec(any_request(), 1..8)) {
+            let stream: Vec<u8> = reqs.iter().flat_map(|(r, _)| r.clone()).collect();
+            let mut at = 0;
+            for (r, shape) in &reqs {
+                prop_assert_eq!(request(&stream[at..]), Some(Request::Forward { len: r.len(), shape: *shape }));
+                for cut in 0..r.len() {
+                    prop_assert_eq!(request(&stream[at..at + cut]), None);
+                }
+                at += r.len();
+            }
+        }
+
+        #[test]
+        fn replies_split_where_they_were_joined(replies in proptest::collection::vec(any_reply(), 1..8)) {
+            let stream: Vec<u8> = replies.iter().flat_map(|(r, _)| r.clone()).collect();
+            let mut at = 0;
+            for (r, shape) in &replies {
+                prop_assert_eq!(reply(&stream[at..], *shape), Some(r.len()));
+                for cut in 0..r.len() {
+                    prop_assert_eq!(reply(&stream[at..at + cut], *shape), None);
+                }
+                at += r.len();
+            }
         }
     }
 }
