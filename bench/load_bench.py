@@ -7,7 +7,9 @@ Against one memcached on loopback (`-t 1`, pinned to CPU 0; the load generator p
 CPU 1), every repetition runs these configurations once, in this order (the repetitions
 are interleaved: A B C ..., A B C ...):
 - the peer comparison: cachelab-load next to memaslap (Debian's `memcaslap`), closed loop,
-  CONNECTIONS connections, VALUE_SIZE-byte values, 1 set to 9 gets (memaslap's mix);
+  CONNECTIONS connections, VALUE_SIZE-byte values, 1 set to 9 gets (memaslap's mix), and
+  next to cachelab-floor-load (bench/floor), a bare epoll client with the same load: the
+  least CPU per request any client of its kind spends here, printed beside L4;
 - issue 14's runs, all with 1 thread, CLOCK_CONNECTIONS connections, 64-byte values, 1:1,
   key maximum 9999: closed loop; open loop at each of OPEN_RATES without and with
   `--busy-poll-us BUSY_POLL_US`; a closed loop on 1 connection and an open loop at
@@ -65,6 +67,7 @@ from _targets import (
 
 ROOT = Path(__file__).resolve().parent.parent
 BINARY = ROOT / "target" / "release" / "cachelab-load"
+FLOOR_BINARY = ROOT / "target" / "release" / "cachelab-floor-load"
 RESULTS = ROOT / "bench" / "results" / "load.json"
 
 # The peer comparison (memaslap, redis-benchmark).
@@ -192,6 +195,20 @@ def memaslap(client: list[str], port: int, seconds: float) -> dict:
     return figures("memaslap", "memcache_text", int(m.group(2)), float(m.group(1)), run)
 
 
+def floor_load(client: list[str], port: int, seconds: float) -> dict:
+    """cachelab-floor-load with memaslap's load."""
+    run = measured(
+        client
+        + [str(FLOOR_BINARY), "-s", f"127.0.0.1:{port}", "-c", str(CONNECTIONS)]
+        + ["-t", f"{seconds:g}", "-d", str(VALUE_SIZE), "--ratio", "1:9", "--keys", str(KEYS)]
+    )
+    m = re.search(r"requests (\d+) seconds ([\d.]+)", run["stdout"])
+    if not m:
+        raise BenchError(f"cannot read cachelab-floor-load's output: {run['stdout'][-300:]}")
+    return figures("cachelab-floor-load", "memcache_text", int(m.group(1)), float(m.group(2)),
+                   run)
+
+
 def redis_benchmark(client: list[str], port: int, requests: int) -> dict:
     run = measured(
         client
@@ -237,6 +254,9 @@ def host() -> dict:
     }
 
 
+FLOOR = "floor client (vs memaslap)"  # cachelab-floor-load's run
+
+
 def configurations(client: list[str], mc_port: int | None, redis_port: int | None,
                    seconds: float, clock_seconds: float,
                    redis_requests: int) -> list[tuple[str, Callable[[], dict]]]:
@@ -254,6 +274,7 @@ def configurations(client: list[str], mc_port: int | None, redis_port: int | Non
             value=VALUE_SIZE, keys=KEYS, seconds=seconds)))
         if shutil.which("memcaslap"):
             runs.append(("memaslap", lambda: memaslap(client, mc_port, seconds)))
+        runs.append((FLOOR, lambda: floor_load(client, mc_port, seconds)))
         runs.append(("closed, 8 conns", clock()))
         for rate in OPEN_RATES:
             runs.append((f"open {rate}/s", clock(rate=rate)))
@@ -277,8 +298,9 @@ def configurations(client: list[str], mc_port: int | None, redis_port: int | Non
 
 
 def run(repeats: int, seconds: float, clock_seconds: float, redis_requests: int) -> dict:
-    if not BINARY.exists():
-        raise BenchError(f"{BINARY} missing: run `make build`")
+    for binary in (BINARY, FLOOR_BINARY):
+        if not binary.exists():
+            raise BenchError(f"{binary} missing: run `make build`")
     server_cpu, client_cpu = cores()
     servers: list[subprocess.Popen] = []
     mc_port = redis_port = None
@@ -349,6 +371,7 @@ def peer_ratios(runs: dict[str, list[dict]]) -> dict:
     out = {}
     for label, mine, theirs in (
             ("memcached: cachelab-load / memaslap", "memcached closed (vs memaslap)", "memaslap"),
+            ("memcached: cachelab-floor-load / memaslap", FLOOR, "memaslap"),
             ("redis: cachelab-load / redis-benchmark", "redis closed (vs redis-benchmark)",
              "redis-benchmark")):
         if mine in runs and theirs in runs:
@@ -393,9 +416,13 @@ def issue14_targets(runs: dict[str, list[dict]]) -> list:
             AT_MOST, 1.5, steal=steal(name, closed),
             note=f"CPU/request {cpu(name)} open, {cpu(closed)} closed"))
     mine, theirs = "memcached closed (vs memaslap)", "memaslap"
+    floor = ratios(field(runs, FLOOR, "requests_per_cpu_s"),
+                   field(runs, theirs, "requests_per_cpu_s")) if FLOOR in runs else []
+    floor = [v for v in floor if v is not None]
     out.append(judge("L4", "50 conns, 32 B, 1:9", ratios(
         field(runs, mine, "requests_per_cpu_s"), field(runs, theirs, "requests_per_cpu_s")),
-        AT_LEAST, 1.5, steal=steal(mine, theirs)))
+        AT_LEAST, 1.5, steal=steal(mine, theirs),
+        note=f"floor {statistics.median(floor):.2f}x" if floor else ""))
     for suffix in ("", " busy-poll"):
         low, rtt = f"open {LOW_RATE}/s{suffix}", f"closed, 1 conn{suffix}"
         out.append(judge("L5", f"{LOW_RATE // 1000}k/s vs 1 conn{suffix}", differences(

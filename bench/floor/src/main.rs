@@ -13,8 +13,6 @@
 //! Not a product: it exits when the server closes its connection, and a client that
 //! never reads its replies makes its output buffer grow without bound.
 
-mod frames;
-
 use std::collections::VecDeque;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::SocketAddr;
@@ -24,7 +22,7 @@ use clap::Parser;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 
-use frames::{ReplyShape, Request};
+use cachelab_floor::frames::{self, ReplyShape, Request};
 
 #[derive(Parser)]
 #[command(about = "A bare epoll memcached proxy: the floor of CPU per request (benchmarks only)")]
