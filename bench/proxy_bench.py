@@ -47,7 +47,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -398,6 +397,10 @@ def issue14_targets(results: list[dict]) -> list:
     def cpu_ratio(r: dict, a: str, b: str) -> list[float | None]:
         return ratios(per_rep(r, a, "proxy_cpu_s_per_100k"), per_rep(r, b, "proxy_cpu_s_per_100k"))
 
+    def floor_note(r: dict, a: str, b: str) -> str:
+        """cpu_ratio with cachelab-floor, the bare epoll proxy, as a or b (empty without it)."""
+        return f"floor {fmt_median(cpu_ratio(r, a, b))}" if FLOOR in r else ""
+
     def added_p99(r: dict, name: str) -> list[float | None]:
         return differences(per_rep(r, name, "p99_ms"), per_rep(r, "direct", "p99_ms"), 1000)
 
@@ -405,12 +408,13 @@ def issue14_targets(results: list[dict]) -> list:
     for rate in OPEN_RATES:
         for case, r in ((c, r) for c, r in one if c.rate == rate):
             out.append(judge("T1a", case.label(), cpu_ratio(r, prod, tw), AT_MOST, 0.80,
-                             steal=steals(r, prod, tw), note=floor_note(r, cpu_ratio, tw)))
+                             steal=steals(r, prod, tw),
+                             note=floor_note(r, FLOOR, tw)))
     for case, r in ((c, r) for c, r in one if c.rate is None):
         # Requests per proxy CPU-second are 1e5 / (CPU s per 100k requests), so the ratio
         # is twemproxy's CPU per request over ours.
         tput = ratios(per_rep(r, prod, "ops_per_sec"), per_rep(r, tw, "ops_per_sec"))
-        floor = floor_note(r, lambda r, a, b: cpu_ratio(r, b, a), tw)
+        floor = floor_note(r, tw, FLOOR)
         out.append(judge("T1b", case.label(), cpu_ratio(r, tw, prod), AT_LEAST, 1.25,
                          steal=steals(r, prod, tw),
                          note=f"throughput {fmt_median(tput)}" + (f"; {floor}" if floor else "")))
@@ -430,13 +434,6 @@ def issue14_targets(results: list[dict]) -> list:
                          steal=steals(r, default, tw)))
     return out
 
-
-def floor_note(row: dict, ratio_of: Callable[[dict, str, str], list[float | None]],
-               twemproxy: str) -> str:
-    """The same ratio for cachelab-floor, the bare epoll proxy (empty without it)."""
-    if FLOOR not in row:
-        return ""
-    return f"floor {fmt_median(ratio_of(row, FLOOR, twemproxy))}"
 
 
 def fmt_median(values: list[float | None], unit: str = "x") -> str:

@@ -7,12 +7,13 @@
 //! checks beyond finding where a reply ends: whatever CPU it spends, any load generator
 //! of its kind spends at least as much here. Prints `requests N seconds S` at the end.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use cachelab_floor::frames::{self, ReplyShape};
+use cachelab_floor::{read_available, write_some};
 use clap::Parser;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
@@ -140,19 +141,10 @@ fn main() -> Result<()> {
             if !event.is_readable() {
                 continue;
             }
-            loop {
-                match conn.stream.read(&mut scratch) {
-                    Ok(0) => bail!("the server closed a connection"),
-                    Ok(n) => {
-                        conn.input.extend_from_slice(&scratch[..n]);
-                        if n < scratch.len() {
-                            break; // drained: a short read took all there was
-                        }
-                    }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e).context("reading a reply"),
-                }
+            if read_available(&mut conn.stream, &mut scratch, &mut conn.input)
+                .context("reading a reply")?
+            {
+                bail!("the server closed a connection");
             }
             if let Some(len) = frames::reply(&conn.input, conn.shape) {
                 conn.input.drain(..len);
@@ -172,15 +164,7 @@ fn main() -> Result<()> {
 
 /// Writes what the connection has to send, as far as the socket takes it now.
 fn send(conn: &mut Conn) -> Result<()> {
-    while !conn.output.is_empty() {
-        match conn.stream.write(&conn.output) {
-            Ok(n) => {
-                conn.output.drain(..n);
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e).context("sending a request"),
-        }
-    }
+    let sent = write_some(&mut conn.stream, &conn.output).context("sending a request")?;
+    conn.output.drain(..sent);
     Ok(())
 }

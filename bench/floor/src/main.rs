@@ -14,7 +14,7 @@
 //! never reads its replies makes its output buffer grow without bound.
 
 use std::collections::VecDeque;
-use std::io::{self, ErrorKind, Read, Write};
+use std::io::{self, ErrorKind, Write};
 use std::net::SocketAddr;
 
 use anyhow::{bail, Context, Result};
@@ -23,6 +23,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 
 use cachelab_floor::frames::{self, ReplyShape, Request};
+use cachelab_floor::{read_available, write_some};
 
 #[derive(Parser)]
 #[command(about = "A bare epoll memcached proxy: the floor of CPU per request (benchmarks only)")]
@@ -38,10 +39,6 @@ struct Args {
 const LISTENER: Token = Token(usize::MAX);
 const SERVER: Token = Token(usize::MAX - 1);
 const SCRATCH_BYTES: usize = 64 * 1024;
-/// SHORT_READ_DRAINS: a read that returns less than it asked for has taken everything
-/// the socket held, so the loop stops there instead of reading again for `EAGAIN` (one
-/// system call per event saved, as tokio does). Safe with edge-triggered epoll on Linux
-/// because every arrival of data on a TCP socket raises a new edge.
 const BAD_DATA_CHUNK: &[u8] = b"CLIENT_ERROR bad data chunk\r\n";
 
 fn main() -> Result<()> {
@@ -175,27 +172,9 @@ impl Floor {
         if !client.open {
             return;
         }
-        let mut closed = false;
-        loop {
-            match client.stream.read(&mut self.scratch) {
-                Ok(0) => {
-                    closed = true;
-                    break;
-                }
-                Ok(n) => {
-                    client.input.extend_from_slice(&self.scratch[..n]);
-                    if n < self.scratch.len() {
-                        break; // drained: see SHORT_READ_DRAINS
-                    }
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => {
-                    closed = true;
-                    break;
-                }
-            }
-        }
+        // A read error ends the connection as its close does.
+        let closed = read_available(&mut client.stream, &mut self.scratch, &mut client.input)
+            .unwrap_or(true);
         let mut at = 0;
         while let Some(request) = frames::request(&client.input[at..]) {
             match request {
@@ -234,10 +213,18 @@ impl Floor {
                 client.input = Vec::new();
                 client.output = Vec::new();
             }
-            if client.owed == 0 {
-                self.clients[slot] = None;
-                self.free.push(slot);
-            }
+        }
+        self.release_if_settled(slot);
+    }
+
+    /// Frees a closed client's slot once no reply is owed to it any more.
+    fn release_if_settled(&mut self, slot: usize) {
+        if self.clients[slot]
+            .as_ref()
+            .is_some_and(|c| !c.open && c.owed == 0)
+        {
+            self.clients[slot] = None;
+            self.free.push(slot);
         }
     }
 
@@ -258,13 +245,9 @@ impl Floor {
         client.owed -= 1;
         if client.open {
             client.output.extend_from_slice(reply);
-            if !client.ready {
-                client.ready = true;
-                self.ready.push(slot);
-            }
-        } else if client.owed == 0 {
-            self.clients[slot] = None;
-            self.free.push(slot);
+            self.mark_ready(slot);
+        } else {
+            self.release_if_settled(slot);
         }
     }
 
@@ -278,19 +261,10 @@ impl Floor {
 
     /// Reads what the server sent and delivers every complete reply, in order.
     fn read_server(&mut self) -> Result<()> {
-        loop {
-            match self.server.read(&mut self.scratch) {
-                Ok(0) => bail!("the server closed its connection"),
-                Ok(n) => {
-                    self.from_server.extend_from_slice(&self.scratch[..n]);
-                    if n < self.scratch.len() {
-                        break; // drained: see SHORT_READ_DRAINS
-                    }
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => return Err(e).context("reading from the server"),
-            }
+        let closed = read_available(&mut self.server, &mut self.scratch, &mut self.from_server)
+            .context("reading from the server")?;
+        if closed {
+            bail!("the server closed its connection");
         }
         let mut at = 0;
         while let Some(&Owed::Server { client, shape }) = self.owed.front() {
@@ -330,18 +304,4 @@ impl Floor {
         self.ready.clear();
         Ok(())
     }
-}
-
-/// Writes as much of `bytes` as the socket takes now.
-fn write_some(stream: &mut TcpStream, bytes: &[u8]) -> io::Result<usize> {
-    let mut at = 0;
-    while at < bytes.len() {
-        match stream.write(&bytes[at..]) {
-            Ok(n) => at += n,
-            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(at)
 }
