@@ -34,6 +34,39 @@ pub enum RequestError {
     LineTooLong,
     #[error("command line not terminated by \\r\\n")]
     BareNewline,
+    /// A NUL byte in a command line: memcached reads the line only up to it, so the
+    /// proxy and the server would see different requests.
+    #[error("NUL byte in the command line")]
+    NulInLine,
+    /// The meta commands' errors, with memcached 1.6's own texts.
+    #[error("duplicate meta flag")]
+    DuplicateFlag,
+    #[error("invalid meta flag")]
+    InvalidFlag,
+    #[error("invalid or duplicate meta flag")]
+    InvalidOrDuplicateFlag,
+    #[error("bad numeric token in a meta flag")]
+    BadToken,
+    #[error("meta M token of the wrong length")]
+    BadModeLength,
+    #[error("invalid mode for ms")]
+    BadSetMode,
+    #[error("invalid mode for ma")]
+    BadArithMode,
+    #[error("invalid numeric initial value")]
+    BadInitial,
+    #[error("invalid numeric delta value")]
+    BadDeltaFlag,
+    #[error("opaque token too long")]
+    OpaqueTooLong,
+    #[error("base64 key does not decode")]
+    KeyDecode,
+    /// More tokens on an mg line than memcached reads.
+    #[error("too many meta flags (mg)")]
+    GetFlagsTooLong,
+    /// More tokens on an ms, md or ma line than memcached reads.
+    #[error("too many meta flags")]
+    FlagsTooLong,
 }
 
 impl RequestError {
@@ -53,6 +86,20 @@ impl RequestError {
             RequestError::BadDataChunk => b"CLIENT_ERROR bad data chunk\r\n",
             RequestError::LineTooLong => b"CLIENT_ERROR line too long\r\n",
             RequestError::BareNewline => b"CLIENT_ERROR line not terminated by \\r\\n\r\n",
+            RequestError::NulInLine => b"CLIENT_ERROR bad command line format\r\n",
+            RequestError::DuplicateFlag => b"CLIENT_ERROR duplicate flag\r\n",
+            RequestError::InvalidFlag => b"CLIENT_ERROR invalid flag\r\n",
+            RequestError::InvalidOrDuplicateFlag => b"CLIENT_ERROR invalid or duplicate flag\r\n",
+            RequestError::BadToken => b"CLIENT_ERROR bad token in command line format\r\n",
+            RequestError::BadModeLength => b"CLIENT_ERROR incorrect length for M token\r\n",
+            RequestError::BadSetMode => b"CLIENT_ERROR invalid mode for ms M token\r\n",
+            RequestError::BadArithMode => b"CLIENT_ERROR invalid mode for ma M token\r\n",
+            RequestError::BadInitial => b"CLIENT_ERROR invalid numeric initial value\r\n",
+            RequestError::BadDeltaFlag => b"CLIENT_ERROR invalid numeric delta value\r\n",
+            RequestError::OpaqueTooLong => b"CLIENT_ERROR opaque token too long\r\n",
+            RequestError::KeyDecode => b"CLIENT_ERROR error decoding key\r\n",
+            RequestError::GetFlagsTooLong => b"CLIENT_ERROR options flags are too long\r\n",
+            RequestError::FlagsTooLong => b"CLIENT_ERROR options flags too long\r\n",
         }
     }
 }
@@ -119,6 +166,20 @@ mod tests {
             BadDataChunk,
             LineTooLong,
             BareNewline,
+            NulInLine,
+            DuplicateFlag,
+            InvalidFlag,
+            InvalidOrDuplicateFlag,
+            BadToken,
+            BadModeLength,
+            BadSetMode,
+            BadArithMode,
+            BadInitial,
+            BadDeltaFlag,
+            OpaqueTooLong,
+            KeyDecode,
+            GetFlagsTooLong,
+            FlagsTooLong,
         ] {
             let line = e.reply_line();
             assert!(line.ends_with(b"\r\n"), "{e:?}");

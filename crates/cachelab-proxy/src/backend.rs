@@ -32,6 +32,26 @@ pub enum FillError {
     OutOfMemory,
 }
 
+/// Why an idle server connection must be closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdleEnd {
+    /// The server closed it (a restart).
+    Closed,
+    /// The server sent bytes while no request was out: they answer nothing we sent.
+    UnaskedBytes,
+    Failed,
+}
+
+impl IdleEnd {
+    pub fn reason(self) -> &'static str {
+        match self {
+            IdleEnd::Closed => "server closed the idle connection",
+            IdleEnd::UnaskedBytes => "server sent bytes on an idle connection",
+            IdleEnd::Failed => "idle connection failed",
+        }
+    }
+}
+
 /// A reply buffer larger than this is replaced by a fresh one once it is empty.
 const RBUF_KEEP: usize = 256 * 1024;
 
@@ -184,7 +204,7 @@ impl Backend {
 
     /// Ready when the idle connection must go: the server closed it (EOF or reset), or
     /// sent bytes nobody asked for. Pending while it is quiet or not connected.
-    pub fn poll_idle_closed(&mut self, cx: &mut Context<'_>) -> Poll<&'static str> {
+    pub fn poll_idle_closed(&mut self, cx: &mut Context<'_>) -> Poll<IdleEnd> {
         let Some(stream) = self.stream.as_mut() else {
             return Poll::Pending;
         };
@@ -192,21 +212,26 @@ impl Backend {
             Poll::Ready(Ok(())) => {
                 let mut probe = [0u8; 64];
                 match stream.try_read(&mut probe) {
-                    Ok(0) => Poll::Ready("server closed the idle connection"),
-                    Ok(_) => Poll::Ready("server sent bytes on an idle connection"),
+                    Ok(0) => Poll::Ready(IdleEnd::Closed),
+                    Ok(_) => Poll::Ready(IdleEnd::UnaskedBytes),
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                         // Readiness was stale; poll again to register for the next event.
                         match stream.poll_read_ready(cx) {
-                            Poll::Ready(_) => Poll::Ready("idle connection became unusable"),
+                            Poll::Ready(_) => Poll::Ready(IdleEnd::Failed),
                             Poll::Pending => Poll::Pending,
                         }
                     }
-                    Err(_) => Poll::Ready("idle connection failed"),
+                    Err(_) => Poll::Ready(IdleEnd::Failed),
                 }
             }
-            Poll::Ready(Err(_)) => Poll::Ready("idle connection failed"),
+            Poll::Ready(Err(_)) => Poll::Ready(IdleEnd::Failed),
             Poll::Pending => Poll::Pending,
         }
+    }
+
+    /// Whether the connection holds reply bytes beyond those of the current requests.
+    pub fn has_unasked_bytes(&self) -> bool {
+        self.stream.is_some() && self.parsed < self.rbuf.len()
     }
 
     /// Sends the composed messages. A connection the server closed while it sat idle
@@ -214,8 +239,8 @@ impl Backend {
     /// connection used before is retried once on a fresh one (a write error means the
     /// kernel refused the bytes: the server did not get the request).
     pub async fn send(&mut self) -> Result<(), ()> {
-        if self.closed_while_idle() {
-            self.drop_connection("server closed the idle connection");
+        if let Some(end) = self.closed_while_idle() {
+            self.drop_connection(end.reason());
             self.reconnect_keeping_wbuf().await?;
         }
         let Some(stream) = self.stream.as_mut() else {
@@ -249,14 +274,17 @@ impl Backend {
         }
     }
 
-    /// True if the server has closed (or reset) this connection while no reply was
-    /// owed on it. Checked without waiting.
-    fn closed_while_idle(&mut self) -> bool {
+    /// Why this connection must go, if the server closed (or reset) it or sent bytes
+    /// while no reply was owed on it. Checked without waiting.
+    fn closed_while_idle(&mut self) -> Option<IdleEnd> {
         if self.stream.is_none() || self.parsed < self.rbuf.len() {
-            return false;
+            return None;
         }
         let mut cx = Context::from_waker(std::task::Waker::noop());
-        self.poll_idle_closed(&mut cx).is_ready()
+        match self.poll_idle_closed(&mut cx) {
+            Poll::Ready(end) => Some(end),
+            Poll::Pending => None,
+        }
     }
 
     /// Reads more reply bytes; `Ready(Err)` says why reading stopped. A reply longer than

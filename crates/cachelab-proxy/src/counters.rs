@@ -21,6 +21,8 @@ pub struct Counters {
     /// Times the worker went to the servers with requests taken together (one per
     /// request unless `--pipeline` is above 1).
     batches: AtomicU64,
+    /// Server connections closed because a reply did not match what was sent on them.
+    out_of_step: AtomicU64,
 }
 
 /// The sum of every worker's counters.
@@ -36,6 +38,7 @@ pub struct Totals {
     pub error_replies: u64,
     pub failovers: u64,
     pub batches: u64,
+    pub out_of_step: u64,
 }
 
 fn bump(counter: &AtomicU64, by: u64) {
@@ -73,6 +76,10 @@ impl Counters {
         bump(&self.batches, 1);
     }
 
+    pub fn record_out_of_step(&self) {
+        bump(&self.out_of_step, 1);
+    }
+
     pub fn sum(all: &[CachePadded<Counters>]) -> Totals {
         let get =
             |f: fn(&Counters) -> &AtomicU64| all.iter().map(|c| f(c).load(Ordering::Relaxed)).sum();
@@ -87,6 +94,7 @@ impl Counters {
             error_replies: get(|c| &c.error_replies),
             failovers: get(|c| &c.failovers),
             batches: get(|c| &c.batches),
+            out_of_step: get(|c| &c.out_of_step),
         }
     }
 }
@@ -137,5 +145,7 @@ mod tests {
         all[0].record_batch();
         all[1].record_batch();
         assert_eq!(Counters::sum(&all).batches, 2);
+        all[1].record_out_of_step();
+        assert_eq!(Counters::sum(&all).out_of_step, 1);
     }
 }

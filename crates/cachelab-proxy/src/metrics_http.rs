@@ -157,6 +157,12 @@ impl Collector for ProxyCollector {
         )?;
         counter(
             e,
+            "out_of_step",
+            "Server connections closed because a reply did not match what was sent.",
+            t.out_of_step,
+        )?;
+        counter(
+            e,
             "received",
             "Requests decoded by the net layer.",
             load(&net.arrivals),

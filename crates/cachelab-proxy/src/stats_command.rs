@@ -51,6 +51,7 @@ pub fn compose_stats(shared: &Observed, out: &mut BytesMut) {
     compose_stat(out, "other_requests", totals.other_requests);
     compose_stat(out, "error_replies", totals.error_replies);
     compose_stat(out, "failovers", totals.failovers);
+    compose_stat(out, "out_of_step", totals.out_of_step);
     compose_stat(out, "ejected_servers", shared.health.ejected_servers());
     compose_stat(out, "memory_used", shared.budget.used());
     compose_stat(out, "memory_budget", shared.budget.limit());

@@ -22,10 +22,11 @@ use cachelab_protocol::{
 use tokio::sync::watch;
 use tracing::warn;
 
-use crate::backend::{Backend, FillError};
+use crate::backend::{Backend, FillError, IdleEnd};
+use crate::counters::Counters;
 use crate::health::FailureKind;
 use crate::job::Job;
-use crate::metrics::{Outcome, Timestamps};
+use crate::metrics::{OpKind, Outcome, Timestamps};
 use crate::routing::merge::{
     is_success, pick_replicated_reply, values_by_key, values_concat, Outcome as Replicated,
 };
@@ -71,6 +72,9 @@ struct Exchange {
     /// The plan's part it carries.
     part: usize,
     expect: Expect,
+    /// The message carries a data block (a storage command or ms): a server that
+    /// refuses its line may read the block as commands of its own.
+    carries_data: bool,
     sent: Instant,
     result: State,
 }
@@ -174,8 +178,11 @@ impl Worker {
             let job = tokio::select! {
                 biased;
                 job = queue.pop(self.id) => job,
-                (server, reason) = idle_closed(backends) => {
-                    backends[server].drop_connection(reason);
+                (server, end) = idle_closed(backends) => {
+                    backends[server].drop_connection(end.reason());
+                    if end == IdleEnd::UnaskedBytes {
+                        self.ctx.counters[self.id].record_out_of_step();
+                    }
                     continue;
                 }
             };
@@ -237,6 +244,11 @@ impl Worker {
         }
         self.batch = batch;
         for backend in &mut self.backends {
+            if backend.has_unasked_bytes() {
+                // Every exchange is settled: these bytes answer nothing that was sent.
+                backend.drop_connection(OUT_OF_STEP_EXTRA);
+                self.ctx.counters[self.id].record_out_of_step();
+            }
             backend.finish_request();
         }
     }
@@ -267,6 +279,7 @@ impl Worker {
                     server,
                     part,
                     expect: taken.job.expect,
+                    carries_data: taken.job.op == OpKind::Set,
                     sent: Instant::now(),
                     result: State::Pending,
                 });
@@ -279,6 +292,7 @@ impl Worker {
                     server,
                     part,
                     expect: taken.job.expect,
+                    carries_data: taken.job.op == OpKind::Set,
                     sent: now,
                     result: State::Failed { at: now },
                 });
@@ -546,7 +560,9 @@ impl Worker {
             let exchanges = &mut self.exchanges;
             let blocked = &mut self.blocked;
             let changes = &mut self.health_changes;
-            let all_answered = poll_fn(|cx| poll_replies(cx, backends, exchanges, blocked));
+            let counters = &self.ctx.counters[self.id];
+            let all_answered =
+                poll_fn(|cx| poll_replies(cx, backends, exchanges, blocked, counters));
             let answered = tokio::select! {
                 biased;
                 done = tokio::time::timeout_at(deadline, all_answered) => Some(done.is_ok()),
@@ -731,6 +747,7 @@ fn poll_replies(
     backends: &mut [Backend],
     exchanges: &mut [Exchange],
     blocked: &mut [bool],
+    counters: &Counters,
 ) -> Poll<()> {
     blocked.iter_mut().for_each(|b| *b = false);
     let mut pending = false;
@@ -747,14 +764,24 @@ fn poll_replies(
         loop {
             match parse_reply(&backend.rbuf[backend.parsed..], exchanges[index].expect) {
                 Ok((reply, len)) => {
-                    exchanges[index].result = State::Done {
-                        reply,
-                        offset: backend.parsed,
-                        len,
-                        at: Instant::now(),
-                    };
-                    backend.parsed += len;
-                    backend.answered();
+                    let step = out_of_step(reply, exchanges[index].carries_data);
+                    if step != Some(Relay::Nothing) {
+                        exchanges[index].result = State::Done {
+                            reply,
+                            offset: backend.parsed,
+                            len,
+                            at: Instant::now(),
+                        };
+                        backend.parsed += len;
+                        backend.answered();
+                    }
+                    if step.is_some() {
+                        // Whatever follows on this connection may answer something
+                        // else: close it, and let the requests after this one fail over.
+                        backend.drop_connection(OUT_OF_STEP_ERROR);
+                        counters.record_out_of_step();
+                        fail_pending(exchanges, server);
+                    }
                     break;
                 }
                 Err(ReplyError::Incomplete) => match backend.poll_fill(cx) {
@@ -785,8 +812,11 @@ fn poll_replies(
                         break;
                     }
                 },
-                Err(ReplyError::Malformed(why)) => {
-                    backend.fail(FailureKind::Connection, format!("malformed reply: {why}"));
+                Err(ReplyError::Malformed(_)) => {
+                    // Not what was asked (a stray reply, or one read out of step): the
+                    // connection goes, but a client's bytes must not eject a server.
+                    backend.drop_connection(OUT_OF_STEP_MALFORMED);
+                    counters.record_out_of_step();
                     fail_pending(exchanges, server);
                     break;
                 }
@@ -800,12 +830,39 @@ fn poll_replies(
     }
 }
 
+/// Why a server connection was closed as out of step (the reason of its SERVER_ERROR).
+const OUT_OF_STEP_ERROR: &str = "reply out of step (the server read the request differently)";
+const OUT_OF_STEP_MALFORMED: &str = "reply out of step (it does not answer the request)";
+const OUT_OF_STEP_EXTRA: &str = "reply out of step (more replies than requests)";
+
+/// What to do with a reply that shows the server framed the request differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Relay {
+    /// The reply is the request's own (the first line the server wrote for it).
+    Reply,
+    /// The reply may belong to an earlier request: nobody gets it.
+    Nothing,
+}
+
+/// Whether `reply` shows the connection is out of step, and whose it is. The proxy
+/// forwards only commands the server knows, framed as the server frames them, so
+/// `ERROR` means the server read something other than what was sent (it may even be
+/// left over from an earlier request); a `CLIENT_ERROR` to a request with a data block
+/// means the server may read that block as commands, each with a reply of its own.
+fn out_of_step(reply: Reply, carries_data: bool) -> Option<Relay> {
+    match reply {
+        Reply::Error => Some(Relay::Nothing),
+        Reply::ClientError if carries_data => Some(Relay::Reply),
+        _ => None,
+    }
+}
+
 /// Ready with (server, why) when one of the idle connections must be closed.
-async fn idle_closed(backends: &mut [Backend]) -> (usize, &'static str) {
+async fn idle_closed(backends: &mut [Backend]) -> (usize, IdleEnd) {
     poll_fn(|cx| {
         for (server, backend) in backends.iter_mut().enumerate() {
-            if let Poll::Ready(reason) = backend.poll_idle_closed(cx) {
-                return Poll::Ready((server, reason));
+            if let Poll::Ready(end) = backend.poll_idle_closed(cx) {
+                return Poll::Ready((server, end));
             }
         }
         Poll::Pending

@@ -1,17 +1,19 @@
 //! The meta commands: `mg <key> <flags>*`, `ms <key> <datalen> <flags>*` followed by a
 //! data block, `md <key> <flags>*`, `ma <key> <flags>*`, `me <key>`, `mn`.
 //!
-//! Flags are kept as the client's text and passed through: the server validates them
-//! and answers `CLIENT_ERROR invalid flag` itself. Two flags matter to a proxy: `q`
+//! Flags are kept as the client's text, but checked first by memcached's own rules
+//! ([`super::meta_flags`]): a request the server would frame differently is answered
+//! with the server's error line and never forwarded. Two flags matter to a proxy: `q`
 //! (quiet: the server leaves out the uninteresting replies, which a proxy must know to
 //! stay in step) and `b` (the key is base64: route on the decoded key).
 
 use bytes::BufMut;
 
+use super::meta_flags::{check_flags, decode_base64_key, FlagSummary, MAX_META_TOKENS};
 use super::{check_key, put_u64, LineAt, Request};
 use crate::error::{Discard, Invalid, ParseError, RequestError};
-use crate::limits::Limits;
-use crate::line::{parse_u64, tokens};
+use crate::limits::{Limits, MAX_KEY_LEN};
+use crate::line::tokens;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MetaCmd {
@@ -106,7 +108,8 @@ impl Meta<'_> {
             put_u64(out, data.len() as u64);
         }
         for flag in self.flag_tokens() {
-            if flag == b"q" && !keep_quiet {
+            // memcached reads a flag by its first byte: `qx` is quiet too.
+            if flag[0] == b'q' && !keep_quiet {
                 continue;
             }
             out.put_u8(b' ');
@@ -162,9 +165,6 @@ impl MetaStatus {
     }
 }
 
-/// Longest base64 text of a 250-byte key.
-const MAX_BASE64_KEY: usize = 4 * 250_usize.div_ceil(3);
-
 pub(super) fn parse<'a>(
     cmd: MetaCmd,
     args: &'a [u8],
@@ -172,28 +172,39 @@ pub(super) fn parse<'a>(
     limits: &Limits,
 ) -> Result<(Request<'a>, usize), ParseError> {
     let line = |error| ParseError::invalid(error, at.line_len);
-    if cmd == MetaCmd::Noop {
-        // memcached ignores anything after mn.
-        let meta = Meta {
-            cmd,
-            key: b"",
-            flags: b"",
-            data: None,
-            quiet: false,
-            base64: false,
-        };
-        return Ok((Request::Meta(meta), at.line_len));
-    }
     let mut toks = tokens(args);
-    // memcached answers a meta command without its key with ERROR.
-    let key = toks.next().ok_or(line(RequestError::UnknownCommand))?;
+    let key = match (cmd, toks.next()) {
+        (MetaCmd::Noop, _) => b"".as_slice(),
+        (MetaCmd::Debug, None) => return Err(line(RequestError::BadFormat)),
+        // memcached answers the other meta commands without their key with ERROR.
+        (_, None) => return Err(line(RequestError::UnknownCommand)),
+        (_, Some(key)) => key,
+    };
+    let summary = match cmd {
+        // memcached ignores anything after mn.
+        MetaCmd::Noop => FlagSummary::default(),
+        MetaCmd::Debug => debug_flags(key, toks.clone()).map_err(line)?,
+        _ => {
+            // memcached's checks before it reads the flags; for ms none of them
+            // swallows the data block, so it is read as a command (as memcached does).
+            if key.len() > MAX_KEY_LEN {
+                return Err(line(RequestError::BadFormat));
+            }
+            if cmd == MetaCmd::Set && toks.clone().next().is_none() {
+                return Err(line(RequestError::BadFormat));
+            }
+            if 1 + tokens(args).count() + 1 > MAX_META_TOKENS {
+                return Err(line(match cmd {
+                    MetaCmd::Get => RequestError::GetFlagsTooLong,
+                    _ => RequestError::FlagsTooLong,
+                }));
+            }
+            FlagSummary::default()
+        }
+    };
     let length = if cmd == MetaCmd::Set {
-        let token = toks.next().ok_or(line(RequestError::BadFormat))?;
-        Some(
-            parse_u64(token)
-                .filter(|n| *n <= i32::MAX as u64)
-                .ok_or(line(RequestError::BadLength))?,
-        )
+        let token = toks.next().expect("checked above");
+        Some(set_length(token).ok_or(line(RequestError::BadFormat))?)
     } else {
         None
     };
@@ -201,53 +212,77 @@ pub(super) fn parse<'a>(
         .clone()
         .next()
         .map_or(args.len(), |t| t.as_ptr() as usize - args.as_ptr() as usize);
-    let flags = &args[flags_start..];
-    let (mut quiet, mut base64) = (false, false);
-    for flag in tokens(flags) {
-        quiet |= flag == b"q";
-        base64 |= flag == b"b";
-    }
-    let key_limits = if base64 {
-        Limits {
-            max_key_len: MAX_BASE64_KEY,
-            ..*limits
-        }
+    let flags = if cmd == MetaCmd::Noop {
+        b"".as_slice()
     } else {
-        *limits
+        &args[flags_start..]
     };
-    let bad_key = check_key(key, &key_limits).err();
-    let Some(length) = length else {
-        if let Some(error) = bad_key {
-            return Err(line(error));
-        }
-        let meta = Meta {
-            cmd,
-            key,
-            flags,
-            data: None,
-            quiet,
-            base64,
-        };
-        return Ok((Request::Meta(meta), at.line_len));
-    };
-    if let Some(error) = bad_key {
-        // The client did send the data block: swallow it too.
-        return Err(ParseError::Invalid(Invalid {
-            error,
-            consumed: at.line_len,
-            then: Discard::Bytes(length + 2),
-        }));
+    let checked = match cmd {
+        MetaCmd::Noop | MetaCmd::Debug => Ok(summary),
+        _ => check_flags(cmd, key, flags),
     }
-    let (data, total) = at.data_block(length, limits)?;
+    .and_then(|summary| {
+        if summary.base64 {
+            Ok(summary)
+        } else {
+            check_key(key, limits).map(|()| summary)
+        }
+    });
+    let summary = match (checked, length) {
+        (Ok(summary), _) => summary,
+        (Err(error), None) => return Err(line(error)),
+        // memcached read the length before this rule: it swallows the data block.
+        (Err(error), Some(length)) => {
+            return Err(ParseError::Invalid(Invalid {
+                error,
+                consumed: at.line_len,
+                then: Discard::Bytes(length + 2),
+            }))
+        }
+    };
+    let data = match length {
+        Some(length) => Some(at.data_block(length, limits)?),
+        None => None,
+    };
     let meta = Meta {
         cmd,
         key,
         flags,
-        data: Some(data),
-        quiet,
-        base64,
+        data: data.map(|(block, _)| block),
+        quiet: summary.quiet,
+        base64: summary.base64,
     };
-    Ok((Request::Meta(meta), total))
+    Ok((
+        Request::Meta(meta),
+        data.map_or(at.line_len, |(_, total)| total),
+    ))
+}
+
+/// `me <key> [b]`: memcached reads no flags, only whether the token after the key is
+/// exactly `b`, and refuses a key it cannot use with `bad command line format`.
+fn debug_flags<'a>(
+    key: &[u8],
+    mut rest: impl Iterator<Item = &'a [u8]>,
+) -> Result<FlagSummary, RequestError> {
+    let base64 = rest.next() == Some(b"b");
+    if key.len() > MAX_KEY_LEN || (base64 && decode_base64_key(key).is_none()) {
+        return Err(RequestError::BadFormat);
+    }
+    Ok(FlagSummary {
+        quiet: false,
+        base64,
+    })
+}
+
+/// An ms data length as memcached's `safe_strtol` reads it (an optional sign), refused
+/// when negative or so large that memcached's length plus its CRLF overflows.
+fn set_length(token: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(token).ok()?;
+    if !text.bytes().skip(1).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: i32 = text.parse().ok()?;
+    (0..=i32::MAX - 2).contains(&n).then_some(n as u64)
 }
 
 #[cfg(test)]
@@ -313,16 +348,97 @@ mod tests {
         assert!(!q(b"mg k\r\n").quiet_drops(MetaStatus::En));
     }
 
+    fn rejection(input: &[u8]) -> Invalid {
+        match parse_request(input, &Limits::default()) {
+            Err(ParseError::Invalid(inv)) => inv,
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
-    fn the_key_rules_are_the_text_protocols() {
+    fn the_key_rules_are_memcacheds() {
         let mut long = b"mg ".to_vec();
         long.extend([b'k'; 251]);
         long.extend(b" v\r\n");
-        assert_eq!(error_of(&long), RequestError::KeyTooLong);
+        assert_eq!(error_of(&long), RequestError::BadFormat);
         assert_eq!(error_of(b"mg\r\n"), RequestError::UnknownCommand);
+        assert_eq!(error_of(b"me\r\n"), RequestError::BadFormat);
         assert_eq!(error_of(b"ms k\r\n"), RequestError::BadFormat);
-        assert_eq!(error_of(b"ms k x\r\n"), RequestError::BadLength);
+        assert_eq!(error_of(b"ms k x\r\n"), RequestError::BadFormat);
+        assert_eq!(error_of(b"ms k -1\r\n"), RequestError::BadFormat);
         assert!(meta(b"mg aGVsbG8= b v\r\n").0.base64);
+        assert_eq!(meta(b"ms k +2\r\nhi\r\n").0.data, Some(&b"hi"[..]));
+    }
+
+    #[test]
+    fn a_base64_key_is_limited_as_sent_like_any_key() {
+        // 200 bytes decode from 268 characters: memcached refuses the token as sent.
+        let mut line = b"ms ".to_vec();
+        line.extend(std::iter::repeat_n(b"eHh4", 67).flatten());
+        line.extend(b" 2 b\r\nhi\r\n");
+        let inv = rejection(&line);
+        assert_eq!(inv.error, RequestError::BadFormat);
+        assert_eq!(
+            inv.then,
+            Discard::Nothing,
+            "memcached reads the block as a command"
+        );
+        assert_eq!(&line[inv.consumed..], b"hi\r\n");
+    }
+
+    #[test]
+    fn an_ms_refused_before_its_length_is_read_leaves_the_block_to_be_read_as_a_command() {
+        let mut line = b"ms k 2".to_vec();
+        for _ in 0..18 {
+            line.extend(b" T1");
+        }
+        line.extend(b"\r\nhi\r\n");
+        let inv = rejection(&line);
+        assert_eq!(inv.error, RequestError::FlagsTooLong);
+        assert_eq!(inv.then, Discard::Nothing);
+        let many = b"mg k a b c d e f g h i j k l m n o p q r\r\n";
+        assert_eq!(error_of(many), RequestError::GetFlagsTooLong);
+    }
+
+    #[test]
+    fn an_ms_refused_after_its_length_is_read_swallows_the_block() {
+        let inv = rejection(b"ms k 2 v v\r\nhi\r\n");
+        assert_eq!(inv.error, RequestError::DuplicateFlag);
+        assert_eq!(inv.then, Discard::Bytes(4));
+        assert_eq!(
+            rejection(b"ms k 2 MX\r\nhi\r\n").error,
+            RequestError::BadSetMode
+        );
+    }
+
+    #[test]
+    fn a_flag_is_read_by_its_first_byte_so_qx_is_quiet_and_stripped() {
+        let (m, _) = meta(b"mg k v qx\r\n");
+        assert!(m.quiet);
+        let mut loud = Vec::new();
+        m.compose_loud(&mut loud);
+        assert_eq!(loud, b"mg k v\r\n");
+    }
+
+    #[test]
+    fn md_and_ma_answer_every_flag_error_alike() {
+        assert_eq!(
+            error_of(b"md k q q\r\n"),
+            RequestError::InvalidOrDuplicateFlag
+        );
+        assert_eq!(
+            error_of(b"ma k Dx\r\n"),
+            RequestError::InvalidOrDuplicateFlag
+        );
+        assert_eq!(error_of(b"ma k MX\r\n"), RequestError::BadArithMode);
+    }
+
+    #[test]
+    fn me_reads_no_flags() {
+        let (m, _) = meta(b"me k q v\r\n");
+        assert!(!m.quiet);
+        assert!(meta(b"me aGVsbG8= b\r\n").0.base64);
+        assert_eq!(error_of(b"me a! b\r\n"), RequestError::BadFormat);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 mod arith;
 mod delete;
 mod meta;
+pub mod meta_flags;
 mod misc;
 mod retrieval;
 mod storage;
@@ -116,6 +117,9 @@ pub fn parse_request<'a>(
             }))
         }
     };
+    if memchr::memchr(0, line).is_some() {
+        return Err(ParseError::invalid(RequestError::NulInLine, line_len));
+    }
     let Some(command) = tokens(line).next() else {
         return Err(ParseError::invalid(RequestError::EmptyLine, line_len));
     };

@@ -9,6 +9,10 @@ use crate::error::{Discard, Invalid, ParseError, RequestError};
 use crate::limits::Limits;
 use crate::line::{parse_i64, parse_u32, parse_u64, tokens};
 
+/// memcached refuses a data length whose length plus its CRLF overflows an i32 (and
+/// then reads the block as a command), so the proxy refuses it too.
+const MAX_DATA_LEN: u64 = i32::MAX as u64 - 2;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StoreOp {
     Set,
@@ -108,7 +112,7 @@ fn announced_length(args: &[u8]) -> Option<u64> {
     tokens(args)
         .nth(3)
         .and_then(parse_u64)
-        .filter(|n| *n <= i32::MAX as u64)
+        .filter(|n| *n <= MAX_DATA_LEN)
 }
 
 struct Header<'a> {
@@ -135,7 +139,7 @@ fn parse_header<'a>(
     let flags = parse_u32(flags).ok_or(RequestError::BadFlags)?;
     let exptime = parse_i64(exptime).ok_or(RequestError::BadExptime)?;
     let length = parse_u64(length)
-        .filter(|n| *n <= i32::MAX as u64)
+        .filter(|n| *n <= MAX_DATA_LEN)
         .ok_or(RequestError::BadLength)?;
     let cas_unique = if op == StoreOp::Cas {
         let token = toks.next().ok_or(RequestError::BadFormat)?;

@@ -7,6 +7,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use cachelab_protocol::request::meta_flags;
 use cachelab_protocol::{parse_request, Limits, Request};
 
 use super::hash::Hash;
@@ -399,16 +400,20 @@ impl Pool {
 /// token, base64-decoded for a meta command with the `b` flag (so `mg aGVsbG8= b` goes
 /// where `get hello` goes).
 fn single_key(frame: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    use base64::Engine;
     let line_end = memchr::memchr(b'\r', frame).unwrap_or(frame.len());
     let mut tokens = frame[..line_end]
         .split(|b| *b == b' ')
         .filter(|t| !t.is_empty());
     let command = tokens.next().unwrap_or(b"");
     let key = tokens.next().unwrap_or(b"");
-    let meta = command.len() == 2 && command[0] == b'm';
-    if meta && tokens.any(|t| t == b"b") {
-        if let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(key) {
+    // As memcached reads it: a flag by its first byte; `me` only an exact `b` after the key.
+    let base64 = match command {
+        b"me" => tokens.next() == Some(b"b"),
+        [b'm', _] => tokens.any(|t| t[0] == b'b'),
+        _ => false,
+    };
+    if base64 {
+        if let Some(decoded) = meta_flags::decode_base64_key(key) {
             return std::borrow::Cow::Owned(decoded);
         }
     }
