@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use cachelab_protocol::{
     parse_reply, parse_request, Expect, Limits, MetaStatus, Reply, ReplyError, Request,
 };
@@ -27,6 +27,7 @@ use crate::counters::Counters;
 use crate::health::FailureKind;
 use crate::job::Job;
 use crate::metrics::{OpKind, Outcome, Timestamps};
+use crate::routing::answers::values_answer_request;
 use crate::routing::merge::{
     is_success, pick_replicated_reply, values_by_key, values_concat, Outcome as Replicated,
 };
@@ -98,6 +99,8 @@ pub struct Worker {
     backends: Vec<Backend>,
     /// Requests taken together (at most `--pipeline`; one by default).
     batch: Vec<Taken>,
+    /// The frame of each request of the batch, to check replies against.
+    frames: Vec<Bytes>,
     /// The plan of each request of the batch (reused, not reallocated).
     plans: Vec<Plan>,
     /// Per request of the batch and part of its plan, the next candidate to try.
@@ -123,6 +126,7 @@ impl Worker {
             id,
             backends: Vec::new(),
             batch: Vec::with_capacity(depth),
+            frames: Vec::with_capacity(depth),
             plans: (0..depth).map(|_| Plan::default()).collect(),
             cursors: vec![Vec::new(); depth],
             exchanges: Vec::with_capacity(depth * 8),
@@ -212,6 +216,7 @@ impl Worker {
         self.cursors[index].clear();
         self.cursors[index].resize(plan.parts.len(), 0);
         let highest = plan.candidates.iter().copied().max().unwrap_or(0);
+        self.frames.push(job.frame.clone());
         self.batch.push(Taken {
             job,
             dequeued: Instant::now(),
@@ -243,6 +248,7 @@ impl Worker {
             self.finish(index, taken).await;
         }
         self.batch = batch;
+        self.frames.clear();
         for backend in &mut self.backends {
             if backend.has_unasked_bytes() {
                 // Every exchange is settled: these bytes answer nothing that was sent.
@@ -561,8 +567,9 @@ impl Worker {
             let blocked = &mut self.blocked;
             let changes = &mut self.health_changes;
             let counters = &self.ctx.counters[self.id];
+            let frames = &self.frames;
             let all_answered =
-                poll_fn(|cx| poll_replies(cx, backends, exchanges, blocked, counters));
+                poll_fn(|cx| poll_replies(cx, backends, exchanges, blocked, frames, counters));
             let answered = tokio::select! {
                 biased;
                 done = tokio::time::timeout_at(deadline, all_answered) => Some(done.is_ok()),
@@ -747,6 +754,7 @@ fn poll_replies(
     backends: &mut [Backend],
     exchanges: &mut [Exchange],
     blocked: &mut [bool],
+    frames: &[Bytes],
     counters: &Counters,
 ) -> Poll<()> {
     blocked.iter_mut().for_each(|b| *b = false);
@@ -764,7 +772,17 @@ fn poll_replies(
         loop {
             match parse_reply(&backend.rbuf[backend.parsed..], exchanges[index].expect) {
                 Ok((reply, len)) => {
-                    let step = out_of_step(reply, exchanges[index].carries_data);
+                    let ex = &exchanges[index];
+                    let foreign = matches!(reply, Reply::Values { hits, body_len } if hits > 0
+                    && !values_answer_request(
+                        &frames[ex.job],
+                        &backend.rbuf[backend.parsed..backend.parsed + body_len],
+                    ));
+                    let step = if foreign {
+                        Some(Relay::Nothing)
+                    } else {
+                        out_of_step(reply, ex.carries_data)
+                    };
                     if step != Some(Relay::Nothing) {
                         exchanges[index].result = State::Done {
                             reply,
@@ -778,7 +796,11 @@ fn poll_replies(
                     if step.is_some() {
                         // Whatever follows on this connection may answer something
                         // else: close it, and let the requests after this one fail over.
-                        backend.drop_connection(OUT_OF_STEP_ERROR);
+                        backend.drop_connection(if foreign {
+                            OUT_OF_STEP_MALFORMED
+                        } else {
+                            OUT_OF_STEP_ERROR
+                        });
                         counters.record_out_of_step();
                         fail_pending(exchanges, server);
                     }

@@ -6,6 +6,8 @@
 //! - [`merge`]: the reply rules: a replicated request gets the success reply if every
 //!   server succeeded, otherwise the failure that arrived last; multi-GET parts are put
 //!   back together in the client's key order with one `END`.
+//! - [`answers`]: whether a reply can answer the request it was read for (a retrieval
+//!   reply naming keys the request did not ask for was read out of step).
 //! - [`ring`] and [`hash`]: twemproxy's distributions (ketama, modula, random) and key
 //!   hashes, bit for bit.
 //!
@@ -15,6 +17,7 @@
 //! at most one, larger parts first ([`split_sizes`]: 7 keys over 3 servers are 3, 2, 2),
 //! part i going to server `(first + i) mod n`.
 
+pub mod answers;
 pub mod hash;
 pub mod merge;
 pub mod plan;
