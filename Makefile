@@ -71,13 +71,17 @@ bench: deps build
 	@for b in bench/*_bench.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 # cargo-fuzz needs nightly; each target runs for a bounded time and fails on any crash.
+# Then the differential fuzz: memcached directly vs through the proxy, fresh seeds for
+# FUZZ_SECONDS, failing on the first reply that differs.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := parse_request parse_reply
-fuzz: rust-deps
+fuzz: deps
 	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --version 0.13.2 --locked
 	cd crates/cachelab-protocol && for t in $(FUZZ_TARGETS); do \
 	  cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; done
+	CACHELAB_DIFF_SECONDS=$(FUZZ_SECONDS) cargo test --release -p cachelab-proxy \
+	  --test differential -- --nocapture
 
 clean:
 	cargo clean
