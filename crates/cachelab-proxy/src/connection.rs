@@ -18,7 +18,7 @@ use crate::budget::Charge;
 use crate::client::ClientConn;
 use crate::decode::{binary_error, Class, Decoder, Forward, Local, Step};
 use crate::job::Job;
-use crate::routing::plan::{Access, Pool};
+use crate::routing::plan::Pool;
 use crate::server::{NetContext, PoolSlot};
 use crate::stats_command::compose_stats;
 
@@ -318,7 +318,7 @@ impl Session {
             charge,
         };
         self.conn
-            .dispatch(job, forward.access != Access::Read, &self.net.queue);
+            .dispatch(job, !forward.access.is_read(), &self.net.queue);
     }
 }
 

@@ -2,7 +2,7 @@
 //! discard out. Pure: the connection task owns the buffer and does the I/O.
 
 use cachelab_protocol::{
-    parse_request, Discard, Expect, Limits, MetaCmd, ParseError, Request, RequestError,
+    parse_request, Discard, Expect, Limits, MetaCmd, ParseError, Request, RequestError, StoreOp,
 };
 
 use crate::metrics::OpKind;
@@ -172,9 +172,21 @@ pub fn classify(request: &Request<'_>) -> Class {
             } else {
                 OpKind::Get
             };
-            forward(op, Expect::Values, keys, Access::Read)
+            let access = if get.cas {
+                Access::ReadCas
+            } else {
+                Access::Read
+            };
+            forward(op, Expect::Values, keys, access)
         }
-        Request::Store(_) => forward(OpKind::Set, Expect::Store, 1, Access::Write),
+        Request::Store(store) => {
+            let access = if store.op == StoreOp::Cas {
+                Access::WriteCas
+            } else {
+                Access::Write
+            };
+            forward(OpKind::Set, Expect::Store, 1, access)
+        }
         Request::Delete(_) => forward(OpKind::Other, Expect::Delete, 1, Access::Write),
         Request::Arith(_) => forward(OpKind::Other, Expect::Arith, 1, Access::Write),
         Request::Touch(_) => forward(OpKind::Other, Expect::Touch, 1, Access::Write),
@@ -182,10 +194,21 @@ pub fn classify(request: &Request<'_>) -> Class {
         Request::Meta(meta) => {
             let (op, access) = match meta.cmd {
                 MetaCmd::Noop => return Class::Local(Local::MetaNoop),
+                MetaCmd::Get if meta.has_flag(b'c') => (OpKind::Get, Access::ReadCas),
                 MetaCmd::Get => (OpKind::Get, Access::Read),
                 MetaCmd::Debug => (OpKind::Other, Access::Read),
-                MetaCmd::Set => (OpKind::Set, Access::Write),
-                MetaCmd::Delete | MetaCmd::Arith => (OpKind::Other, Access::Write),
+                MetaCmd::Set | MetaCmd::Delete | MetaCmd::Arith => {
+                    let op = match meta.cmd {
+                        MetaCmd::Set => OpKind::Set,
+                        _ => OpKind::Other,
+                    };
+                    // A compare, or a CAS token in the reply, is the key's primary's.
+                    if meta.has_flag(b'C') || meta.has_flag(b'c') {
+                        (op, Access::WriteCas)
+                    } else {
+                        (op, Access::Write)
+                    }
+                }
             };
             match forward(op, Expect::Meta, 1, access) {
                 Class::Forward(f) => Class::Forward(Forward {

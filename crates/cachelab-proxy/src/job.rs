@@ -41,6 +41,6 @@ impl Job {
     /// Whether it changes data: such a request waits for everything before it on its
     /// connection, and what follows waits for it (see `client`).
     pub fn is_write(&self) -> bool {
-        self.access != Access::Read
+        !self.access.is_read()
     }
 }

@@ -312,6 +312,7 @@ impl Worker {
         let merge = self.plans[index].merge();
         let outcome = match merge {
             Merge::AllMustSucceed => self.finish_all(index, &taken),
+            Merge::Primary => self.finish_primary(index, &taken).await,
             _ => self.finish_parts(index, &mut taken, merge).await,
         };
         let Taken {
@@ -535,6 +536,94 @@ impl Worker {
         outcome
     }
 
+    /// A compare-and-swap at the key's primary: the client gets the primary's reply; if
+    /// it succeeded, the key's other replicas get the same write without its compare
+    /// (and the worker waits for them, so the request's service time includes them).
+    async fn finish_primary(&mut self, index: usize, taken: &Taken) -> Outcome {
+        let job = &taken.job;
+        let mut outcome = Outcome {
+            keys: job.keys,
+            ..Outcome::default()
+        };
+        let Some(at) = self.exchanges.iter().position(|ex| ex.job == index) else {
+            // The primary could not be used: nothing was sent anywhere.
+            outcome.error = true;
+            let primary = self.plans[index].candidates_of(0)[0];
+            self.reply_unavailable(job, &outcome, taken.failovers, primary);
+            return outcome;
+        };
+        let primary = self.exchanges[at];
+        let succeeded = matches!(primary.result, State::Done { reply, .. }
+            if is_success(job.expect, reply));
+        if succeeded && !self.plans[index].follow_ups.is_empty() {
+            self.replicate_to_followers(index, taken).await;
+        }
+        match primary.result {
+            State::Done {
+                offset, len, reply, ..
+            } => {
+                outcome.error = !succeeded && reply.is_error();
+                let bytes = &self.backends[primary.server].rbuf[offset..offset + len];
+                let silent = quiet_drops(job, reply);
+                self.reply_unless(silent, job, &outcome, taken.failovers, |out| {
+                    out.extend_from_slice(bytes)
+                });
+            }
+            State::Refused { line, .. } => {
+                outcome.error = true;
+                self.reply(job, &outcome, taken.failovers, |out| {
+                    out.extend_from_slice(line)
+                })
+            }
+            _ => {
+                outcome.error = true;
+                self.reply_unavailable(job, &outcome, taken.failovers, primary.server)
+            }
+        }
+        outcome
+    }
+
+    /// Writes what the primary applied to the key's other replicas and waits for them;
+    /// a replica that does not store it is logged (rate-limited), as for any write.
+    async fn replicate_to_followers(&mut self, index: usize, taken: &Taken) {
+        let follow_ups = std::mem::take(&mut self.plans[index].follow_ups);
+        let begin = self.exchanges.len();
+        for &server in &follow_ups {
+            if server >= self.backends.len() {
+                self.grow_backends(server + 1);
+            }
+            if !self.backends[server].ensure_connected().await {
+                continue;
+            }
+            let Some(expect) =
+                compose_unconditional(&taken.job.frame, &mut self.backends[server].wbuf)
+            else {
+                continue;
+            };
+            self.exchanges.push(Exchange {
+                job: index,
+                server,
+                part: 0,
+                expect,
+                carries_data: true,
+                sent: Instant::now(),
+                result: State::Pending,
+            });
+        }
+        self.plans[index].follow_ups = follow_ups;
+        if self.exchanges.len() == begin {
+            return;
+        }
+        self.send_staged().await;
+        self.await_replies(taken.job.pool.timeout).await;
+        let all_stored = self.exchanges[begin..].iter().all(
+            |ex| matches!(ex.result, State::Done { reply, .. } if is_success(ex.expect, reply)),
+        );
+        if !all_stored {
+            self.warn_replication(&taken.job, begin..self.exchanges.len());
+        }
+    }
+
     /// Sends every backend's composed messages; a backend that fails fails its exchanges.
     async fn send_staged(&mut self) {
         for server in 0..self.backends.len() {
@@ -714,6 +803,29 @@ fn quiet_drops(job: &Job, reply: Reply) -> bool {
     match (job.quiet, reply) {
         (Some(cmd), Reply::Meta(status)) => cmd.quiet_drops(status),
         _ => false,
+    }
+}
+
+/// Writes the write a compare-and-swap applied at its primary, without the compare,
+/// into `out` (`cas` becomes `set`; `ms`/`md`/`ma` lose their `C`), and says what reply
+/// it gets; None for a frame that is not a compare-and-swap.
+fn compose_unconditional(frame: &[u8], out: &mut BytesMut) -> Option<Expect> {
+    match parse_request(frame, &REPARSE) {
+        Ok((Request::Store(store), _)) => {
+            let set = cachelab_protocol::Store {
+                op: cachelab_protocol::StoreOp::Set,
+                cas_unique: None,
+                noreply: false,
+                ..store
+            };
+            set.compose(out);
+            Some(Expect::Store)
+        }
+        Ok((Request::Meta(meta), _)) => {
+            meta.compose_unconditional(out);
+            Some(Expect::Meta)
+        }
+        _ => None,
     }
 }
 

@@ -86,18 +86,30 @@ impl Meta<'_> {
         tokens(self.flags)
     }
 
+    /// Whether a flag with this letter was given (memcached reads flags by first byte).
+    pub fn has_flag(&self, letter: u8) -> bool {
+        self.flag_tokens().any(|t| t[0] == letter)
+    }
+
     /// Writes the request in canonical form (single spaces).
     pub fn compose(&self, out: &mut impl BufMut) {
-        self.compose_with(out, true);
+        self.compose_with(out, |_| true);
+    }
+
+    /// Writes the request without its `q` and its compare (`C`): what a key's other
+    /// replicas get once its primary applied it, so they converge on the same value.
+    pub fn compose_unconditional(&self, out: &mut impl BufMut) {
+        self.compose_with(out, |flag| flag[0] != b'q' && flag[0] != b'C');
     }
 
     /// Writes the request without its `q` flag: a proxy that needs every reply to stay
     /// in step sends this, and applies quiet mode towards the client itself.
     pub fn compose_loud(&self, out: &mut impl BufMut) {
-        self.compose_with(out, false);
+        // memcached reads a flag by its first byte: `qx` is quiet too.
+        self.compose_with(out, |flag| flag[0] != b'q');
     }
 
-    fn compose_with(&self, out: &mut impl BufMut, keep_quiet: bool) {
+    fn compose_with(&self, out: &mut impl BufMut, keep: impl Fn(&[u8]) -> bool) {
         out.put_slice(self.cmd.name().as_bytes());
         if self.cmd != MetaCmd::Noop {
             out.put_u8(b' ');
@@ -108,8 +120,7 @@ impl Meta<'_> {
             put_u64(out, data.len() as u64);
         }
         for flag in self.flag_tokens() {
-            // memcached reads a flag by its first byte: `qx` is quiet too.
-            if flag[0] == b'q' && !keep_quiet {
+            if !keep(flag) {
                 continue;
             }
             out.put_u8(b' ');
@@ -431,6 +442,15 @@ mod tests {
             RequestError::InvalidOrDuplicateFlag
         );
         assert_eq!(error_of(b"ma k MX\r\n"), RequestError::BadArithMode);
+    }
+
+    #[test]
+    fn the_replicas_of_a_compare_and_swap_get_it_without_the_compare() {
+        let (m, _) = meta(b"ms k 2 C17 q T9 c\r\nhi\r\n");
+        assert!(m.has_flag(b'C') && m.has_flag(b'c') && !m.has_flag(b'v'));
+        let mut out = Vec::new();
+        m.compose_unconditional(&mut out);
+        assert_eq!(out, b"ms k 2 T9 c\r\nhi\r\n");
     }
 
     #[test]

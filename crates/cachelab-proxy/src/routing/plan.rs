@@ -66,12 +66,24 @@ pub struct Pool {
 /// What a request does, for routing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
-    /// get, gets (one key or several), mg, me.
+    /// get (one key or several), mg, me.
     Read,
+    /// gets, mg with `c`: the CAS token a client gets must be its key's primary's, so
+    /// that its `cas` (which goes there) can match.
+    ReadCas,
     /// Storage, delete, incr/decr, touch, ms, md, ma: one key.
     Write,
+    /// cas, and ms/md/ma with `C` (compare) or `c` (return the CAS): applied at the
+    /// key's primary; when it succeeds there, written to the key's other replicas.
+    WriteCas,
     /// flush_all: every server of the pool, whatever the mode.
     Broadcast,
+}
+
+impl Access {
+    pub fn is_read(self) -> bool {
+        matches!(self, Access::Read | Access::ReadCas)
+    }
 }
 
 /// Which servers are ejected right now (the health registry; a set in tests).
@@ -90,6 +102,9 @@ pub enum Merge {
     Concat,
     /// Multi-GET parts grouped by server: values put back in the client's key order.
     ByKey,
+    /// One part, at the key's primary; its reply is the client's. When it succeeds,
+    /// [`Plan::follow_ups`] get the same write without its compare (so they converge).
+    Primary,
 }
 
 /// Which keys a part's message carries.
@@ -119,6 +134,8 @@ pub struct Plan {
     pub candidates: Vec<ServerId>,
     /// `Merge::ByKey`: the part serving each of the client's keys, in the client's order.
     pub key_parts: Vec<u32>,
+    /// `Merge::Primary`: the key's other replicas.
+    pub follow_ups: Vec<ServerId>,
 }
 
 impl Plan {
@@ -127,6 +144,7 @@ impl Plan {
         self.parts.clear();
         self.candidates.clear();
         self.key_parts.clear();
+        self.follow_ups.clear();
     }
 
     pub fn merge(&self) -> Merge {
@@ -268,6 +286,18 @@ impl Pool {
 
     /// Where a read of `key` may go, in order, given the decode-time position `rr`.
     fn read_candidates(&self, key: &[u8], rr: u64, out: &mut Vec<ServerId>) {
+        self.candidates_by(key, rr, self.read_policy, out);
+    }
+
+    /// The servers holding `key` that are in service, in ring order: the first is the
+    /// key's primary (its `gets` and `cas` go there).
+    fn key_replicas(&self, key: &[u8]) -> impl Iterator<Item = ServerId> + '_ {
+        self.key_servers(key)
+            .take(self.replicas())
+            .map(|m| self.servers[m].id)
+    }
+
+    fn candidates_by(&self, key: &[u8], rr: u64, policy: ReadPolicy, out: &mut Vec<ServerId>) {
         let replicas = self.replicas();
         let walk = self.key_servers(key);
         if replicas > 1 {
@@ -276,7 +306,7 @@ impl Pool {
             for (slot, m) in holders.iter_mut().zip(walk.take(held)) {
                 *slot = m;
             }
-            let offset = match self.read_policy {
+            let offset = match policy {
                 ReadPolicy::RoundRobin => (rr % held as u64) as usize,
                 ReadPolicy::Primary => 0,
             };
@@ -303,14 +333,41 @@ impl Pool {
         plan.clear();
         let n = self.n();
         let ids = |start: usize| (0..n).map(move |k| self.servers[(start + k) % n].id);
+        let replicated = self.replicas() > 1;
         match (self.mode, access) {
-            (_, Access::Broadcast) | (Mode::Replicate { .. }, Access::Write) => {
+            (_, Access::ReadCas) if replicated && keys <= 1 => {
+                plan.merge = Some(Merge::Relay);
+                let key = single_key(frame);
+                let holders: Vec<ServerId> = self.key_replicas(&key).collect();
+                plan.push_part(PartKeys::Whole, holders);
+            }
+            (_, Access::ReadCas) if replicated => {
+                self.plan_by_key(frame, rr, ReadPolicy::Primary, alive, plan)
+            }
+            (_, Access::WriteCas) if replicated => {
+                plan.merge = Some(Merge::Primary);
+                let key = single_key(frame);
+                let holders: Vec<ServerId> = self.key_replicas(&key).collect();
+                let primary = holders
+                    .iter()
+                    .copied()
+                    .find(|&s| !alive.is_ejected(s))
+                    .unwrap_or(holders[0]);
+                plan.push_part(PartKeys::Whole, [primary]);
+                // Replicas out of service are not written (as the primary moved on).
+                plan.follow_ups.extend(
+                    holders
+                        .into_iter()
+                        .filter(|&s| s != primary && !alive.is_ejected(s)),
+                );
+            }
+            (_, Access::Broadcast) | (Mode::Replicate { .. }, Access::Write | Access::WriteCas) => {
                 plan.merge = Some(Merge::AllMustSucceed);
                 for server in &self.servers {
                     plan.push_part(PartKeys::Whole, [server.id]);
                 }
             }
-            (Mode::Replicate { split_multiget }, Access::Read) => {
+            (Mode::Replicate { split_multiget }, Access::Read | Access::ReadCas) => {
                 let first = (rr % n as u64) as usize;
                 if split_multiget && keys > 1 && n > 1 {
                     plan.merge = Some(Merge::Concat);
@@ -324,7 +381,7 @@ impl Pool {
                     plan.push_part(PartKeys::Whole, ids(first));
                 }
             }
-            (Mode::Shard { .. }, Access::Write) => {
+            (Mode::Shard { .. }, Access::Write | Access::WriteCas) => {
                 let key = single_key(frame);
                 let holders = self.key_servers(&key);
                 if self.replicas() > 1 {
@@ -346,7 +403,7 @@ impl Pool {
                     plan.push_part(PartKeys::Whole, [target]);
                 }
             }
-            (Mode::Shard { .. }, Access::Read) if keys <= 1 => {
+            (Mode::Shard { .. }, Access::Read | Access::ReadCas) if keys <= 1 => {
                 plan.merge = Some(Merge::Relay);
                 let mut candidates = std::mem::take(&mut plan.candidates);
                 self.read_candidates(&single_key(frame), rr, &mut candidates);
@@ -356,13 +413,22 @@ impl Pool {
                     candidates: 0..plan.candidates.len(),
                 });
             }
-            (Mode::Shard { .. }, Access::Read) => self.plan_by_key(frame, rr, alive, plan),
+            (Mode::Shard { .. }, Access::Read | Access::ReadCas) => {
+                self.plan_by_key(frame, rr, self.read_policy, alive, plan)
+            }
         }
     }
 
     /// A multi-GET in a shard pool: each key to the first live server that may serve
     /// it, one part per server, the reply put back in the client's key order.
-    fn plan_by_key(&self, frame: &[u8], rr: u64, alive: &impl Alive, plan: &mut Plan) {
+    fn plan_by_key(
+        &self,
+        frame: &[u8],
+        rr: u64,
+        policy: ReadPolicy,
+        alive: &impl Alive,
+        plan: &mut Plan,
+    ) {
         plan.merge = Some(Merge::ByKey);
         let Ok((Request::Get(get), _)) = parse_request(frame, &REPARSE) else {
             unreachable!("a multi-key read is a get that parsed at decode time");
@@ -373,7 +439,7 @@ impl Pool {
         let mut servers: Vec<ServerId> = Vec::with_capacity(self.n());
         for key in get.keys.iter() {
             scratch.clear();
-            self.read_candidates(key, rr, &mut scratch);
+            self.candidates_by(key, rr, policy, &mut scratch);
             let server = scratch
                 .iter()
                 .copied()
@@ -472,6 +538,85 @@ mod tests {
         let mut plan = Plan::default();
         pool.plan(access, frame, keys, rr, alive, &mut plan);
         plan
+    }
+
+    #[test]
+    fn gets_and_cas_of_a_key_go_to_its_primary_whatever_the_rotation() {
+        let pool = Pool::replicate(servers(3), false, Duration::from_secs(1));
+        let primary = pool.key_replicas(b"k").next().unwrap();
+        for _ in 0..4 {
+            let gets = planned(&pool, Access::ReadCas, b"gets k\r\n", 1, &none());
+            assert_eq!(gets.merge(), Merge::Relay);
+            assert_eq!(gets.candidates_of(0)[0], primary);
+            let cas = planned(
+                &pool,
+                Access::WriteCas,
+                b"cas k 0 0 1 7\r\nx\r\n",
+                1,
+                &none(),
+            );
+            assert_eq!(cas.merge(), Merge::Primary);
+            assert_eq!(cas.candidates_of(0), &[primary]);
+            let mut others = cas.follow_ups.clone();
+            others.sort();
+            let mut expected: Vec<ServerId> = vec![10, 11, 12];
+            expected.retain(|&s| s != primary);
+            assert_eq!(others, expected, "the other replicas converge");
+        }
+    }
+
+    #[test]
+    fn an_ejected_primary_hands_its_keys_to_the_next_server_in_their_order() {
+        let pool = Pool::replicate(servers(3), false, Duration::from_secs(1));
+        let order: Vec<ServerId> = pool.key_replicas(b"k").collect();
+        let ejected = Ejected([order[0]].into_iter().collect());
+        let cas = planned(
+            &pool,
+            Access::WriteCas,
+            b"cas k 0 0 1 7\r\nx\r\n",
+            1,
+            &ejected,
+        );
+        assert_eq!(cas.candidates_of(0), &[order[1]]);
+        assert_eq!(cas.follow_ups, vec![order[2]]);
+        let gets = planned(&pool, Access::ReadCas, b"gets k\r\n", 1, &ejected);
+        assert_eq!(
+            gets.candidates_of(0),
+            &order[..],
+            "stage skips the ejected first"
+        );
+    }
+
+    #[test]
+    fn a_multi_key_gets_asks_each_key_at_its_primary() {
+        let pool = Pool::replicate(servers(3), false, Duration::from_secs(1));
+        let keys = [&b"a"[..], b"b", b"c", b"d", b"e"];
+        let plan = planned(&pool, Access::ReadCas, b"gets a b c d e\r\n", 5, &none());
+        assert_eq!(plan.merge(), Merge::ByKey);
+        for (key, part) in keys.iter().zip(&plan.key_parts) {
+            let primary = pool.key_replicas(key).next().unwrap();
+            assert_eq!(plan.candidates_of(*part as usize)[0], primary);
+        }
+    }
+
+    #[test]
+    fn cas_in_a_shard_pool_with_replicas_goes_to_the_first_replica() {
+        let pool = shard(4, 2, true);
+        let holders: Vec<ServerId> = pool.key_replicas(b"k").collect();
+        assert_eq!(holders.len(), 2);
+        let cas = planned(&pool, Access::WriteCas, b"ms k 1 C5\r\nx\r\n", 1, &none());
+        assert_eq!(cas.candidates_of(0), &[holders[0]]);
+        assert_eq!(cas.follow_ups, vec![holders[1]]);
+        // Without replicas a cas is any other write: to the key's one server.
+        let single = shard(4, 1, true);
+        let plain = planned(
+            &single,
+            Access::WriteCas,
+            b"cas k 0 0 1 7\r\nx\r\n",
+            1,
+            &none(),
+        );
+        assert_eq!(plain.merge(), Merge::Relay);
     }
 
     #[test]
