@@ -273,10 +273,10 @@ def run_experiment(exp: Experiment, out: Path, *, resume: bool = False,
                    progress: Progress | None = None,
                    execute: Execute = execute_run) -> Outcome:
     """Runs every point until validation is satisfied, storing each run as it finishes."""
-    paths.writable_dir(out, "results")  # before anything starts
     if execute is execute_run and any(p.config.topology.kind == "netns" for p in exp.points):
         netns.require_support()  # before anything starts: one clear line if it cannot run
         netns.remove_stale()
+    paths.writable_dir(out, "results")
     progress = progress or Progress()
     with Store(out / FILENAME) as store:
         existing = store.experiment()
