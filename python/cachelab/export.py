@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from cachelab import validate
+from cachelab import paths, validate
 from cachelab.errors import UserError
 from cachelab.store import Store
 
@@ -101,10 +101,10 @@ def write(directory: Path, fmt: str, dest: Path | None = None,
         raise UserError(f"--format: must be one of {', '.join(FORMATS)}, got {fmt!r}")
     with Store.open_existing(directory) as s:
         found = named(s, list(dict.fromkeys(names))) if names else tables(s)
-    dest = dest or Path(directory) / "export"
-    dest.mkdir(parents=True, exist_ok=True)
+    dest = paths.writable_dir(dest or Path(directory) / "export", "the exported tables")
     writer = _write_csv if fmt == "csv" else _write_parquet
-    return [writer(t, dest / f"{t.name}.{fmt}") for t in found]
+    with paths.writing(dest, "the exported tables"):
+        return [writer(t, dest / f"{t.name}.{fmt}") for t in found]
 
 
 def _write_csv(table: Table, path: Path) -> Path:

@@ -31,6 +31,7 @@ from cachelab import (
     local,
     netns,
     order,
+    paths,
     proxy_stats,
     topology,
     validate,
@@ -275,7 +276,7 @@ def run_experiment(exp: Experiment, out: Path, *, resume: bool = False,
     if execute is execute_run and any(p.config.topology.kind == "netns" for p in exp.points):
         netns.require_support()  # before anything starts: one clear line if it cannot run
         netns.remove_stale()
-    out.mkdir(parents=True, exist_ok=True)
+    paths.writable_dir(out, "results")
     progress = progress or Progress()
     with Store(out / FILENAME) as store:
         existing = store.experiment()
@@ -346,7 +347,7 @@ def stored_state(exp: Experiment, out: Path) -> str:
     this one's file changed since), "unfinished" (some point wants more runs), "finished"."""
     if not (out / FILENAME).exists():
         return "empty"
-    with Store(out / FILENAME) as store:
+    with Store.open_existing(out) as store:
         existing = store.experiment()
         if existing is None:
             return "empty"

@@ -2,10 +2,12 @@
 migrations, and the writes of the harness.
 
 Like sqlite-utils' migrations, each migration has a name and runs in its own transaction;
-`PRAGMA user_version` counts the ones applied and the `_migrations` table names them with
-the time they were applied. A database from a newer cachelab (a higher user_version than
-this code knows) is refused rather than guessed at. docs/experiments.md describes the
-tables.
+the `_migrations` table names the ones applied with the time they were applied, and
+`PRAGMA user_version` counts them. Before anything reads or writes a database,
+`store_check` makes sure this cachelab fully understands it (intact, its migrations known
+by name, its columns as they made them); a database from a newer cachelab, a corrupt one
+or one edited by hand is refused in one line rather than guessed at. `cachelab report`,
+`export` and `compare` open it read-only. docs/experiments.md describes the tables.
 
 Every run is written in one transaction after it finished (`save_run`), so a crash or
 Ctrl-C loses at most the run in progress. WAL mode lets `cachelab report` read while a run
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sqlite3
 import time
 import zlib
@@ -24,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from cachelab import loadgen, proxy_stats
+from cachelab import loadgen, proxy_stats, store_check
 from cachelab import order as order_mod
 from cachelab.cpu import SHARES, Sample
 from cachelab.errors import UserError
@@ -194,21 +197,26 @@ CREATE TABLE capacity_answer (
 )
 
 
-def migrate(conn: sqlite3.Connection, migrations: tuple[Migration, ...] = MIGRATIONS) -> int:
-    """Applies the migrations not yet applied, each in its own transaction; returns the
-    schema version."""
-    conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, "
-                 "applied_at REAL NOT NULL)")
+def migrate(conn: sqlite3.Connection, migrations: tuple[Migration, ...] = MIGRATIONS, *,
+            path: Path | str = "the results database") -> int:
+    """Applies the migrations not yet applied (known by name), each in its own
+    transaction; returns the schema version. Refuses a database with migrations these are
+    not the start of."""
+    known = [m.name for m in migrations]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version > len(migrations):
-        raise UserError(f"the results database has schema version {version}, newer than "
-                        f"this cachelab knows ({len(migrations)}); upgrade cachelab")
-    for number, migration in enumerate(migrations[version:], start=version + 1):
+    applied = store_check.applied_names(conn, path)
+    store_check.known_prefix(applied, known, version, path)
+    if not applied:
+        conn.execute(store_check.MIGRATIONS_TABLE)
+    for number, migration in enumerate(migrations[len(applied):], start=len(applied) + 1):
         conn.execute("BEGIN IMMEDIATE")
         try:
-            migration.apply(conn)
-            conn.execute("INSERT INTO _migrations VALUES (?, ?)", (migration.name, time.time()))
-            conn.execute(f"PRAGMA user_version = {number}")
+            # Inside the write lock: another process may have applied it meanwhile.
+            if migration.name not in store_check.applied_names(conn, path):
+                migration.apply(conn)
+                conn.execute("INSERT INTO _migrations VALUES (?, ?)",
+                             (migration.name, time.time()))
+                conn.execute(f"PRAGMA user_version = {number}")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -310,23 +318,42 @@ class LinkRecord:
 
 
 class Store:
-    def __init__(self, path: Path) -> None:
+    """The results database. `Store(path)` may write (the runner); `open_existing(DIR)`
+    reads (the report, export, compare)."""
+
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
+        self.read_only = read_only
         try:
-            self.conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
-            self.conn.row_factory = sqlite3.Row
-            self.conn.execute("PRAGMA journal_mode = WAL")
-            self.conn.execute("PRAGMA foreign_keys = ON")
-            self.version = migrate(self.conn)
+            self.conn = _connect(self.path, read_only)
         except sqlite3.DatabaseError as exc:
-            raise UserError(f"{self.path}: not a cachelab results database ({exc})") from None
+            raise UserError(store_check.describe(self.path, exc)) from None
+        try:
+            # Everything checked before the first write.
+            self.version = store_check.check(self.conn, self.path, MIGRATIONS)
+            if not read_only:
+                self.conn.execute("PRAGMA journal_mode = WAL")
+                self.version = migrate(self.conn, path=self.path)
+            self.conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.DatabaseError as exc:
+            self.conn.close()
+            raise UserError(store_check.describe(self.path, exc)) from None
+        except BaseException:
+            self.conn.close()
+            raise
 
     @classmethod
     def open_existing(cls, directory: Path) -> Store:
+        """DIR/results.db, read-only; one from an older cachelab is migrated first (so it
+        is opened for writing once)."""
         path = Path(directory) / FILENAME
         if not path.is_file():
             raise UserError(f"{directory}: no {FILENAME} here (run `cachelab run` first)")
-        return cls(path)
+        store = cls(path, read_only=True)
+        if store.version < len(MIGRATIONS):
+            store.close()
+            store = cls(path)
+        return store
 
     def close(self) -> None:
         self.conn.close()
@@ -334,8 +361,12 @@ class Store:
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
         self.close()
+        if isinstance(exc, sqlite3.DatabaseError):
+            # A page that quick_check passed may still fail to read (or a write may find
+            # the disk full): one line naming the file, never a traceback.
+            raise UserError(store_check.describe(self.path, exc)) from exc
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -474,6 +505,32 @@ def _save_middleware(c: sqlite3.Connection, run_id: int, mw: int,
             c.executemany("INSERT INTO mw_histogram VALUES (?, ?, ?, ?, ?, ?)",
                           [(run_id, mw, w["window"], op, b, n)
                            for b, n in enumerate(o["rt_hist_100us"]) if n])
+
+
+def _connect(path: Path, read_only: bool) -> sqlite3.Connection:
+    if read_only:
+        conn = _connect_read_only(path)
+    else:
+        conn = sqlite3.connect(path, isolation_level=None, timeout=30)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """`mode=ro`; in a directory that cannot be written, a WAL database without its
+    `-shm` file cannot be opened so, and is opened `immutable` instead (safe there: no
+    one can write it through this path, and there is no log to miss)."""
+    uri = path.resolve().as_uri()
+    conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None, timeout=30)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        conn.close()
+        wal = path.with_name(path.name + "-wal")
+        if os.access(path.parent, os.W_OK) or (wal.exists() and wal.stat().st_size):
+            raise
+    return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
 
 
 def _json(value: object) -> str:

@@ -6,6 +6,7 @@ import time
 import pytest
 
 from cachelab.cli import main
+from cachelab.commands.proxy import program
 from cachelab.memcache_client import Client
 
 
@@ -66,3 +67,55 @@ def test_reload_of_nothing_is_one_line_and_exit_1(target, message, tmp_path, cap
     assert main(["proxy", "reload", target]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
+
+
+def _pid_file(tmp_path, pid):
+    path = tmp_path / "cachelab-proxy.pid"
+    path.write_text(f"{pid}\n")
+    return path
+
+
+def test_a_pid_file_whose_pid_went_to_another_program_signals_nothing(tmp_path, capsys):
+    # `sleep` dies of a SIGHUP: alive afterwards means it was not signalled.
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        pid_file = _pid_file(tmp_path, other.pid)
+        assert main(["proxy", "reload", str(pid_file)]) == 1
+        err = capsys.readouterr().err
+        assert err == (f"cachelab: error: {pid_file}: stale pid file: process {other.pid} "
+                       "is 'sleep', not cachelab-proxy: nothing was signalled\n")
+        assert main(["proxy", "reload", str(other.pid)]) == 1  # by pid, the same check
+        assert "is 'sleep', not cachelab-proxy" in capsys.readouterr().err
+        with pytest.raises(subprocess.TimeoutExpired):
+            other.wait(timeout=0.5)
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_pid_file_of_a_process_that_exited_is_stale(tmp_path, capsys):
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    pid_file = _pid_file(tmp_path, gone.pid)
+    assert main(["proxy", "reload", str(pid_file)]) == 1
+    assert capsys.readouterr().err == (f"cachelab: error: {pid_file}: stale pid file: no "
+                                       f"process {gone.pid} (has the proxy exited?)\n")
+
+
+def test_pid_0_is_never_signalled(tmp_path, capsys):
+    # os.kill(0, ...) would signal this process's whole group, pytest included.
+    assert main(["proxy", "reload", str(_pid_file(tmp_path, 0))]) == 1
+    assert "stale pid file: no process 0" in capsys.readouterr().err
+
+
+def test_the_program_is_read_from_proc(proxy_binary, tmp_path):
+    proc = subprocess.Popen([str(proxy_binary), "-l", "127.0.0.1", "-p", "0", "-m",
+                             "127.0.0.1:1"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        assert program(proc.pid) == "cachelab-proxy"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    assert program(proc.pid) is None

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from cachelab import spec
+from cachelab.errors import UserError
 from cachelab.progress import Progress, for_terminal
 from cachelab.runner import Outcome, run_experiment, stored_state
 
@@ -62,7 +63,11 @@ def command(experiment: Path, out: Path | None, resume: bool, again: bool,
 
 def _move_aside(out: Path) -> None:
     previous = out.with_name(out.name + ".previous")
-    if previous.exists():
-        shutil.rmtree(previous)
-    out.rename(previous)
+    try:
+        if previous.exists():
+            shutil.rmtree(previous)
+        out.rename(previous)
+    except OSError as exc:
+        raise UserError(f"{out}: cannot move it aside to {previous} "
+                        f"({exc.strerror or exc})") from None
     click.echo(f"the previous results in {out} are now in {previous}")

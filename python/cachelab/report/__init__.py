@@ -16,6 +16,7 @@ from pathlib import Path
 
 import jinja2
 
+from cachelab import paths
 from cachelab.analysis.design import RESPONSES
 from cachelab.report import data as data_mod
 from cachelab.report import methodology, plots, plots_analysis, sections
@@ -66,39 +67,41 @@ def environment() -> jinja2.Environment:
 def write_report(out: Path) -> Path:
     """Writes DIR/report.html and its images; returns the page's path."""
     with Store.open_existing(out) as s:
+        paths.writable_dir(out, "the report")
         sec = sections.build(s)
         runs = methodology.timeline(s)
         run_order, order_seed = methodology.run_order(s)
         searches = methodology.capacity_searches(s)
         late = methodology.late_runs(s)
-    figures = Figures(out / IMAGES, IMAGES)
-    _load_figures(sec, figures)
-    _analysis_figures(sec, figures)
-    if len(runs) > 1:
-        figures.add("plots", "timeline", "Every run's throughput against its start time "
-                    f"(runs in {run_order} order): a trend over time is drift",
-                    partial(plots.plot_timeline, runs=runs, order=run_order))
-    for i, point in enumerate(dict.fromkeys(k.point for k in searches), start=1):
-        mine = [k for k in searches if k.point == point]
-        figures.add("capacity", f"capacity-{i}", f"Capacity search, #{point + 1} "
-                    f"{mine[0].label}: p{mine[0].percentile:g} of every trial against its "
-                    "offered rate",
-                    partial(plots.plot_capacity_trials,
-                            trials=[(r, ms) for k in mine for r, ms, _ in k.trials],
-                            target_ms=mine[0].target_ms, percentile=mine[0].percentile,
-                            capacity=min((k.capacity for k in mine if k.capacity),
-                                         default=None)))
-    d = sec.data
-    page = out / PAGE
-    page.write_text(environment().get_template(TEMPLATE).render(
-        d=d, sec=sec, figures=figures, qos=sec.qos, laws=sec.laws, stages=data_mod.STAGES,
-        run_order=run_order, order_seed=order_seed, searches=searches, late=late,
-        xlabel=sec.xlabel,
-        unstable=[p for p in d.points if p.verdict and not p.verdict.stable
-                  and not p.verdict.more],
-        pending=[p for p in d.points if p.verdict is None or p.verdict.more],
-        generated=time.strftime("%Y-%m-%d %H:%M:%S")))
-    return page
+    with paths.writing(out, "the report"):
+        figures = Figures(out / IMAGES, IMAGES)
+        _load_figures(sec, figures)
+        _analysis_figures(sec, figures)
+        if len(runs) > 1:
+            figures.add("plots", "timeline", "Every run's throughput against its start time "
+                        f"(runs in {run_order} order): a trend over time is drift",
+                        partial(plots.plot_timeline, runs=runs, order=run_order))
+        for i, point in enumerate(dict.fromkeys(k.point for k in searches), start=1):
+            mine = [k for k in searches if k.point == point]
+            figures.add("capacity", f"capacity-{i}", f"Capacity search, #{point + 1} "
+                        f"{mine[0].label}: p{mine[0].percentile:g} of every trial against its "
+                        "offered rate",
+                        partial(plots.plot_capacity_trials,
+                                trials=[(r, ms) for k in mine for r, ms, _ in k.trials],
+                                target_ms=mine[0].target_ms, percentile=mine[0].percentile,
+                                capacity=min((k.capacity for k in mine if k.capacity),
+                                             default=None)))
+        d = sec.data
+        page = out / PAGE
+        page.write_text(environment().get_template(TEMPLATE).render(
+            d=d, sec=sec, figures=figures, qos=sec.qos, laws=sec.laws, stages=data_mod.STAGES,
+            run_order=run_order, order_seed=order_seed, searches=searches, late=late,
+            xlabel=sec.xlabel,
+            unstable=[p for p in d.points if p.verdict and not p.verdict.stable
+                      and not p.verdict.more],
+            pending=[p for p in d.points if p.verdict is None or p.verdict.more],
+            generated=time.strftime("%Y-%m-%d %H:%M:%S")))
+        return page
 
 
 def _load_figures(sec: sections.Sections, figures: Figures) -> None:

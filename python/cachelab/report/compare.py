@@ -18,6 +18,7 @@ from pathlib import Path
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
+from cachelab import paths
 from cachelab.analysis import compare as compare_mod
 from cachelab.analysis.design import level_text
 from cachelab.errors import UserError
@@ -241,7 +242,12 @@ def write_csv(comparison: Comparison, path: Path) -> Path:
 def write(directories: list[Path], out: Path, level: float = 0.05) -> tuple[Path, Comparison]:
     """Writes OUT/compare.html, its images and OUT/compare.csv."""
     comparison = load(directories, level)
-    out.mkdir(parents=True, exist_ok=True)
+    paths.writable_dir(out, "the comparison")
+    with paths.writing(out, "the comparison"):
+        return _write_page(comparison, out), comparison
+
+
+def _write_page(comparison: Comparison, out: Path) -> Path:
     figures = Figures(out / IMAGES, IMAGES)
     ticks = _ticks(comparison)
     xs = [_x(comparison, p, ticks) for e in comparison.experiments for p in e.data.points
@@ -257,4 +263,4 @@ def write(directories: list[Path], out: Path, level: float = 0.05) -> tuple[Path
     page.write_text(environment().get_template("compare.html.j2").render(
         c=comparison, figures=figures["compare"], table=TABLE,
         generated=time.strftime("%Y-%m-%d %H:%M:%S")))
-    return page, comparison
+    return page
