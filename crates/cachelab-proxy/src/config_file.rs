@@ -19,10 +19,27 @@
 //! servers = ["127.0.0.1:11211:1 alpha", "127.0.0.1:11311:1 beta"]
 //! ```
 //!
-//! Servers are written as in nutcracker.yml: `host:port[:weight] [name]`.
+//! Servers are written as in nutcracker.yml: `host:port[:weight] [name]`, or a Unix
+//! socket `/path[:weight] [name]`; `listen` may be a Unix socket path too.
+//!
+//! TLS (TOML only: no twemproxy fork defines TLS keys for nutcracker.yml), per pool;
+//! relative paths are taken from the file's directory (see docs/tls.md):
+//!
+//! ```toml
+//! [pools.main.tls]            # served to clients
+//! cert = "proxy.pem"
+//! key = "proxy.key"
+//! client_ca = "clients-ca.pem"  # mutual TLS (optional)
+//! protocols = "1.2,1.3"
+//! [pools.main.server_tls]     # towards the pool's servers
+//! ca = "servers-ca.pem"       # or skip_verify = true
+//! sni = "cache.example"       # default: each server's host
+//! cert = "proxy-client.pem"   # optional client certificate
+//! key = "proxy-client.key"
+//! ```
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -30,6 +47,8 @@ use thiserror::Error;
 use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::config::{ketama_name, ListenerSpec, PoolSpec, ServerSpec};
+use crate::endpoint::Endpoint;
+use crate::tls::{ListenerTlsSpec, Protocols, ServerTlsSpec};
 use crate::routing::hash::Hash;
 use crate::routing::plan::{Mode, ReadPolicy};
 use crate::routing::ring::Distribution;
@@ -71,10 +90,13 @@ pub fn load(
     } else {
         parse_toml(&text, &defaults)
     };
-    let listeners = parsed.map_err(|message| FileError::Invalid {
+    let mut listeners = parsed.map_err(|message| FileError::Invalid {
         path: path.display().to_string(),
         message,
     })?;
+    if let Some(dir) = path.parent() {
+        relative_to(dir, &mut listeners);
+    }
     if listeners.is_empty() {
         return Err(FileError::Invalid {
             path: path.display().to_string(),
@@ -89,16 +111,51 @@ struct Defaults {
     failure_limit: u32,
 }
 
+/// TLS file names that are relative are taken from the configuration file's directory.
+fn relative_to(dir: &Path, listeners: &mut [ListenerSpec]) {
+    let fix = |p: &mut PathBuf| {
+        if p.is_relative() {
+            *p = dir.join(&*p);
+        }
+    };
+    for l in listeners {
+        if let Some(tls) = &mut l.tls {
+            fix(&mut tls.cert);
+            fix(&mut tls.key);
+            tls.client_ca.iter_mut().for_each(fix);
+        }
+        if let Some(tls) = &mut l.pool.server_tls {
+            tls.ca.iter_mut().for_each(fix);
+            tls.cert.iter_mut().for_each(fix);
+            tls.key.iter_mut().for_each(fix);
+        }
+    }
+}
+
 /// `host:port[:weight] [name]`, parsed from the end as nutcracker does.
 pub fn parse_server(text: &str) -> Result<ServerSpec, String> {
     let text = text.trim();
-    if text.starts_with('/') {
-        return Err(format!("server {text:?}: unix sockets are not supported"));
-    }
     let (address, name) = match text.split_once(' ') {
         Some((a, n)) if !n.trim().is_empty() => (a, Some(n.trim().to_string())),
         _ => (text, None),
     };
+    if let Some(path) = Endpoint::unix_path(address) {
+        // twemproxy's `/path:weight`: the weight is what follows the last colon.
+        let (path, weight) = match path.to_str().and_then(|p| p.rsplit_once(':')) {
+            Some((p, w)) if w.parse::<u32>().is_ok() => (PathBuf::from(p), w.parse().unwrap_or(1)),
+            _ => (path, 1),
+        };
+        if weight == 0 {
+            return Err(format!("server {text:?}: weight must be at least 1"));
+        }
+        let shown = path.display().to_string();
+        return Ok(ServerSpec {
+            addr: Endpoint::Unix(path),
+            host: shown.clone(),
+            name: name.unwrap_or(shown),
+            weight,
+        });
+    }
     let parts: Vec<&str> = address.rsplitn(3, ':').collect();
     let (host, port, weight) = match parts.as_slice() {
         [weight, port, host] if weight.parse::<u32>().is_ok() && port.parse::<u16>().is_ok() => {
@@ -130,7 +187,8 @@ pub fn parse_server(text: &str) -> Result<ServerSpec, String> {
     }
     let addr = resolve(host, port).map_err(|e| format!("server {text:?}: {e}"))?;
     Ok(ServerSpec {
-        addr,
+        addr: Endpoint::Tcp(addr),
+        host: host.to_string(),
         name: name.unwrap_or_else(|| ketama_name(host, port)),
         weight,
     })
@@ -144,10 +202,15 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("{host} did not resolve"))
 }
 
-fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+fn parse_listen(text: &str) -> Result<Endpoint, String> {
     let text = text.trim();
-    if text.starts_with('/') {
-        return Err(format!("listen {text:?}: unix sockets are not supported"));
+    if let Some(path) = Endpoint::unix_path(text) {
+        if path.to_string_lossy().contains(' ') {
+            return Err(format!(
+                "listen {text:?}: a socket file's permissions are set by --unix-socket-mode"
+            ));
+        }
+        return Ok(Endpoint::Unix(path));
     }
     let (host, port) = text
         .rsplit_once(':')
@@ -155,7 +218,7 @@ fn parse_listen(text: &str) -> Result<SocketAddr, String> {
     let port: u16 = port
         .parse()
         .map_err(|_| format!("listen {text:?}: invalid port"))?;
-    resolve(host, port)
+    resolve(host, port).map(Endpoint::Tcp)
 }
 
 fn parse_hash_tag(text: &str) -> Result<[u8; 2], String> {
@@ -203,7 +266,7 @@ fn check_pool(pool: &PoolSpec) -> Result<(), String> {
 fn check_listeners(listeners: &[ListenerSpec]) -> Result<(), String> {
     for (i, a) in listeners.iter().enumerate() {
         // Port 0 picks a free port for each (tests, scripts): not a clash.
-        let clash = |b: &&ListenerSpec| b.listen == a.listen && a.listen.port() != 0;
+        let clash = |b: &&ListenerSpec| b.listen == a.listen && a.listen.port() != Some(0);
         if let Some(b) = listeners[..i].iter().find(clash) {
             return Err(format!(
                 "pools {} and {} listen on the same address {}",
@@ -236,6 +299,55 @@ struct TomlPool {
     failure_limit: Option<u32>,
     auto_eject: Option<bool>,
     split_multiget: Option<bool>,
+    tls: Option<TomlListenerTls>,
+    server_tls: Option<TomlServerTls>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlListenerTls {
+    cert: PathBuf,
+    key: PathBuf,
+    client_ca: Option<PathBuf>,
+    protocols: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlServerTls {
+    ca: Option<PathBuf>,
+    sni: Option<String>,
+    #[serde(default)]
+    skip_verify: bool,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    protocols: Option<String>,
+}
+
+fn protocols(text: Option<&str>) -> Result<Protocols, String> {
+    text.map_or(Ok(Protocols::default()), |t| {
+        Protocols::parse(t).map_err(|e| e.to_string())
+    })
+}
+
+fn server_tls(t: TomlServerTls) -> Result<ServerTlsSpec, String> {
+    if t.ca.is_none() && !t.skip_verify {
+        return Err("server_tls: needs ca (or skip_verify = true)".into());
+    }
+    if t.ca.is_some() && t.skip_verify {
+        return Err("server_tls: ca and skip_verify = true exclude each other".into());
+    }
+    if t.cert.is_some() != t.key.is_some() {
+        return Err("server_tls: a client certificate needs both cert and key".into());
+    }
+    Ok(ServerTlsSpec {
+        ca: t.ca,
+        sni: t.sni,
+        skip_verify: t.skip_verify,
+        cert: t.cert,
+        key: t.key,
+        protocols: protocols(t.protocols.as_deref()).map_err(|e| format!("server_tls: {e}"))?,
+    })
 }
 
 fn default_mode() -> String {
@@ -326,13 +438,27 @@ fn parse_toml(text: &str, defaults: &Defaults) -> Result<Vec<ListenerSpec>, Stri
                 .map_or(defaults.timeout, Duration::from_millis)
                 .max(Duration::from_millis(1)),
             failure_limit: p.failure_limit.unwrap_or(defaults.failure_limit),
+            server_tls: p.server_tls.map(server_tls).transpose().map_err(ctx)?,
         };
         twemproxy_order(&mut pool);
         check_pool(&pool)?;
-        listeners.push(ListenerSpec {
-            listen: parse_listen(&p.listen).map_err(ctx)?,
-            pool,
-        });
+        let listen = parse_listen(&p.listen).map_err(ctx)?;
+        let tls = match p.tls {
+            Some(t) => Some(ListenerTlsSpec {
+                cert: t.cert,
+                key: t.key,
+                client_ca: t.client_ca,
+                protocols: protocols(t.protocols.as_deref()).map_err(|e| ctx(format!("tls: {e}")))?,
+            }),
+            None => None,
+        };
+        if tls.is_some() && listen.is_unix() {
+            return Err(ctx("tls: not served on a Unix socket listener".into()));
+        }
+        if pool.server_tls.is_some() && pool.servers.iter().any(|s| s.addr.is_unix()) {
+            return Err(ctx("server_tls: a Unix socket server cannot speak TLS".into()));
+        }
+        listeners.push(ListenerSpec { listen, pool, tls });
     }
     check_listeners(&listeners)?;
     Ok(listeners)
@@ -378,6 +504,7 @@ fn parse_nutcracker(text: &str, defaults: &Defaults) -> Result<Vec<ListenerSpec>
             read_policy: ReadPolicy::Primary,
             timeout: defaults.timeout,
             failure_limit: defaults.failure_limit,
+            server_tls: None,
         };
         for (key, value) in fields {
             let key = scalar(key).ok_or_else(|| ctx("a key must be a string".into()))?;
@@ -448,6 +575,7 @@ fn parse_nutcracker(text: &str, defaults: &Defaults) -> Result<Vec<ListenerSpec>
         listeners.push(ListenerSpec {
             listen: listen.ok_or_else(|| ctx("no listen address".into()))?,
             pool,
+            tls: None,
         });
     }
     check_listeners(&listeners)?;
@@ -496,7 +624,9 @@ mod tests {
         assert_eq!(parse_server("127.0.0.1:11311").unwrap().weight, 1);
         let err = parse_server("127.0.0.1:11311:0").unwrap_err();
         assert!(err.contains("weight"), "{err}");
-        assert!(parse_server("/tmp/mc.sock:1").unwrap_err().contains("unix"));
+        let unix = parse_server("/tmp/mc.sock:3").unwrap();
+        assert_eq!((unix.addr, unix.weight), (Endpoint::Unix("/tmp/mc.sock".into()), 3));
+        assert_eq!(unix.name, "/tmp/mc.sock");
     }
 
     #[test]
@@ -508,7 +638,7 @@ mod tests {
         let l = parse_nutcracker(yml, &defaults()).unwrap();
         assert_eq!(l.len(), 1);
         let p = &l[0].pool;
-        assert_eq!(l[0].listen.port(), 22121);
+        assert_eq!(l[0].listen.port(), Some(22121));
         assert_eq!(
             (p.hash, p.distribution),
             (Hash::Murmur, Distribution::Modula)
@@ -541,6 +671,45 @@ mod tests {
         let typo = "a:\n  listen: 127.0.0.1:22121\n  hsah: md5\n  servers:\n   - 127.0.0.1:1:1\n";
         let err = parse_nutcracker(typo, &defaults()).unwrap_err();
         assert_eq!(err, "pool a: unknown key \"hsah\"");
+    }
+
+    #[test]
+    fn tls_tables_and_unix_sockets_in_toml() {
+        let toml = "[pools.main]\nlisten = \"127.0.0.1:0\"\nservers = [\"127.0.0.1:1\"]\n\
+                    [pools.main.tls]\ncert = \"c.pem\"\nkey = \"/k/k.pem\"\nclient_ca = \"ca.pem\"\n\
+                    [pools.main.server_tls]\nca = \"s.pem\"\nsni = \"cache\"\n\
+                    [pools.local]\nlisten = \"/tmp/cachelab-p.sock\"\n\
+                    servers = [\"/tmp/cachelab-m.sock:2 m\"]\n";
+        let mut l = parse_toml(toml, &defaults()).unwrap();
+        relative_to(Path::new("/etc/cachelab"), &mut l);
+        let (local, main) = (&l[0], &l[1]);
+        assert_eq!(local.listen, Endpoint::Unix("/tmp/cachelab-p.sock".into()));
+        assert_eq!(local.pool.servers[0].addr, Endpoint::Unix("/tmp/cachelab-m.sock".into()));
+        assert_eq!((local.pool.servers[0].weight, local.pool.servers[0].name.as_str()), (2, "m"));
+        let tls = main.tls.as_ref().unwrap();
+        assert_eq!(tls.cert, Path::new("/etc/cachelab/c.pem"));
+        assert_eq!(tls.key, Path::new("/k/k.pem"));
+        let server = main.pool.server_tls.as_ref().unwrap();
+        assert_eq!(server.ca.as_deref(), Some(Path::new("/etc/cachelab/s.pem")));
+        let no_ca = "[pools.a]\nlisten = \"127.0.0.1:0\"\nservers = [\"127.0.0.1:1\"]\n\
+                     [pools.a.server_tls]\nsni = \"x\"\n";
+        let err = parse_toml(no_ca, &defaults()).unwrap_err();
+        assert!(err.contains("needs ca"), "{err}");
+        let unix_tls = "[pools.a]\nlisten = \"/tmp/cachelab-a.sock\"\nservers = [\"127.0.0.1:1\"]\n\
+                        [pools.a.tls]\ncert = \"c\"\nkey = \"k\"\n";
+        let err = parse_toml(unix_tls, &defaults()).unwrap_err();
+        assert!(err.contains("Unix socket listener"), "{err}");
+    }
+
+    #[test]
+    fn nutcracker_unix_sockets_read_as_twemproxy_writes_them() {
+        let yml = "a:\n  listen: /tmp/cachelab-a.sock\n  servers:\n   - /tmp/cachelab-m.sock:1 one\n";
+        let l = parse_nutcracker(yml, &defaults()).unwrap();
+        assert_eq!(l[0].listen, Endpoint::Unix("/tmp/cachelab-a.sock".into()));
+        assert_eq!(l[0].pool.servers[0].name, "one");
+        let tls = "a:\n  listen: 127.0.0.1:1\n  tls: true\n  servers:\n   - 127.0.0.1:2:1\n";
+        let err = parse_nutcracker(tls, &defaults()).unwrap_err();
+        assert!(err.contains("unknown key \"tls\""), "{err}");
     }
 
     #[test]

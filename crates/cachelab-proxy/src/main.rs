@@ -3,9 +3,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use cachelab_proxy::config::{Args, Config};
+use cachelab_proxy::endpoint::Listener;
 use cachelab_proxy::{logging, server, stats_file};
 use clap::Parser;
-use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 
 fn main() -> ExitCode {
@@ -72,12 +72,14 @@ fn serve(config: Config, pid_file: Option<&std::path::Path>) -> anyhow::Result<(
         let mut listeners = Vec::new();
         let mut stdout = std::io::stdout();
         for spec in &config.listeners {
-            let listener = TcpListener::bind(spec.listen).await.with_context(|| {
-                format!("cannot listen on {} (pool {})", spec.listen, spec.pool.name)
-            })?;
+            let listener = Listener::bind(&spec.listen, config.unix_socket_mode)
+                .await
+                .with_context(|| {
+                    format!("cannot listen on {} (pool {})", spec.listen, spec.pool.name)
+                })?;
             // The first stdout lines tell scripts and tests where we listen (useful with
             // port 0): one per listener, in the configuration's order.
-            writeln!(stdout, "listening on {}", listener.local_addr()?)?;
+            writeln!(stdout, "listening on {}", listener.local()?)?;
             listeners.push(listener);
         }
         stdout.flush()?;
