@@ -55,7 +55,16 @@ fn cpu_seconds(pid: u32) -> f64 {
 
 fn memcached(port: u16, tls: Option<(&Path, &Path)>) -> Killed {
     let mut cmd = Command::new("memcached");
-    cmd.args(["-l", "127.0.0.1", "-p", &port.to_string(), "-U", "0", "-t", "1"]);
+    cmd.args([
+        "-l",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-U",
+        "0",
+        "-t",
+        "1",
+    ]);
     if let Some((cert, key)) = tls {
         cmd.arg("-Z").arg("-o").arg(format!(
             "ssl_chain_cert={},ssl_key={}",
@@ -73,7 +82,16 @@ fn memcached(port: u16, tls: Option<(&Path, &Path)>) -> Killed {
 fn proxy(binary: &Path, args: &[String]) -> (Killed, SocketAddr) {
     use std::io::BufRead;
     let mut child = Command::new(binary)
-        .args(["-l", "127.0.0.1", "-p", "0", "-t", WORKERS, "--threads", "1"])
+        .args([
+            "-l",
+            "127.0.0.1",
+            "-p",
+            "0",
+            "-t",
+            WORKERS,
+            "--threads",
+            "1",
+        ])
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -83,7 +101,12 @@ fn proxy(binary: &Path, args: &[String]) -> (Killed, SocketAddr) {
     std::io::BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let addr = line.trim().strip_prefix("listening on ").unwrap().parse().unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .parse()
+        .unwrap();
     (Killed(child), addr)
 }
 
@@ -193,7 +216,10 @@ fn main() {
         Some(i) => PathBuf::from(&args[i + 1]),
         None => PathBuf::from("target/release/cachelab-proxy"),
     };
-    let dir = tempfile::Builder::new().prefix("cachelab").tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("cachelab")
+        .tempdir()
+        .unwrap();
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -203,13 +229,19 @@ fn main() {
     let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
     params.subject_alt_names = vec![SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into())];
     let cert = params.signed_by(&key, &issuer).unwrap();
-    let (ca, crt, k) = (dir.path().join("ca.pem"), dir.path().join("c.pem"), dir.path().join("k.pem"));
+    let (ca, crt, k) = (
+        dir.path().join("ca.pem"),
+        dir.path().join("c.pem"),
+        dir.path().join("k.pem"),
+    );
     std::fs::write(&ca, ca_cert.pem()).unwrap();
     std::fs::write(&crt, cert.pem()).unwrap();
     std::fs::write(&k, key.serialize_pem()).unwrap();
 
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(CertificateDer::from_pem_file(&ca).unwrap()).unwrap();
+    roots
+        .add(CertificateDer::from_pem_file(&ca).unwrap())
+        .unwrap();
     let client = Arc::new(
         rustls::ClientConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
@@ -225,9 +257,14 @@ fn main() {
     let m_tls = memcached(tls_port, Some((&crt, &k)));
     let plain_addr: SocketAddr = format!("127.0.0.1:{plain_port}").parse().unwrap();
     let tls_addr: SocketAddr = format!("127.0.0.1:{tls_port}").parse().unwrap();
-    let listener_tls: Vec<String> = ["--tls-cert", crt.to_str().unwrap(), "--tls-key", k.to_str().unwrap()]
-        .map(String::from)
-        .to_vec();
+    let listener_tls: Vec<String> = [
+        "--tls-cert",
+        crt.to_str().unwrap(),
+        "--tls-key",
+        k.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec();
     let server_tls: Vec<String> = ["--server-tls", "--server-tls-ca", ca.to_str().unwrap()]
         .map(String::from)
         .to_vec();
@@ -246,10 +283,18 @@ fn main() {
     rt.block_on(async {
         let direct = [
             ("memcached, plain", plain_addr, None, m_plain.0.id()),
-            ("memcached, TLS", tls_addr, Some(Arc::clone(&client)), m_tls.0.id()),
+            (
+                "memcached, TLS",
+                tls_addr,
+                Some(Arc::clone(&client)),
+                m_tls.0.id(),
+            ),
         ];
         for (name, addr, tls, pid) in direct {
-            println!("{name:<34} {}  (memcached's CPU)", run_load(addr, tls, pid).await);
+            println!(
+                "{name:<34} {}  (memcached's CPU)",
+                run_load(addr, tls, pid).await
+            );
         }
         let setups: [(&str, bool, bool); 4] = [
             ("proxy, plain both sides", false, false),
@@ -268,7 +313,10 @@ fn main() {
             }
             let (p, addr) = proxy(&binary, &args);
             let tls = tls_in.then(|| Arc::clone(&client));
-            println!("{name:<34} {}  (proxy's CPU)", run_load(addr, tls, p.0.id()).await);
+            println!(
+                "{name:<34} {}  (proxy's CPU)",
+                run_load(addr, tls, p.0.id()).await
+            );
         }
     });
 }

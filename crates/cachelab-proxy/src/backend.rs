@@ -18,8 +18,8 @@ use tracing::{info, warn};
 use crate::budget::{Charge, MemoryBudget};
 use crate::config::BACKOFF_INITIAL;
 use crate::endpoint::Endpoint;
-use crate::server_stream::ServerStream;
 use crate::health::{FailureKind, Health};
+use crate::server_stream::ServerStream;
 
 /// Why reading a reply stopped.
 #[derive(Debug)]

@@ -69,7 +69,12 @@ pub struct Args {
 
     /// Serve TLS to clients with this PEM certificate chain (leaf first); needs
     /// --tls-key. Reread on SIGHUP.
-    #[arg(long, value_name = "FILE", requires = "tls_key", conflicts_with = "config")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_key",
+        conflicts_with = "config"
+    )]
     pub tls_cert: Option<PathBuf>,
 
     /// The PEM private key of --tls-cert.
@@ -644,29 +649,57 @@ mod tests {
     #[test]
     fn tls_and_unix_sockets_on_the_command_line() {
         let c = parse(&[
-            "p", "--unix-socket", "/tmp/cachelab-p.sock", "--unix-socket-mode", "660",
-            "-m", "/tmp/cachelab-m.sock", "127.0.0.1:2",
+            "p",
+            "--unix-socket",
+            "/tmp/cachelab-p.sock",
+            "--unix-socket-mode",
+            "660",
+            "-m",
+            "/tmp/cachelab-m.sock",
+            "127.0.0.1:2",
         ])
         .unwrap();
         assert_eq!(c.listen, Endpoint::Unix("/tmp/cachelab-p.sock".into()));
         assert_eq!(c.unix_socket_mode, 0o660);
         assert_eq!(c.servers[0], Endpoint::Unix("/tmp/cachelab-m.sock".into()));
         let c = parse(&[
-            "p", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem",
-            "--tls-protocols", "TLSv1.3", "--server-tls", "--server-tls-ca", "s.pem",
-            "--server-tls-sni", "cache", "-m", "127.0.0.1:1",
+            "p",
+            "--tls-cert",
+            "c.pem",
+            "--tls-key",
+            "k.pem",
+            "--tls-client-ca",
+            "ca.pem",
+            "--tls-protocols",
+            "TLSv1.3",
+            "--server-tls",
+            "--server-tls-ca",
+            "s.pem",
+            "--server-tls-sni",
+            "cache",
+            "-m",
+            "127.0.0.1:1",
         ])
         .unwrap();
         let tls = c.listeners[0].tls.as_ref().unwrap();
-        assert_eq!(tls.client_ca.as_deref(), Some(std::path::Path::new("ca.pem")));
+        assert_eq!(
+            tls.client_ca.as_deref(),
+            Some(std::path::Path::new("ca.pem"))
+        );
         assert!(!tls.protocols.tls12 && tls.protocols.tls13);
         let server = c.listeners[0].pool.server_tls.as_ref().unwrap();
         assert_eq!(server.sni.as_deref(), Some("cache"));
         // Sub-options need their switch; a key needs its certificate.
         assert!(parse(&["p", "--server-tls-ca", "s.pem", "-m", "127.0.0.1:1"]).is_err());
         assert!(parse(&["p", "--tls-cert", "c.pem", "-m", "127.0.0.1:1"]).is_err());
-        let err = parse(&["p", "--server-tls", "--server-tls-skip-verify", "-m", "/tmp/m.sock"])
-            .unwrap_err();
+        let err = parse(&[
+            "p",
+            "--server-tls",
+            "--server-tls-skip-verify",
+            "-m",
+            "/tmp/m.sock",
+        ])
+        .unwrap_err();
         assert!(err.contains("Unix socket server"), "{err}");
         assert!(parse(&["p", "--unix-socket-mode", "999", "-m", "127.0.0.1:1"]).is_err());
     }

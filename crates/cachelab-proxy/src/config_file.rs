@@ -48,10 +48,10 @@ use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::config::{ketama_name, ListenerSpec, PoolSpec, ServerSpec};
 use crate::endpoint::Endpoint;
-use crate::tls::{ListenerTlsSpec, Protocols, ServerTlsSpec};
 use crate::routing::hash::Hash;
 use crate::routing::plan::{Mode, ReadPolicy};
 use crate::routing::ring::Distribution;
+use crate::tls::{ListenerTlsSpec, Protocols, ServerTlsSpec};
 
 /// Why a configuration file was refused: the file and the reason, naming the pool and
 /// the field.
@@ -448,7 +448,8 @@ fn parse_toml(text: &str, defaults: &Defaults) -> Result<Vec<ListenerSpec>, Stri
                 cert: t.cert,
                 key: t.key,
                 client_ca: t.client_ca,
-                protocols: protocols(t.protocols.as_deref()).map_err(|e| ctx(format!("tls: {e}")))?,
+                protocols: protocols(t.protocols.as_deref())
+                    .map_err(|e| ctx(format!("tls: {e}")))?,
             }),
             None => None,
         };
@@ -456,7 +457,9 @@ fn parse_toml(text: &str, defaults: &Defaults) -> Result<Vec<ListenerSpec>, Stri
             return Err(ctx("tls: not served on a Unix socket listener".into()));
         }
         if pool.server_tls.is_some() && pool.servers.iter().any(|s| s.addr.is_unix()) {
-            return Err(ctx("server_tls: a Unix socket server cannot speak TLS".into()));
+            return Err(ctx(
+                "server_tls: a Unix socket server cannot speak TLS".into()
+            ));
         }
         listeners.push(ListenerSpec { listen, pool, tls });
     }
@@ -625,7 +628,10 @@ mod tests {
         let err = parse_server("127.0.0.1:11311:0").unwrap_err();
         assert!(err.contains("weight"), "{err}");
         let unix = parse_server("/tmp/mc.sock:3").unwrap();
-        assert_eq!((unix.addr, unix.weight), (Endpoint::Unix("/tmp/mc.sock".into()), 3));
+        assert_eq!(
+            (unix.addr, unix.weight),
+            (Endpoint::Unix("/tmp/mc.sock".into()), 3)
+        );
         assert_eq!(unix.name, "/tmp/mc.sock");
     }
 
@@ -684,8 +690,17 @@ mod tests {
         relative_to(Path::new("/etc/cachelab"), &mut l);
         let (local, main) = (&l[0], &l[1]);
         assert_eq!(local.listen, Endpoint::Unix("/tmp/cachelab-p.sock".into()));
-        assert_eq!(local.pool.servers[0].addr, Endpoint::Unix("/tmp/cachelab-m.sock".into()));
-        assert_eq!((local.pool.servers[0].weight, local.pool.servers[0].name.as_str()), (2, "m"));
+        assert_eq!(
+            local.pool.servers[0].addr,
+            Endpoint::Unix("/tmp/cachelab-m.sock".into())
+        );
+        assert_eq!(
+            (
+                local.pool.servers[0].weight,
+                local.pool.servers[0].name.as_str()
+            ),
+            (2, "m")
+        );
         let tls = main.tls.as_ref().unwrap();
         assert_eq!(tls.cert, Path::new("/etc/cachelab/c.pem"));
         assert_eq!(tls.key, Path::new("/k/k.pem"));
@@ -695,7 +710,8 @@ mod tests {
                      [pools.a.server_tls]\nsni = \"x\"\n";
         let err = parse_toml(no_ca, &defaults()).unwrap_err();
         assert!(err.contains("needs ca"), "{err}");
-        let unix_tls = "[pools.a]\nlisten = \"/tmp/cachelab-a.sock\"\nservers = [\"127.0.0.1:1\"]\n\
+        let unix_tls =
+            "[pools.a]\nlisten = \"/tmp/cachelab-a.sock\"\nservers = [\"127.0.0.1:1\"]\n\
                         [pools.a.tls]\ncert = \"c\"\nkey = \"k\"\n";
         let err = parse_toml(unix_tls, &defaults()).unwrap_err();
         assert!(err.contains("Unix socket listener"), "{err}");
@@ -703,7 +719,8 @@ mod tests {
 
     #[test]
     fn nutcracker_unix_sockets_read_as_twemproxy_writes_them() {
-        let yml = "a:\n  listen: /tmp/cachelab-a.sock\n  servers:\n   - /tmp/cachelab-m.sock:1 one\n";
+        let yml =
+            "a:\n  listen: /tmp/cachelab-a.sock\n  servers:\n   - /tmp/cachelab-m.sock:1 one\n";
         let l = parse_nutcracker(yml, &defaults()).unwrap();
         assert_eq!(l[0].listen, Endpoint::Unix("/tmp/cachelab-a.sock".into()));
         assert_eq!(l[0].pool.servers[0].name, "one");

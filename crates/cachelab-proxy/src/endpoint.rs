@@ -180,7 +180,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_stale_socket_file_is_replaced_and_a_live_one_refused() {
-        let dir = tempfile::Builder::new().prefix("cachelab").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("cachelab")
+            .tempdir()
+            .unwrap();
         let path = dir.path().join("p.sock");
         let endpoint = Endpoint::Unix(path.clone());
         let first = Listener::bind(&endpoint, 0o700).await.unwrap();

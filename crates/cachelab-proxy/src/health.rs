@@ -175,7 +175,10 @@ impl Health {
         self.slots[id]
             .failure_limit
             .store(failure_limit, Ordering::Relaxed);
-        *self.slots[id].tls.write().unwrap_or_else(|p| p.into_inner()) = tls;
+        *self.slots[id]
+            .tls
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = tls;
         Some(id)
     }
 

@@ -26,11 +26,10 @@ use tracing::{error, info, warn};
 use crate::budget::MemoryBudget;
 use crate::client::ClientConn;
 use crate::client_stream;
-use crate::endpoint::{Accepted, Endpoint, Listener};
-use crate::tls::{ListenerTls, TlsError};
 use crate::config::{Config, PoolSpec};
 use crate::connection;
 use crate::counters::Counters;
+use crate::endpoint::{Accepted, Endpoint, Listener};
 use crate::health::{self, Health, MAX_SERVERS};
 use crate::histograms::LatencyUnits;
 use crate::job::Job;
@@ -40,6 +39,7 @@ use crate::queue::RequestQueue;
 use crate::routing::plan::{Pool, PoolServer};
 use crate::routing::ring::Member;
 use crate::stats_file::{RunSummary, StatsWriter};
+use crate::tls::{ListenerTls, TlsError};
 use crate::worker::Worker;
 
 /// Counters kept by the net layer.
@@ -521,8 +521,10 @@ pub fn reload(
         .zip(&listeners)
         .any(|(a, b)| a.tls.is_some() != b.tls.is_some());
     if tls_changed {
-        error!("reload refused: TLS was turned on or off on a listener (that needs a \
-                restart); the old configuration keeps serving");
+        error!(
+            "reload refused: TLS was turned on or off on a listener (that needs a \
+                restart); the old configuration keeps serving"
+        );
         return;
     }
     if old != new {

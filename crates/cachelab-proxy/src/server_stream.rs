@@ -77,18 +77,12 @@ impl ServerStream {
     /// that carry no data (a TLS 1.3 session ticket) are consumed and do not count.
     pub fn poll_idle(&mut self, cx: &mut Context<'_>, probe: &mut [u8]) -> Poll<io::Result<usize>> {
         match self {
-            ServerStream::Tcp(s) => poll_idle_plain(
-                |cx| s.poll_read_ready(cx),
-                |b| s.try_read(b),
-                cx,
-                probe,
-            ),
-            ServerStream::Unix(s) => poll_idle_plain(
-                |cx| s.poll_read_ready(cx),
-                |b| s.try_read(b),
-                cx,
-                probe,
-            ),
+            ServerStream::Tcp(s) => {
+                poll_idle_plain(|cx| s.poll_read_ready(cx), |b| s.try_read(b), cx, probe)
+            }
+            ServerStream::Unix(s) => {
+                poll_idle_plain(|cx| s.poll_read_ready(cx), |b| s.try_read(b), cx, probe)
+            }
             ServerStream::Tls(tls) => {
                 let (socket, session) = tls.get_ref();
                 // Plaintext already decrypted, or the end seen, is ready without the

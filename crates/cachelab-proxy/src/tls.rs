@@ -177,12 +177,10 @@ pub fn server_config(spec: &ListenerTlsSpec) -> Result<Arc<ServerConfig>, TlsErr
         .map_err(rustls_error)?;
     let builder = match &spec.client_ca {
         Some(ca) => {
-            let verifier = WebPkiClientVerifier::builder_with_provider(
-                Arc::new(load_roots(ca)?),
-                provider(),
-            )
-            .build()
-            .map_err(|e| TlsError::Rustls(format!("client CA {}: {e}", ca.display())))?;
+            let verifier =
+                WebPkiClientVerifier::builder_with_provider(Arc::new(load_roots(ca)?), provider())
+                    .build()
+                    .map_err(|e| TlsError::Rustls(format!("client CA {}: {e}", ca.display())))?;
             builder.with_client_cert_verifier(verifier)
         }
         None => builder.with_no_client_auth(),
@@ -335,9 +333,24 @@ mod tests {
 
     #[test]
     fn protocols_read_memtiers_spelling_and_ours() {
-        assert_eq!(Protocols::parse("TLSv1.2").unwrap(), Protocols { tls12: true, tls13: false });
-        assert_eq!(Protocols::parse("1.3").unwrap(), Protocols { tls12: false, tls13: true });
-        assert_eq!(Protocols::parse("tlsv1.2, 1.3").unwrap(), Protocols::default());
+        assert_eq!(
+            Protocols::parse("TLSv1.2").unwrap(),
+            Protocols {
+                tls12: true,
+                tls13: false
+            }
+        );
+        assert_eq!(
+            Protocols::parse("1.3").unwrap(),
+            Protocols {
+                tls12: false,
+                tls13: true
+            }
+        );
+        assert_eq!(
+            Protocols::parse("tlsv1.2, 1.3").unwrap(),
+            Protocols::default()
+        );
         assert!(Protocols::parse("1.1").is_err());
         assert!(Protocols::parse("").is_err());
     }

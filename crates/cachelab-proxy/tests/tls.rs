@@ -42,7 +42,10 @@ struct Issued {
 
 impl Pki {
     fn new(name: &str) -> Pki {
-        let dir = tempfile::Builder::new().prefix("cachelab").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("cachelab")
+            .tempdir()
+            .unwrap();
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -128,7 +131,10 @@ async fn memcached_tls(server: &Issued, ca: &Path) -> (Memcached, SocketAddr) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Ok(mut s) = tls_connect(addr, ca, None, Protocols::default()).await {
-            if exchange(&mut s, b"version\r\n").await.starts_with("VERSION") {
+            if exchange(&mut s, b"version\r\n")
+                .await
+                .starts_with("VERSION")
+            {
                 return (m, addr);
             }
         }
@@ -282,12 +288,27 @@ async fn the_proxy_terminates_tls_and_speaks_plain_to_memcached() {
     let proxy = Proxy::start(config, listener).await;
 
     for (protocols, version) in [
-        (Protocols { tls12: true, tls13: false }, rustls::ProtocolVersion::TLSv1_2),
-        (Protocols { tls12: false, tls13: true }, rustls::ProtocolVersion::TLSv1_3),
+        (
+            Protocols {
+                tls12: true,
+                tls13: false,
+            },
+            rustls::ProtocolVersion::TLSv1_2,
+        ),
+        (
+            Protocols {
+                tls12: false,
+                tls13: true,
+            },
+            rustls::ProtocolVersion::TLSv1_3,
+        ),
     ] {
         let mut s = tls_connect(addr, &pki.ca, None, protocols).await.unwrap();
         assert_eq!(s.get_ref().1.protocol_version(), Some(version));
-        assert_eq!(exchange(&mut s, b"set k 0 0 2\r\nhi\r\n").await, "STORED\r\n");
+        assert_eq!(
+            exchange(&mut s, b"set k 0 0 2\r\nhi\r\n").await,
+            "STORED\r\n"
+        );
         assert_eq!(
             exchange(&mut s, b"get k\r\n").await,
             "VALUE k 0 2\r\nhi\r\nEND\r\n"
@@ -316,7 +337,10 @@ async fn the_proxy_speaks_tls_to_memcached_and_verifies_its_certificate() {
     let (listener, addr) = tcp_listener().await;
     let proxy = Proxy::start(config, listener).await;
     let mut c = TcpStream::connect(addr).await.unwrap();
-    assert_eq!(exchange(&mut c, b"set t 0 0 3\r\ntls\r\n").await, "STORED\r\n");
+    assert_eq!(
+        exchange(&mut c, b"set t 0 0 3\r\ntls\r\n").await,
+        "STORED\r\n"
+    );
     assert_eq!(
         exchange(&mut c, b"get t\r\n").await,
         "VALUE t 0 3\r\ntls\r\nEND\r\n"
@@ -370,7 +394,10 @@ async fn mutual_tls_refuses_a_client_without_a_certificate_and_serves_one_with()
     let mut s = tls_connect(addr, &pki.ca, Some(&client), Protocols::default())
         .await
         .unwrap();
-    assert_eq!(exchange(&mut s, b"set m 0 0 1\r\n1\r\n").await, "STORED\r\n");
+    assert_eq!(
+        exchange(&mut s, b"set m 0 0 1\r\n1\r\n").await,
+        "STORED\r\n"
+    );
     let stats = exchange(&mut s, b"stats\r\n").await;
     assert!(stats.contains("STAT ssl_handshake_errors 2\r\n"), "{stats}");
     proxy.stop().await;
@@ -389,10 +416,15 @@ async fn a_bad_handshake_costs_only_its_own_connection() {
     let mut good = tls_connect(addr, &pki.ca, None, Protocols::default())
         .await
         .unwrap();
-    assert_eq!(exchange(&mut good, b"set g 0 0 1\r\ng\r\n").await, "STORED\r\n");
+    assert_eq!(
+        exchange(&mut good, b"set g 0 0 1\r\ng\r\n").await,
+        "STORED\r\n"
+    );
     // A plain-text client on the TLS port: its connection is closed.
     let mut bad = TcpStream::connect(addr).await.unwrap();
-    bad.write_all(b"get g\r\n\x16\x03\x01garbage\r\n").await.unwrap();
+    bad.write_all(b"get g\r\n\x16\x03\x01garbage\r\n")
+        .await
+        .unwrap();
     let mut buf = [0u8; 64];
     let closed = tokio::time::timeout(Duration::from_secs(5), async {
         loop {
@@ -419,10 +451,18 @@ async fn a_bad_handshake_costs_only_its_own_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unix_socket_listener_in_front_of_a_unix_socket_memcached() {
-    let dir = tempfile::Builder::new().prefix("cachelab").tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("cachelab")
+        .tempdir()
+        .unwrap();
     let msock = dir.path().join("memcached.sock");
     let psock = dir.path().join("proxy.sock");
-    let child = memcached(&["-s".into(), msock.display().to_string(), "-a".into(), "700".into()]);
+    let child = memcached(&[
+        "-s".into(),
+        msock.display().to_string(),
+        "-a".into(),
+        "700".into(),
+    ]);
     let _m = Memcached { child, _dir: None };
     let deadline = Instant::now() + Duration::from_secs(10);
     while UnixStream::connect(&msock).await.is_err() {
@@ -445,7 +485,10 @@ async fn unix_socket_listener_in_front_of_a_unix_socket_memcached() {
         .unwrap();
     let proxy = Proxy::start(config, listener).await;
     let mut c = UnixStream::connect(&psock).await.unwrap();
-    assert_eq!(exchange(&mut c, b"set u 0 0 4\r\nunix\r\n").await, "STORED\r\n");
+    assert_eq!(
+        exchange(&mut c, b"set u 0 0 4\r\nunix\r\n").await,
+        "STORED\r\n"
+    );
     assert_eq!(
         exchange(&mut c, b"get u\r\n").await,
         "VALUE u 0 4\r\nunix\r\nEND\r\n"
@@ -491,7 +534,13 @@ async fn a_rotated_certificate_is_served_after_sighup() {
         ],
     );
     let served = |s: &TlsStream| s.get_ref().1.peer_certificates().unwrap()[0].clone();
-    let der = |path: &Path| CertificateDer::pem_file_iter(path).unwrap().next().unwrap().unwrap();
+    let der = |path: &Path| {
+        CertificateDer::pem_file_iter(path)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+    };
 
     let mut old = tls_connect(proxy.addr, &pki.ca, None, Protocols::default())
         .await
@@ -506,7 +555,10 @@ async fn a_rotated_certificate_is_served_after_sighup() {
         .await
         .unwrap();
     assert_eq!(served(&new), der(&second.cert));
-    assert_eq!(exchange(&mut old, b"set r 0 0 1\r\nr\r\n").await, "STORED\r\n");
+    assert_eq!(
+        exchange(&mut old, b"set r 0 0 1\r\nr\r\n").await,
+        "STORED\r\n"
+    );
 
     // A broken file is refused: the second certificate keeps serving.
     std::fs::write(&live.key, "not a key").unwrap();

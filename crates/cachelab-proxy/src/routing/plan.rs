@@ -487,9 +487,9 @@ fn single_key(frame: &[u8]) -> std::borrow::Cow<'_, [u8]> {
 
 #[cfg(test)]
 mod tests {
-    use std::net::SocketAddr;
     use super::*;
     use std::collections::HashSet;
+    use std::net::SocketAddr;
 
     struct Ejected(HashSet<ServerId>);
 
