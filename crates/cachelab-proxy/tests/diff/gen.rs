@@ -94,7 +94,7 @@ impl<R: Rng> Gen<R> {
 
     fn storage(&mut self) -> Vec<u8> {
         const STORAGE: &[&[u8]] = &[b"set", b"add", b"replace", b"append", b"prepend", b"cas"];
-        let cmd: &[u8] = *self.pick(STORAGE);
+        let cmd = *self.pick(STORAGE);
         let key = self.key();
         let data = self.value();
         let mut line = [cmd, b" ", &key].concat();
@@ -209,7 +209,7 @@ impl<R: Rng> Gen<R> {
 
     fn meta_get_like(&mut self) -> Vec<u8> {
         const META: &[&[u8]] = &[b"mg", b"mg", b"md", b"ma", b"me", b"mn"];
-        let cmd: &[u8] = *self.pick(META);
+        let cmd = *self.pick(META);
         let mut line = cmd.to_vec();
         if cmd != b"mn" {
             let (key, base64) = self.meta_key();
