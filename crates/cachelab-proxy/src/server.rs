@@ -301,16 +301,35 @@ pub enum ServerError {
     Listeners(usize, usize),
 }
 
-/// Serves until `shutdown` resolves, then stops accepting, answers every request already
-/// received (within the drain timeout), writes the last statistics window and returns
-/// the run's summary. `listeners` are bound by the caller, one per configured listener
-/// in order; each message on `reloads` rereads `--config` (see [`reload`]).
+/// [`start`] then [`Ready::serve`], for callers that announce nothing in between.
 pub async fn run(
     listeners: Vec<TcpListener>,
     config: Config,
     shutdown: impl Future<Output = ()>,
-    mut reloads: mpsc::Receiver<()>,
+    reloads: mpsc::Receiver<()>,
 ) -> Result<RunSummary, ServerError> {
+    Ok(start(listeners, config)
+        .await?
+        .serve(shutdown, reloads)
+        .await)
+}
+
+/// A proxy holding everything it needs to serve (its listeners, the stats file, the
+/// metrics listener, its parts) and serving nothing yet. The split exists so the caller
+/// announces `listening on` only once nothing can fail any more: a script that waits
+/// for that line must not see it from a proxy about to exit.
+pub struct Ready {
+    listeners: Vec<TcpListener>,
+    config: Config,
+    parts: Parts,
+    stats: StatsWriter,
+    metrics: Option<TcpListener>,
+}
+
+/// Acquires everything [`Ready::serve`] needs, failing before anything is served:
+/// builds the pools, creates the stats file and binds the metrics endpoint.
+/// `listeners` are bound by the caller, one per configured listener in order.
+pub async fn start(listeners: Vec<TcpListener>, config: Config) -> Result<Ready, ServerError> {
     if listeners.len() != config.listeners.len() {
         return Err(ServerError::Listeners(
             listeners.len(),
@@ -324,10 +343,6 @@ pub async fn run(
         &config,
     )
     .map_err(ServerError::StatsFile)?;
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let (stats_stop_tx, stats_stop_rx) = watch::channel(false);
-    let stats_task = tokio::spawn(stats.run(stats_stop_rx));
-
     let metrics = match config.metrics_addr {
         Some(addr) => {
             let listener = TcpListener::bind(addr)
@@ -335,13 +350,60 @@ pub async fn run(
                 .map_err(|e| ServerError::Metrics(addr, e))?;
             info!(addr = %listener.local_addr().map_err(|e| ServerError::Metrics(addr, e))?,
                   "serving Prometheus metrics");
-            Some(tokio::spawn(crate::metrics_http::serve(
-                listener,
-                Arc::clone(&parts.observed),
-            )))
+            Some(listener)
         }
         None => None,
     };
+    Ok(Ready {
+        listeners,
+        config,
+        parts,
+        stats,
+        metrics,
+    })
+}
+
+impl Ready {
+    /// The client listeners' addresses, in the configuration's order (the port chosen
+    /// for port 0).
+    pub fn local_addrs(&self) -> std::io::Result<Vec<SocketAddr>> {
+        self.listeners.iter().map(TcpListener::local_addr).collect()
+    }
+
+    /// Serves until `shutdown` resolves, then stops accepting, answers every request
+    /// already received (within the drain timeout), writes the last statistics window
+    /// and returns the run's summary. Each message on `reloads` rereads `--config` (see
+    /// [`reload`]).
+    pub async fn serve(
+        self,
+        shutdown: impl Future<Output = ()>,
+        reloads: mpsc::Receiver<()>,
+    ) -> RunSummary {
+        serve(self, shutdown, reloads).await
+    }
+}
+
+async fn serve(
+    ready: Ready,
+    shutdown: impl Future<Output = ()>,
+    mut reloads: mpsc::Receiver<()>,
+) -> RunSummary {
+    let Ready {
+        listeners,
+        config,
+        parts,
+        stats,
+        metrics,
+    } = ready;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (stats_stop_tx, stats_stop_rx) = watch::channel(false);
+    let stats_task = tokio::spawn(stats.run(stats_stop_rx));
+    let metrics = metrics.map(|listener| {
+        tokio::spawn(crate::metrics_http::serve(
+            listener,
+            Arc::clone(&parts.observed),
+        ))
+    });
     let health = Arc::clone(&parts.worker.health);
     let mut probes = JoinSet::new();
     let mut probed = 0;
@@ -417,7 +479,7 @@ pub async fn run(
         Err(e) => panic!("statistics writer failed: {e}"),
     };
     info!("stopped");
-    Ok(summary)
+    summary
 }
 
 /// Starts a probe for every server registered since the last call.
