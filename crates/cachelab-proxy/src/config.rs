@@ -528,6 +528,24 @@ mod tests {
     }
 
     #[test]
+    fn more_distinct_servers_than_the_registry_holds_are_refused_by_count() {
+        let servers: Vec<String> = (1..=MAX_SERVERS + 1)
+            .map(|port| format!("127.0.0.1:{port}"))
+            .collect();
+        let mut argv = vec!["p", "-m"];
+        argv.extend(servers.iter().map(String::as_str));
+        let err = parse(&argv).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "{} distinct server addresses; at most {MAX_SERVERS} are supported",
+                MAX_SERVERS + 1
+            )
+        );
+        assert!(parse(&argv[..argv.len() - 1]).is_ok());
+    }
+
+    #[test]
     fn zero_workers_and_bad_windows_are_rejected() {
         assert!(parse(&["p", "-t", "0", "-m", "127.0.0.1:1"]).is_err());
         assert!(parse(&["p", "--stats-window", "0", "-m", "127.0.0.1:1"]).is_err());

@@ -608,6 +608,110 @@ mod tests {
         assert_eq!(err, "pool a: unknown key \"hsah\"");
     }
 
+    fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::Builder::new()
+            .prefix("cachelab")
+            .tempdir()
+            .unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        (dir, path)
+    }
+
+    fn load_file(path: &Path) -> Result<Vec<ListenerSpec>, FileError> {
+        load(path, Duration::from_millis(1000), 2)
+    }
+
+    /// A nutcracker.yml of `n` servers, all on one address under their own names (the
+    /// shortest lines: the most servers a file of a given size can hold).
+    fn many_servers(n: usize) -> String {
+        let mut text = String::from("alpha:\n  listen: 127.0.0.1:0\n  servers:\n");
+        for i in 0..n {
+            text.push_str(&format!("  - 127.0.0.1:11211:1 s{i}\n"));
+        }
+        text
+    }
+
+    #[test]
+    fn a_file_past_the_size_limit_is_refused_by_name() {
+        let mut text = many_servers(1);
+        text.push_str(&"#".repeat(MAX_CONFIG_BYTES as usize + 1 - text.len()));
+        let (_dir, path) = temp_file("big.yml", &text);
+        let err = load_file(&path).unwrap_err();
+        assert!(matches!(err, FileError::TooLarge { .. }), "{err}");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{}: larger than 4 MiB, the limit for a config file",
+                path.display()
+            )
+        );
+        // One byte less is read (a comment): the limit is the size, not a rounding.
+        text.pop();
+        let (_dir, path) = temp_file("fits.yml", &text);
+        assert_eq!(load_file(&path).unwrap()[0].pool.servers.len(), 1);
+    }
+
+    #[test]
+    fn a_hundred_thousand_servers_load_and_build_a_pool() {
+        let n = 100_000;
+        let text = many_servers(n);
+        assert!(text.len() as u64 <= MAX_CONFIG_BYTES, "{}", text.len());
+        let (_dir, path) = temp_file("many.yml", &text);
+        let listeners = load_file(&path).unwrap();
+        let spec = &listeners[0].pool;
+        assert_eq!(spec.servers.len(), n);
+        let health = crate::health::Health::new(&[], 2);
+        let pool = crate::server::build_pool(spec, &health).unwrap();
+        // One address under many names: one server to the health registry, every name
+        // on the ring.
+        assert_eq!(health.len(), 1);
+        assert_eq!(pool.servers.len(), n);
+        assert!(pool.servers.iter().all(|s| s.id == 0));
+    }
+
+    #[test]
+    fn a_duplicate_server_name_is_refused_naming_it() {
+        let yml = "a:\n  listen: 127.0.0.1:0\n  servers:\n   - 127.0.0.1:1:1 x\n   \
+                   - 127.0.0.1:2:1 y\n   - 127.0.0.1:3:1 x\n";
+        let err = parse_nutcracker(yml, &defaults()).unwrap_err();
+        assert_eq!(err, "pool a: two servers named \"x\"");
+    }
+
+    #[test]
+    fn two_pools_on_one_address_are_refused_but_port_zero_is_no_clash() {
+        let pool = |name: &str, listen: &str| {
+            format!("{name}:\n  listen: {listen}\n  servers:\n   - 127.0.0.1:1:1\n")
+        };
+        let clash = pool("a", "127.0.0.1:22121")
+            + &pool("b", "127.0.0.1:22122")
+            + &pool("c", "127.0.0.1:22121");
+        let err = parse_nutcracker(&clash, &defaults()).unwrap_err();
+        assert_eq!(
+            err,
+            "pools a and c listen on the same address 127.0.0.1:22121"
+        );
+        let zeros = pool("a", "127.0.0.1:0") + &pool("b", "127.0.0.1:0");
+        assert_eq!(parse_nutcracker(&zeros, &defaults()).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn an_alias_in_a_nutcracker_yml_is_refused() {
+        let yml = "a:\n  listen: &l 127.0.0.1:22121\nb:\n  listen: *l\n";
+        let err = parse_nutcracker(yml, &defaults()).unwrap_err();
+        assert!(err.starts_with("line 4 column 11: YAML aliases"), "{err}");
+    }
+
+    #[test]
+    fn a_host_resolves_once_per_file_for_every_port() {
+        let mut resolver = Resolver::default();
+        let a = parse_server("localhost:11311:1 a", &mut resolver).unwrap();
+        let b = parse_server("localhost:11411:1 b", &mut resolver).unwrap();
+        assert_eq!(resolver.hosts.len(), 1);
+        assert_eq!(a.addr.ip(), b.addr.ip());
+        assert_eq!((a.addr.port(), b.addr.port()), (11311, 11411));
+    }
+
     #[test]
     fn a_toml_pool_with_replicas() {
         let toml = "[pools.main]\nlisten = \"127.0.0.1:0\"\nmode = \"shard\"\nreplicas = 2\n\

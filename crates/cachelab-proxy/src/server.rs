@@ -291,8 +291,8 @@ impl Parts {
 
 #[derive(Debug, Error)]
 pub enum ServerError {
-    #[error("cannot create the stats file: {0}")]
-    StatsFile(std::io::Error),
+    #[error("cannot create the stats file {path}: {1}", path = .0.display())]
+    StatsFile(std::path::PathBuf, std::io::Error),
     #[error("cannot listen for metrics on {0}: {1}")]
     Metrics(std::net::SocketAddr, std::io::Error),
     #[error("more than {0} distinct servers")]
@@ -342,7 +342,7 @@ pub async fn start(listeners: Vec<TcpListener>, config: Config) -> Result<Ready,
         Arc::clone(&parts.stats),
         &config,
     )
-    .map_err(ServerError::StatsFile)?;
+    .map_err(|e| ServerError::StatsFile(config.stats_file.clone().unwrap_or_default(), e))?;
     let metrics = match config.metrics_addr {
         Some(addr) => {
             let listener = TcpListener::bind(addr)
