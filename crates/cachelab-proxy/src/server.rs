@@ -377,109 +377,101 @@ impl Ready {
     pub async fn serve(
         self,
         shutdown: impl Future<Output = ()>,
-        reloads: mpsc::Receiver<()>,
+        mut reloads: mpsc::Receiver<()>,
     ) -> RunSummary {
-        serve(self, shutdown, reloads).await
-    }
-}
-
-async fn serve(
-    ready: Ready,
-    shutdown: impl Future<Output = ()>,
-    mut reloads: mpsc::Receiver<()>,
-) -> RunSummary {
-    let Ready {
-        listeners,
-        config,
-        parts,
-        stats,
-        metrics,
-    } = ready;
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let (stats_stop_tx, stats_stop_rx) = watch::channel(false);
-    let stats_task = tokio::spawn(stats.run(stats_stop_rx));
-    let metrics = metrics.map(|listener| {
-        tokio::spawn(crate::metrics_http::serve(
-            listener,
-            Arc::clone(&parts.observed),
-        ))
-    });
-    let health = Arc::clone(&parts.worker.health);
-    let mut probes = JoinSet::new();
-    let mut probed = 0;
-    spawn_probes(&health, &config, &mut probed, &mut probes, &stop_rx);
-    let mut workers = JoinSet::new();
-    for id in 0..config.workers {
-        workers.spawn(Worker::new(id, parts.worker.clone()).run());
-    }
-    info!(
-        listen = %config.listen, workers = config.workers,
-        servers = ?config.servers, sharded = config.sharded,
-        pools = config.listeners.len(),
-        "cachelab-proxy started"
-    );
-
-    let slots: Vec<Arc<PoolSlot>> = parts
-        .observed
-        .listeners
-        .iter()
-        .map(|(_, slot)| Arc::clone(slot))
-        .collect();
-    let mut connections = JoinSet::new();
-    {
-        let accepting = accept_loop(
-            &listeners,
-            &slots,
-            &parts.net,
-            config.max_connections,
-            &stop_rx,
-            &mut connections,
-            shutdown,
+        let Ready {
+            listeners,
+            config,
+            parts,
+            stats,
+            metrics,
+        } = self;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let (stats_stop_tx, stats_stop_rx) = watch::channel(false);
+        let stats_task = tokio::spawn(stats.run(stats_stop_rx));
+        let metrics = metrics.map(|listener| {
+            tokio::spawn(crate::metrics_http::serve(
+                listener,
+                Arc::clone(&parts.observed),
+            ))
+        });
+        let health = Arc::clone(&parts.worker.health);
+        let mut probes = JoinSet::new();
+        let mut probed = 0;
+        spawn_probes(&health, &config, &mut probed, &mut probes, &stop_rx);
+        let mut workers = JoinSet::new();
+        for id in 0..config.workers {
+            workers.spawn(Worker::new(id, parts.worker.clone()).run());
+        }
+        info!(
+            listen = %config.listen, workers = config.workers,
+            servers = ?config.servers, sharded = config.sharded,
+            pools = config.listeners.len(),
+            "cachelab-proxy started"
         );
-        tokio::pin!(accepting);
-        loop {
-            tokio::select! {
-                _ = &mut accepting => break,
-                Some(()) = reloads.recv() => {
-                    reload(&config, &slots, &health);
-                    spawn_probes(&health, &config, &mut probed, &mut probes, &stop_rx);
+
+        let slots: Vec<Arc<PoolSlot>> = parts
+            .observed
+            .listeners
+            .iter()
+            .map(|(_, slot)| Arc::clone(slot))
+            .collect();
+        let mut connections = JoinSet::new();
+        {
+            let accepting = accept_loop(
+                &listeners,
+                &slots,
+                &parts.net,
+                config.max_connections,
+                &stop_rx,
+                &mut connections,
+                shutdown,
+            );
+            tokio::pin!(accepting);
+            loop {
+                tokio::select! {
+                    _ = &mut accepting => break,
+                    Some(()) = reloads.recv() => {
+                        reload(&config, &slots, &health);
+                        spawn_probes(&health, &config, &mut probed, &mut probes, &stop_rx);
+                    }
                 }
             }
         }
-    }
-    drop(listeners);
+        drop(listeners);
 
-    info!("shutting down: no new connections; answering requests already received");
-    let _ = stop_tx.send(true);
-    let queue = Arc::clone(&parts.worker.queue);
-    let drain_timeout = config.drain_timeout;
-    let drained = tokio::time::timeout(drain_timeout, async {
-        while connections.join_next().await.is_some() {}
-        queue.close();
-        while workers.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        warn!(
-            queued = queue.len(),
-            timeout_s = drain_timeout.as_secs_f64(),
-            "drain timeout: closing with requests unanswered"
-        );
-        connections.abort_all();
-        queue.close();
-        workers.abort_all();
+        info!("shutting down: no new connections; answering requests already received");
+        let _ = stop_tx.send(true);
+        let queue = Arc::clone(&parts.worker.queue);
+        let drain_timeout = config.drain_timeout;
+        let drained = tokio::time::timeout(drain_timeout, async {
+            while connections.join_next().await.is_some() {}
+            queue.close();
+            while workers.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            warn!(
+                queued = queue.len(),
+                timeout_s = drain_timeout.as_secs_f64(),
+                "drain timeout: closing with requests unanswered"
+            );
+            connections.abort_all();
+            queue.close();
+            workers.abort_all();
+        }
+        if let Some(metrics) = metrics {
+            metrics.abort();
+        }
+        probes.abort_all();
+        let _ = stats_stop_tx.send(true);
+        let summary = match stats_task.await {
+            Ok(summary) => summary,
+            Err(e) => panic!("statistics writer failed: {e}"),
+        };
+        info!("stopped");
+        summary
     }
-    if let Some(metrics) = metrics {
-        metrics.abort();
-    }
-    probes.abort_all();
-    let _ = stats_stop_tx.send(true);
-    let summary = match stats_task.await {
-        Ok(summary) => summary,
-        Err(e) => panic!("statistics writer failed: {e}"),
-    };
-    info!("stopped");
-    summary
 }
 
 /// Starts a probe for every server registered since the last call.
