@@ -1,5 +1,6 @@
 //! Command-line options and the validated configuration built from them.
 
+use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -9,6 +10,7 @@ use cachelab_protocol::Limits;
 use clap::Parser;
 use thiserror::Error;
 
+use crate::health::MAX_SERVERS;
 use crate::routing::hash::Hash;
 use crate::routing::plan::{Mode, ReadPolicy};
 use crate::routing::ring::Distribution;
@@ -188,6 +190,8 @@ pub enum ConfigError {
     Zero(&'static str),
     #[error("{0}")]
     File(#[from] crate::config_file::FileError),
+    #[error("{0} distinct server addresses; at most {MAX_SERVERS} are supported")]
+    TooManyServers(usize),
 }
 
 /// One memcached server of a pool.
@@ -385,6 +389,11 @@ impl TryFrom<&Args> for Config {
             }
         };
         let servers = distinct_servers(&listeners);
+        // Refused here, with the reason, rather than as a descriptor shortfall or when
+        // the health registry fills.
+        if servers.len() > MAX_SERVERS {
+            return Err(ConfigError::TooManyServers(servers.len()));
+        }
         let seconds = |value: f64, name| {
             Duration::try_from_secs_f64(value)
                 .ok()
@@ -444,13 +453,13 @@ impl TryFrom<&Args> for Config {
 
 /// Every distinct server of every listener's pool, in order of appearance.
 pub fn distinct_servers(listeners: &[ListenerSpec]) -> Vec<SocketAddr> {
-    let mut out: Vec<SocketAddr> = Vec::new();
-    for server in listeners.iter().flat_map(|l| &l.pool.servers) {
-        if !out.contains(&server.addr) {
-            out.push(server.addr);
-        }
-    }
-    out
+    let mut seen = HashSet::new();
+    listeners
+        .iter()
+        .flat_map(|l| &l.pool.servers)
+        .map(|s| s.addr)
+        .filter(|addr| seen.insert(*addr))
+        .collect()
 }
 
 pub(crate) fn resolve(server: &str) -> Result<SocketAddr, ConfigError> {
@@ -516,6 +525,24 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.descriptors_needed(), 100 + 10 * 2 + SPARE_DESCRIPTORS);
+    }
+
+    #[test]
+    fn more_distinct_servers_than_the_registry_holds_are_refused_by_count() {
+        let servers: Vec<String> = (1..=MAX_SERVERS + 1)
+            .map(|port| format!("127.0.0.1:{port}"))
+            .collect();
+        let mut argv = vec!["p", "-m"];
+        argv.extend(servers.iter().map(String::as_str));
+        let err = parse(&argv).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "{} distinct server addresses; at most {MAX_SERVERS} are supported",
+                MAX_SERVERS + 1
+            )
+        );
+        assert!(parse(&argv[..argv.len() - 1]).is_ok());
     }
 
     #[test]
