@@ -11,9 +11,10 @@ use bytes::BufMut;
 
 use super::meta_flags::{check_flags, decode_base64_key, FlagSummary, MAX_META_TOKENS};
 use super::{check_key, put_u64, LineAt, Request};
-use crate::error::{Discard, Invalid, ParseError, RequestError};
+use crate::error::{Discard, Invalid, ParseError, RequestError, Unlink};
 use crate::limits::{Limits, MAX_KEY_LEN};
 use crate::line::tokens;
+use crate::number::strtol32;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MetaCmd {
@@ -234,14 +235,22 @@ pub(super) fn parse<'a>(
         // memcached read the length before this rule: it swallows the data block.
         (Err(error), Some(length)) => {
             return Err(ParseError::Invalid(Invalid {
-                error,
-                consumed: at.line_len,
                 then: Discard::Bytes(length + 2),
+                ..Invalid::answered(error, at.line_len)
             }))
         }
     };
     let data = match length {
-        Some(length) => Some(at.data_block(length, limits)?),
+        Some(length) if at.too_large(length, limits) => {
+            // memcached drops the key's current value, whatever the mode.
+            let unlink = Unlink {
+                key: at.span(key),
+                base64: summary.base64,
+            };
+            return Err(at.refuse_too_large(length, false, Some(unlink)));
+        }
+        // An ms reports a bad data chunk whatever its q flag says.
+        Some(length) => Some(at.data_block(length, false)?),
         None => None,
     };
     let meta = Meta {
@@ -274,14 +283,10 @@ fn debug_flags<'a>(
     })
 }
 
-/// An ms data length as memcached's `safe_strtol` reads it (an optional sign), refused
+/// An ms data length as memcached's `safe_strtol` reads it (`4294967298` is 2), refused
 /// when negative or so large that memcached's length plus its CRLF overflows.
 fn set_length(token: &[u8]) -> Option<u64> {
-    let text = std::str::from_utf8(token).ok()?;
-    if !text.bytes().skip(1).all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let n: i32 = text.parse().ok()?;
+    let n = strtol32(token)?;
     (0..=i32::MAX - 2).contains(&n).then_some(n as u64)
 }
 
@@ -442,16 +447,27 @@ mod tests {
     }
 
     #[test]
-    fn a_value_over_the_limit_is_refused_and_its_block_skipped() {
+    fn a_value_over_the_limit_is_refused_its_block_skipped_and_its_key_unlinked() {
         let limits = Limits {
             max_value_len: 4,
             ..Limits::default()
         };
-        let Err(ParseError::Invalid(inv)) = parse_request(b"ms k 10\r\n", &limits) else {
+        let input = b"ms aGVsbG8= 10 b MA q\r\n";
+        let Err(ParseError::Invalid(inv)) = parse_request(input, &limits) else {
             panic!()
         };
         assert_eq!(inv.error, RequestError::ValueTooLarge);
-        assert_eq!(inv.then, Discard::Bytes(12));
+        assert_eq!((inv.then, inv.silent), (Discard::Bytes(12), false));
+        let unlink = inv.unlink.expect("memcached unlinks in every mode");
+        assert_eq!((unlink.key.get(input), unlink.base64), (&b"aGVsbG8="[..], true));
+    }
+
+    #[test]
+    fn an_ms_length_is_read_as_memcached_reads_it() {
+        assert_eq!(meta(b"ms k 4294967298\r\nhi\r\n").0.data, Some(&b"hi"[..]));
+        let inv = rejection(b"ms k 1 q\r\nxyz\r\n");
+        assert_eq!(inv.error, RequestError::BadDataChunk);
+        assert!(!inv.silent, "an ms reports a bad chunk even when quiet");
     }
 
     #[test]
