@@ -50,6 +50,10 @@ pub enum RequestError {
     HttpRequest,
     #[error("command line longer than the limit")]
     LineTooLong,
+    /// A meta command line that even composed afresh is longer than memcached is sure
+    /// to read ([`crate::limits::MEMCACHED_MAX_LINE`]): the connection is closed.
+    #[error("meta command line longer than memcached reads in pieces")]
+    LineTooLongForServer,
     #[error("command line not terminated by \\r\\n")]
     BareNewline,
     /// A NUL byte in a command line: memcached reads the line only up to it, so the
@@ -91,11 +95,12 @@ impl RequestError {
     /// The complete reply line, `\r\n` included.
     pub fn reply_line(self) -> &'static [u8] {
         match self {
-            // HttpRequest's line is never sent: memcached closes the connection instead
-            // (see `Discard::Close`); were it to answer, an unknown command gets ERROR.
-            RequestError::UnknownCommand | RequestError::EmptyLine | RequestError::HttpRequest => {
-                b"ERROR\r\n"
-            }
+            // The lines of HttpRequest and LineTooLongForServer are never sent: the
+            // connection is closed instead (see `Discard::Close`).
+            RequestError::UnknownCommand
+            | RequestError::EmptyLine
+            | RequestError::HttpRequest
+            | RequestError::LineTooLongForServer => b"ERROR\r\n",
             // memcached gives one line for every malformed storage line and long key.
             RequestError::BadFormat
             | RequestError::KeyTooLong
@@ -255,6 +260,7 @@ mod tests {
             IllegalSlabId,
             HttpRequest,
             LineTooLong,
+            LineTooLongForServer,
             BareNewline,
             NulInLine,
             DuplicateFlag,

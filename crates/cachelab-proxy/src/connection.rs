@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{Buf, BytesMut};
+use cachelab_protocol::limits::MEMCACHED_MAX_LINE;
 use cachelab_protocol::{parse_request, Discard, Expect, Invalid, Request, Unlink};
 use tokio::io::AsyncReadExt;
 use tokio::net::tcp::OwnedReadHalf;
@@ -304,9 +305,12 @@ impl Session {
             }
             self.rbuf.advance(len);
             loud.freeze()
-        } else if forward.noreply {
+        } else if forward.noreply || self.line_too_long_for_server(len) {
             // The servers must answer so the worker can apply the reply rule and measure
-            // the request; the client's noreply is honoured when replying.
+            // the request; the client's noreply is honoured when replying. And a line
+            // longer than memcached is sure to read is sent composed afresh (single
+            // spaces, canonical numbers), so a client's spacing cannot make a server
+            // close our connection.
             let mut stripped = BytesMut::with_capacity(len);
             match parse_request(&self.rbuf[..len], &self.net.settings.limits) {
                 Ok((Request::Store(store), _)) => {
@@ -328,6 +332,13 @@ impl Session {
         if !self.dispatch(frame, forward, arrival) {
             self.conn.reply_now(b"SERVER_ERROR out of memory\r\n");
         }
+    }
+
+    /// Whether the command line of the `len`-byte request at the front of the buffer is
+    /// longer than memcached reads without risk of closing the connection.
+    fn line_too_long_for_server(&self, len: usize) -> bool {
+        len > MEMCACHED_MAX_LINE
+            && memchr::memchr(b'\n', &self.rbuf[..len]).map_or(len, |i| i + 1) > MEMCACHED_MAX_LINE
     }
 
     /// Queues a request frame for the workers, with its read targets assigned; false if

@@ -276,6 +276,29 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
             "touch of a long key",
             format!("touch {long} 1\r\n").into_bytes(),
         ),
+        // Lines longer than memcached reads in pieces (2048 bytes) but sent whole, as
+        // memcached serves them when they arrive in one read; the proxy sends the
+        // server the line composed afresh, so the server connection survives.
+        (
+            at("a number"),
+            "a set line long with spaces",
+            format!("set s 0 0 1{}\r\nx\r\nget s\r\n", " ".repeat(3000)).into_bytes(),
+        ),
+        (
+            at("a number"),
+            "a set line long with leading zeros",
+            format!("set s 0 0 {}2\r\nxy\r\nget s\r\n", "0".repeat(3000)).into_bytes(),
+        ),
+        (
+            at("a number"),
+            "a long multi-get after leading spaces",
+            format!("{}bget s{}\r\n", " ".repeat(150), " a".repeat(1500)).into_bytes(),
+        ),
+        (
+            at("flush_all with too many tokens"),
+            "an mg line long with spaces",
+            format!("mg m v{}k\r\n", " ".repeat(3000)).into_bytes(),
+        ),
         // Values too large for any server: refused with the block swallowed, and a
         // set (or ms) drops the key's current value.
         (
@@ -436,5 +459,40 @@ fn the_deliberate_differences_are_the_ones_the_readme_lists() {
     assert_eq!(
         exchange(&mut proxied, b"stats settings\r\n", n),
         b"CLIENT_ERROR only the general stats are served by the proxy\r\n"
+    );
+}
+
+/// Whether the peer closed (or reset) the connection instead of answering.
+fn closes(addr: SocketAddr, request: &[u8]) -> bool {
+    let mut stream = connect(addr);
+    stream.write_all(request).unwrap();
+    let mut byte = [0u8; 1];
+    matches!(stream.read(&mut byte), Ok(0) | Err(_))
+}
+
+#[test]
+fn a_long_line_never_reaches_a_server_as_sent() {
+    let servers = start_servers(2);
+    let proxy = Proxy::start(&[&servers[1]], &[]);
+    // Past memcached's read buffer: memcached closes; the proxy serves it, composed
+    // afresh for the server, and the server connection stays.
+    let spaced = format!("set k 0 0 1{}\r\nx\r\n", " ".repeat(20_000));
+    assert!(closes(servers[0].addr, spaced.as_bytes()));
+    let mut client = connect(proxy.addr);
+    assert_eq!(exchange(&mut client, spaced.as_bytes(), 0), b"STORED\r\n");
+    // A meta line that stays long however it is composed: memcached serves it when it
+    // comes in one read and closes when it comes in pieces; the proxy closes.
+    let junk = format!("mg k v{}\r\n", "x".repeat(3000));
+    assert!(closes(proxy.addr, junk.as_bytes()));
+    assert_eq!(
+        exchange(&mut client, b"get k\r\n", 1),
+        b"VALUE k 0 1\r\nx\r\nEND\r\n",
+        "the server was never sent a line it closes on"
+    );
+    let stats = exchange(&mut client, b"stats\r\n", 2);
+    assert!(
+        String::from_utf8_lossy(&stats).contains("STAT server_ejections 0\r\n"),
+        "{}",
+        String::from_utf8_lossy(&stats)
     );
 }

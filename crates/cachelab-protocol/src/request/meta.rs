@@ -12,7 +12,7 @@ use bytes::BufMut;
 use super::meta_flags::{check_flags, decode_base64_key, FlagSummary, MAX_META_TOKENS};
 use super::{check_key, put_u64, LineAt, Request};
 use crate::error::{Discard, Invalid, ParseError, RequestError, Unlink};
-use crate::limits::{Limits, MAX_KEY_LEN};
+use crate::limits::{Limits, MAX_KEY_LEN, MEMCACHED_MAX_LINE};
 use crate::line::tokens;
 use crate::number::strtol32;
 
@@ -253,6 +253,18 @@ pub(super) fn parse<'a>(
         Some(length) => Some(at.data_block(length, false)?),
         None => None,
     };
+    if at.line_len > MEMCACHED_MAX_LINE
+        && forwarded_line_len(cmd, key, length, flags) > MEMCACHED_MAX_LINE
+    {
+        // Even with single spaces (and without q) the line is longer than memcached is
+        // sure to read: it would close the server connection. memcached closes the
+        // client's connection on such a line when it comes in pieces; so do we.
+        return Err(ParseError::Invalid(Invalid {
+            then: Discard::Close,
+            silent: true,
+            ..Invalid::answered(RequestError::LineTooLongForServer, at.line_len)
+        }));
+    }
     let meta = Meta {
         cmd,
         key,
@@ -265,6 +277,18 @@ pub(super) fn parse<'a>(
         Request::Meta(meta),
         data.map_or(at.line_len, |(_, total)| total),
     ))
+}
+
+/// The length of the line a proxy forwards for this request: composed with single
+/// spaces and without its q flags ([`Meta::compose_loud`]), CRLF included.
+fn forwarded_line_len(cmd: MetaCmd, key: &[u8], length: Option<u64>, flags: &[u8]) -> usize {
+    let key_len = if cmd == MetaCmd::Noop { 0 } else { 1 + key.len() };
+    let length_len = length.map_or(0, |n| 1 + itoa::Buffer::new().format(n).len());
+    let flags_len: usize = tokens(flags)
+        .filter(|flag| flag[0] != b'q')
+        .map(|flag| 1 + flag.len())
+        .sum();
+    cmd.name().len() + key_len + length_len + flags_len + 2
 }
 
 /// `me <key> [b]`: memcached reads no flags, only whether the token after the key is
@@ -489,6 +513,28 @@ mod tests {
                 "{:?}",
                 String::from_utf8_lossy(input)
             );
+        }
+    }
+
+    #[test]
+    fn a_line_memcached_may_close_on_is_refused_by_closing_even_after_compaction() {
+        let spaced = format!("mg k v{}\r\n", " ".repeat(3000));
+        assert_eq!(meta(spaced.as_bytes()).0.key, b"k", "spaces collapse when composed");
+        let junk = format!("mg k v{}\r\n", "x".repeat(3000));
+        let inv = rejection(junk.as_bytes());
+        assert_eq!(inv.error, RequestError::LineTooLongForServer);
+        assert_eq!((inv.then, inv.reply()), (Discard::Close, None));
+    }
+
+    #[test]
+    fn a_forwarded_line_is_measured_as_composed() {
+        for input in [&b"ms k 2  q T9\r\nhi\r\n"[..], b"mg k  v   O1 qq\r\n", b"mn\r\n"] {
+            let (m, _) = meta(input);
+            let mut loud = Vec::new();
+            m.compose_loud(&mut loud);
+            let line = loud.iter().position(|b| *b == b'\n').unwrap() + 1;
+            let length = m.data.map(|d| d.len() as u64);
+            assert_eq!(forwarded_line_len(m.cmd, m.key, length, m.flags), line);
         }
     }
 
