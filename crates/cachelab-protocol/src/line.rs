@@ -160,12 +160,17 @@ mod tests {
 
     #[test]
     fn words_stop_where_memcacheds_tokenizer_stops() {
-        let many: Vec<u8> = (0..30).flat_map(|i| format!("t{i} ").into_bytes()).collect();
+        let many: Vec<u8> = (0..30)
+            .flat_map(|i| format!("t{i} ").into_bytes())
+            .collect();
         let words = Words::new(&many);
         assert_eq!(words.ntokens(), MAX_WORDS + 1);
         assert_eq!(words.last(), b"t22");
         let short = Words::new(b"incr k noreply");
-        assert_eq!((short.ntokens(), short.get(1), short.get(5)), (4, &b"k"[..], &b""[..]));
+        assert_eq!(
+            (short.ntokens(), short.get(1), short.get(5)),
+            (4, &b"k"[..], &b""[..])
+        );
         assert!(short.noreply());
         assert_eq!(Words::new(b"").ntokens(), 1);
         assert_eq!(Words::new(b"").last(), b"");

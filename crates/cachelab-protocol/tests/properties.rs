@@ -68,8 +68,7 @@ fn owned_request() -> impl Strategy<Value = Owned> {
         )
             .prop_map(|(op, k, d, nr)| Owned::Arith(op, k, d, nr)),
         (key(), exptime(), any::<bool>()).prop_map(|(k, e, nr)| Owned::Touch(k, e, nr)),
-        (proptest::option::of(exptime()), any::<bool>())
-            .prop_map(|(d, nr)| Owned::FlushAll(d, nr)),
+        (proptest::option::of(exptime()), any::<bool>()).prop_map(|(d, nr)| Owned::FlushAll(d, nr)),
         Just(Owned::Version),
         Just(Owned::Quit),
     ]

@@ -18,8 +18,8 @@ use tracing::{debug, info, warn};
 use crate::budget::Charge;
 use crate::client::ClientConn;
 use crate::decode::{binary_error, Class, Decoder, Forward, Local, Step};
-use crate::metrics::OpKind;
 use crate::job::Job;
+use crate::metrics::OpKind;
 use crate::routing::plan::{Access, Pool};
 use crate::server::{NetContext, PoolSlot};
 use crate::stats_command::compose_stats;
@@ -267,7 +267,10 @@ impl Session {
         // A request of its own on the servers: counted like one.
         self.net.net.arrivals.fetch_add(1, Ordering::Relaxed);
         if !self.dispatch(frame.freeze(), forward, arrival) {
-            debug!(conn = self.conn.id, "memory budget exhausted: a too-large set's key not unlinked");
+            debug!(
+                conn = self.conn.id,
+                "memory budget exhausted: a too-large set's key not unlinked"
+            );
         }
     }
 

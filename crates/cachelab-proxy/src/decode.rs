@@ -1,7 +1,9 @@
 //! The net layer's decoding step: bytes in, a classified request, a rejection or a
 //! discard out. Pure: the connection task owns the buffer and does the I/O.
 
-use cachelab_protocol::{parse_request, Discard, Expect, Invalid, Limits, MetaCmd, ParseError, Request};
+use cachelab_protocol::{
+    parse_request, Discard, Expect, Invalid, Limits, MetaCmd, ParseError, Request,
+};
 
 use crate::metrics::OpKind;
 use crate::routing::plan::Access;
@@ -299,7 +301,13 @@ mod tests {
     #[test]
     fn a_storage_line_memcached_refuses_leaves_its_block_to_be_read_as_a_command() {
         let s = steps(b"set k x 0 7\r\nversion\r\n");
-        assert!(matches!(s[0], Step::Reject(Invalid { error: RequestError::BadFlags, .. })));
+        assert!(matches!(
+            s[0],
+            Step::Reject(Invalid {
+                error: RequestError::BadFlags,
+                ..
+            })
+        ));
         assert_eq!(
             s[1],
             Step::Request {

@@ -77,18 +77,33 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
     let many_keys: String = (0..30).map(|i| format!(" m{i}")).collect();
     let text: &[(&str, &str)] = &[
         // verbosity in all its forms (memccapable's first three)
-        ("verbosity with bad words: ERROR", "verbosity foo bar my\r\n"),
+        (
+            "verbosity with bad words: ERROR",
+            "verbosity foo bar my\r\n",
+        ),
         ("verbosity noreply: nothing at all", "verbosity noreply\r\n"),
         ("verbosity 0 noreply: nothing", "verbosity 0 noreply\r\n"),
         ("bare verbosity: ERROR", "verbosity\r\n"),
         ("verbosity with 4 arguments: ERROR", "verbosity 1 2 3 4\r\n"),
         ("verbosity", "verbosity 1\r\n"),
-        ("verbosity's second argument is ignored", "verbosity 1 2\r\n"),
+        (
+            "verbosity's second argument is ignored",
+            "verbosity 1 2\r\n",
+        ),
         ("verbosity with a bad level", "verbosity x\r\n"),
-        ("verbosity with a bad level, noreply", "verbosity x noreply\r\n"),
+        (
+            "verbosity with a bad level, noreply",
+            "verbosity x noreply\r\n",
+        ),
         ("verbosity with a negative level", "verbosity -1\r\n"),
-        ("verbosity level wraps at 32 bits", "verbosity 4294967296\r\n"),
-        ("verbosity level past 64 bits", "verbosity 18446744073709551616\r\n"),
+        (
+            "verbosity level wraps at 32 bits",
+            "verbosity 4294967296\r\n",
+        ),
+        (
+            "verbosity level past 64 bits",
+            "verbosity 18446744073709551616\r\n",
+        ),
         ("verbosity back to 0", "verbosity 0\r\n"),
         // empty lines and unknown commands
         ("empty line", "\r\n"),
@@ -113,7 +128,10 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
         ("bget is get", "bget a\r\n"),
         ("noreply is a key to get", "get a noreply\r\n"),
         // storage commands: token counts, numbers, noreply
-        ("a misspelt noreply is ignored", "set k 0 0 1 norepl\r\nx\r\n"),
+        (
+            "a misspelt noreply is ignored",
+            "set k 0 0 1 norepl\r\nx\r\n",
+        ),
         ("set noreply", "set k 0 0 1 noreply\r\ny\r\nget k\r\n"),
         ("set without its length", "set k 0 0\r\nx\r\n"),
         (
@@ -168,7 +186,10 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
         // delete
         ("bare delete", "delete\r\n"),
         ("delete k 0", "delete k 0\r\n"),
-        ("delete 0 noreply", "set k 0 0 1\r\nx\r\ndelete k 0 noreply\r\nget k\r\n"),
+        (
+            "delete 0 noreply",
+            "set k 0 0 1\r\nx\r\ndelete k 0 noreply\r\nget k\r\n",
+        ),
         ("delete noreply", "delete k noreply\r\n"),
         ("delete with a time", "delete k 5\r\n"),
         ("delete with a time, noreply", "delete k 5 noreply\r\n"),
@@ -181,7 +202,10 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
         ("touch without an exptime", "touch t\r\n"),
         ("touch with a bad exptime", "touch t x\r\n"),
         ("touch with a bad exptime, noreply", "touch t x noreply\r\n"),
-        ("touch ignores a last token", "set t 0 0 1\r\nx\r\ntouch t 0 foo\r\n"),
+        (
+            "touch ignores a last token",
+            "set t 0 0 1\r\nx\r\ntouch t 0 foo\r\n",
+        ),
         ("touch with too many tokens", "touch t 1 2 3\r\n"),
         ("touch past 64 bits", "touch t 99999999999999999999\r\n"),
         // stats arguments memcached refuses
@@ -192,22 +216,34 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
         ("stats detail x", "stats detail x\r\n"),
         ("stats cachedump without arguments", "stats cachedump\r\n"),
         ("stats cachedump with one", "stats cachedump 1\r\n"),
-        ("stats cachedump with bad numbers", "stats cachedump x y\r\n"),
+        (
+            "stats cachedump with bad numbers",
+            "stats cachedump x y\r\n",
+        ),
         ("stats cachedump of slab 64", "stats cachedump 64 1\r\n"),
         // meta numbers, as memcached reads them
-        ("ms length wraps at 32 bits", "ms m 4294967298\r\nxy\r\nmg m v\r\n"),
+        (
+            "ms length wraps at 32 bits",
+            "ms m 4294967298\r\nxy\r\nmg m v\r\n",
+        ),
         ("mg T wraps at 32 bits", "mg m T4294967296 v\r\n"),
         ("ms C-0", "ms m 1 C-0\r\nx\r\n"),
         ("ms bad chunk, quiet", "ms m 1 q\r\nxyz\r\n"),
         // flush_all (last: it empties the cache)
         ("flush_all with too many tokens", "flush_all 1 2 3\r\n"),
         ("flush_all with a bad delay", "flush_all x\r\n"),
-        ("flush_all with a bad delay, noreply", "flush_all x noreply\r\n"),
+        (
+            "flush_all with a bad delay, noreply",
+            "flush_all x noreply\r\n",
+        ),
         ("flush_all noreply 10", "flush_all noreply 10\r\n"),
         ("flush_all noreply noreply", "flush_all noreply noreply\r\n"),
         ("flush_all ignores a second argument", "flush_all 0 x\r\n"),
         ("flush_all -1", "flush_all -1\r\n"),
-        ("flush_all noreply", "set a 0 0 1\r\n1\r\nflush_all noreply\r\nget a\r\n"),
+        (
+            "flush_all noreply",
+            "set a 0 0 1\r\n1\r\nflush_all noreply\r\nget a\r\n",
+        ),
         ("flush_all", "flush_all\r\n"),
     ];
     let mut cases: Vec<(&str, Vec<u8>)> = text
@@ -450,7 +486,10 @@ fn the_deliberate_differences_are_the_ones_the_readme_lists() {
         let memcached = exchange(&mut direct, request.as_bytes(), n);
         let ours = String::from_utf8(exchange(&mut proxied, request.as_bytes(), n)).unwrap();
         assert!(memcached.starts_with(b"VERSION 1.6"), "{request}");
-        assert!(ours.starts_with("VERSION cachelab-proxy-"), "{request}: {ours}");
+        assert!(
+            ours.starts_with("VERSION cachelab-proxy-"),
+            "{request}: {ours}"
+        );
         assert_eq!(ours.matches("\r\n").count(), 1, "{request}: {ours}");
     }
     let n = DIFFERENCES.len() + 3;

@@ -3,9 +3,7 @@
 
 use bytes::BufMut;
 
-use super::{
-    check_key_bytes, check_key_length, put_noreply, want_tokens, Refused, Request,
-};
+use super::{check_key_bytes, check_key_length, put_noreply, want_tokens, Refused, Request};
 use crate::error::RequestError;
 use crate::limits::Limits;
 use crate::line::Words;

@@ -282,7 +282,11 @@ pub(super) fn parse<'a>(
 /// The length of the line a proxy forwards for this request: composed with single
 /// spaces and without its q flags ([`Meta::compose_loud`]), CRLF included.
 fn forwarded_line_len(cmd: MetaCmd, key: &[u8], length: Option<u64>, flags: &[u8]) -> usize {
-    let key_len = if cmd == MetaCmd::Noop { 0 } else { 1 + key.len() };
+    let key_len = if cmd == MetaCmd::Noop {
+        0
+    } else {
+        1 + key.len()
+    };
     let length_len = length.map_or(0, |n| 1 + itoa::Buffer::new().format(n).len());
     let flags_len: usize = tokens(flags)
         .filter(|flag| flag[0] != b'q')
@@ -483,7 +487,10 @@ mod tests {
         assert_eq!(inv.error, RequestError::ValueTooLarge);
         assert_eq!((inv.then, inv.silent), (Discard::Bytes(12), false));
         let unlink = inv.unlink.expect("memcached unlinks in every mode");
-        assert_eq!((unlink.key.get(input), unlink.base64), (&b"aGVsbG8="[..], true));
+        assert_eq!(
+            (unlink.key.get(input), unlink.base64),
+            (&b"aGVsbG8="[..], true)
+        );
     }
 
     #[test]
@@ -519,7 +526,11 @@ mod tests {
     #[test]
     fn a_line_memcached_may_close_on_is_refused_by_closing_even_after_compaction() {
         let spaced = format!("mg k v{}\r\n", " ".repeat(3000));
-        assert_eq!(meta(spaced.as_bytes()).0.key, b"k", "spaces collapse when composed");
+        assert_eq!(
+            meta(spaced.as_bytes()).0.key,
+            b"k",
+            "spaces collapse when composed"
+        );
         let junk = format!("mg k v{}\r\n", "x".repeat(3000));
         let inv = rejection(junk.as_bytes());
         assert_eq!(inv.error, RequestError::LineTooLongForServer);
@@ -528,7 +539,11 @@ mod tests {
 
     #[test]
     fn a_forwarded_line_is_measured_as_composed() {
-        for input in [&b"ms k 2  q T9\r\nhi\r\n"[..], b"mg k  v   O1 qq\r\n", b"mn\r\n"] {
+        for input in [
+            &b"ms k 2  q T9\r\nhi\r\n"[..],
+            b"mg k  v   O1 qq\r\n",
+            b"mn\r\n",
+        ] {
             let (m, _) = meta(input);
             let mut loud = Vec::new();
             m.compose_loud(&mut loud);

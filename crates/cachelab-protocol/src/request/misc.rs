@@ -37,8 +37,10 @@ pub(super) fn parse_flush_all<'a>(words: &Words<'a>) -> Result<Request<'a>, Refu
     let delay = if words.ntokens() == bare {
         None
     } else {
-        let delay = strtol32(words.get(1))
-            .ok_or(Refused::after_noreply(RequestError::InvalidExptime, noreply))?;
+        let delay = strtol32(words.get(1)).ok_or(Refused::after_noreply(
+            RequestError::InvalidExptime,
+            noreply,
+        ))?;
         Some(i64::from(delay))
     };
     Ok(Request::FlushAll(FlushAll { delay, noreply }))

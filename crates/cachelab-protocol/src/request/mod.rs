@@ -163,12 +163,14 @@ pub fn parse_request<'a>(
         }
         _ => Err(Refused::from(RequestError::UnknownCommand)),
     };
-    parsed.map(|request| (request, line_len)).map_err(|refused| {
-        ParseError::Invalid(Invalid {
-            silent: refused.silent,
-            ..Invalid::answered(refused.error, line_len)
+    parsed
+        .map(|request| (request, line_len))
+        .map_err(|refused| {
+            ParseError::Invalid(Invalid {
+                silent: refused.silent,
+                ..Invalid::answered(refused.error, line_len)
+            })
         })
-    })
 }
 
 /// A command line refused: the error, and whether the client's `noreply` silences it.

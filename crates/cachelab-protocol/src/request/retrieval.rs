@@ -132,7 +132,10 @@ mod tests {
 
     #[test]
     fn bget_is_get() {
-        assert_eq!(keys_of(b"bget a b\r\n"), (vec![b"a".to_vec(), b"b".to_vec()], false));
+        assert_eq!(
+            keys_of(b"bget a b\r\n"),
+            (vec![b"a".to_vec(), b"b".to_vec()], false)
+        );
     }
 
     #[test]

@@ -5,8 +5,8 @@
 use bytes::BufMut;
 
 use super::{
-    check_key_bytes, check_key_length, put_i64, put_noreply, put_u64, want_tokens, LineAt,
-    Refused, Request,
+    check_key_bytes, check_key_length, put_i64, put_noreply, put_u64, want_tokens, LineAt, Refused,
+    Request,
 };
 use crate::error::{Invalid, ParseError, RequestError, Unlink};
 use crate::limits::Limits;
@@ -137,7 +137,11 @@ struct Header<'a> {
     noreply: bool,
 }
 
-fn parse_header<'a>(op: StoreOp, words: &Words<'a>, limits: &Limits) -> Result<Header<'a>, Refused> {
+fn parse_header<'a>(
+    op: StoreOp,
+    words: &Words<'a>,
+    limits: &Limits,
+) -> Result<Header<'a>, Refused> {
     let cas = op == StoreOp::Cas;
     // A last token other than noreply is ignored, as memcached ignores it.
     want_tokens(words, if cas { &[7, 8] } else { &[6, 7] })?;
@@ -169,8 +173,8 @@ fn parse_header<'a>(op: StoreOp, words: &Words<'a>, limits: &Limits) -> Result<H
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Discard;
     use crate::parse_request;
+    use crate::Discard;
 
     fn parse(input: &[u8]) -> Result<(Request<'_>, usize), ParseError> {
         parse_request(input, &Limits::default())
@@ -292,9 +296,15 @@ mod tests {
     #[test]
     fn noreply_silences_the_errors_memcached_finds_after_reading_it() {
         assert!(rejected(b"set k x 0 1 noreply\r\n").silent);
-        assert!(rejected(b"set k 0 0 noreply\r\n").silent, "noreply as the length");
+        assert!(
+            rejected(b"set k 0 0 noreply\r\n").silent,
+            "noreply as the length"
+        );
         assert!(rejected(b"set k 0 0 1 noreply\r\nxyz\r\n").silent);
-        assert!(!rejected(b"set k 0 0 1 noreply x\r\n").silent, "ERROR is never silenced");
+        assert!(
+            !rejected(b"set k 0 0 1 noreply x\r\n").silent,
+            "ERROR is never silenced"
+        );
     }
 
     #[test]

@@ -82,7 +82,9 @@ mod tests {
         );
         assert!(!inv.silent);
         assert!(rejected(b"touch k soon noreply\r\n").silent);
-        assert!(rejected(b"touch k 99999999999999999999\r\n").error == RequestError::InvalidExptime);
+        assert!(
+            rejected(b"touch k 99999999999999999999\r\n").error == RequestError::InvalidExptime
+        );
     }
 
     #[test]
@@ -94,7 +96,14 @@ mod tests {
         );
         assert!(matches!(
             parse_request(b"touch k 1 foo\r\n", &Limits::default()),
-            Ok((Request::Touch(Touch { noreply: false, exptime: 1, .. }), _))
+            Ok((
+                Request::Touch(Touch {
+                    noreply: false,
+                    exptime: 1,
+                    ..
+                }),
+                _
+            ))
         ));
     }
 }
