@@ -10,19 +10,23 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 use std::time::Duration;
 
 use cachelab_protocol::ReplyError;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
-use super::clock::Clock;
+use super::clock::{realtime_offset_ns, Clock};
+use super::stamping;
 use super::ticker::Ticker;
 use crate::config::Protocol;
 use crate::record::Recorder;
 use crate::schedule::Schedule;
+use crate::stamps::{assign_transmit, unwrap_key, wire_ns, AwaitsTransmit, Stamp};
+use crate::timing::{Times, TimestampMode, Wire};
 use crate::workload::{read_reply, Generator, Sent};
 
 /// Read buffer size to start with; it grows for large multi-get replies.
@@ -50,6 +54,8 @@ pub struct Shared {
     /// Open loop: the thread's one timer, which wakes each connection when it is due; with
     /// `--busy-poll-us` (either loop) it also spins while replies are awaited.
     pub ticker: Option<Ticker>,
+    /// `--timestamps`: kernel timestamps are switched on for every connection.
+    pub timestamps: TimestampMode,
 }
 
 /// Why the watchdog interrupted a connection.
@@ -79,7 +85,22 @@ impl Watch {
 
 struct Pending {
     sent: Sent,
+    /// The intended send time: the scheduled time (open loop), or just before the write
+    /// that carries the request (closed loop).
     start_ns: u64,
+    /// The offset of the request's last byte in the connection's stream.
+    last_byte: u64,
+    /// The kernel's transmit stamp of that byte, once read from the error queue.
+    transmitted: Stamp,
+}
+
+impl AwaitsTransmit for Pending {
+    fn last_byte(&self) -> u64 {
+        self.last_byte
+    }
+    fn transmitted(&mut self) -> &mut Stamp {
+        &mut self.transmitted
+    }
 }
 
 enum End {
@@ -103,6 +124,10 @@ pub struct Connection {
     /// This connection's slot in the thread's ticker.
     slot: usize,
     pending: VecDeque<Pending>,
+    /// Bytes composed on this session's socket (the transmit stamps' keys count them).
+    composed: u64,
+    /// The kernel stamps this session's socket.
+    stamping: bool,
     wbuf: Vec<u8>,
     written: usize,
     rbuf: Vec<u8>,
@@ -148,6 +173,8 @@ impl Connection {
             schedule,
             slot,
             pending: VecDeque::new(),
+            composed: 0,
+            stamping: false,
             wbuf: Vec::with_capacity(4096),
             written: 0,
             rbuf: vec![0; READ_BUFFER],
@@ -243,8 +270,15 @@ impl Connection {
                     && self.session_left != Some(0)
                     && now < shared.stop_issuing_ns
                 {
+                    let before = self.wbuf.len();
                     let sent = self.gen.compose(&mut self.wbuf);
-                    self.pending.push_back(Pending { sent, start_ns: 0 });
+                    self.composed += (self.wbuf.len() - before) as u64;
+                    self.pending.push_back(Pending {
+                        sent,
+                        start_ns: 0,
+                        last_byte: self.composed - 1,
+                        transmitted: Stamp::default(),
+                    });
                     self.budget = self.budget.map(|n| n - 1);
                     self.session_left = self.session_left.map(|n| n - 1);
                 }
@@ -257,10 +291,14 @@ impl Connection {
                 {
                     let due = schedule.advance(self.gen.rng());
                     shared.recorder.borrow_mut().scheduled(due);
+                    let before = self.wbuf.len();
                     let sent = self.gen.compose(&mut self.wbuf);
+                    self.composed += (self.wbuf.len() - before) as u64;
                     self.pending.push_back(Pending {
                         sent,
                         start_ns: due,
+                        last_byte: self.composed - 1,
+                        transmitted: Stamp::default(),
                     });
                     self.budget = self.budget.map(|n| n - 1);
                     self.session_left = self.session_left.map(|n| n - 1);
@@ -284,8 +322,27 @@ impl Connection {
         }
     }
 
+    /// Switches kernel timestamps on for a new socket, before anything is written on it.
+    fn start_stamping(&mut self, shared: &Shared, fd: RawFd) {
+        self.composed = 0;
+        self.stamping = false;
+        if shared.timestamps == TimestampMode::Kernel {
+            let refused = stamping::enable(fd)
+                .err()
+                .map(|e| format!("SO_TIMESTAMPING: {e}"));
+            self.stamping = refused.is_none();
+            shared
+                .recorder
+                .borrow_mut()
+                .timing
+                .connection(refused.as_deref());
+        }
+    }
+
     async fn session(&mut self, shared: &Shared, stream: TcpStream) -> End {
-        let (mut rd, mut wr) = stream.into_split();
+        let fd = stream.as_raw_fd();
+        self.start_stamping(shared, fd);
+        let (rd, mut wr) = stream.into_split();
         self.wbuf.clear();
         self.written = 0;
         self.rstart = 0;
@@ -344,13 +401,26 @@ impl Connection {
                         }
                     }
                 }
-                read = rd.read(&mut self.rbuf[self.rend..]) => match read {
-                    Ok(0) | Err(_) => return End::Broken,
-                    Ok(n) => {
-                        self.rend += n;
-                        if self.parse_replies(shared).is_err() {
-                            return End::Broken;
+                ready = rd.readable() => {
+                    if ready.is_err() {
+                        return End::Broken;
+                    }
+                    let space = &mut self.rbuf[self.rend..];
+                    let read = if self.stamping {
+                        rd.as_ref().try_io(Interest::READABLE, || stamping::recv(fd, space))
+                    } else {
+                        rd.try_read(space).map(|n| (n, Stamp::default()))
+                    };
+                    match read {
+                        Ok((0, _)) => return End::Broken,
+                        Ok((n, received)) => {
+                            self.rend += n;
+                            if self.parse_replies(shared, fd, received).is_err() {
+                                return End::Broken;
+                            }
                         }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(_) => return End::Broken,
                     }
                 },
                 written = wr.write(&self.wbuf[self.written..]), if want_write => match written {
@@ -370,10 +440,37 @@ impl Connection {
         }
     }
 
-    /// Parses every complete reply in the read buffer, in request order.
-    fn parse_replies(&mut self, shared: &Shared) -> Result<(), ReplyError> {
+    /// Parses every complete reply in the read buffer, in request order. `received` is
+    /// the kernel's stamp of the read that brought the last bytes.
+    fn parse_replies(
+        &mut self,
+        shared: &Shared,
+        fd: RawFd,
+        received: Stamp,
+    ) -> Result<(), ReplyError> {
         // Every reply in this read arrived together: one clock reading serves them all.
         let done_ns = shared.clock.now();
+        let mut offset = 0;
+        let mut received_ns = None;
+        if self.stamping {
+            // The transmit stamps of the requests answered here are on the error queue
+            // (queued when their segments went to the device, before any answer).
+            if self
+                .pending
+                .back()
+                .is_some_and(|p| p.transmitted.is_empty())
+            {
+                let last = self.composed.saturating_sub(1);
+                let pending = &mut self.pending;
+                stamping::drain_transmit_stamps(fd, |key, stamp| {
+                    assign_transmit(pending.iter_mut(), unwrap_key(key, last), stamp);
+                });
+            }
+            offset = realtime_offset_ns();
+            received_ns = received
+                .software_ns
+                .map(|ns| shared.clock.from_realtime(ns, offset));
+        }
         let mut recorder = shared.recorder.borrow_mut();
         while self.rstart < self.rend {
             let Some(front) = self.pending.front() else {
@@ -385,7 +482,18 @@ impl Connection {
                 &self.rbuf[self.rstart..self.rend],
             ) {
                 Ok((outcome, used)) => {
-                    recorder.completed(front.sent.op, front.start_ns, done_ns, outcome);
+                    let times = Times {
+                        intended_ns: front.start_ns,
+                        transmitted_ns: front
+                            .transmitted
+                            .software_ns
+                            .map(|ns| shared.clock.from_realtime(ns, offset)),
+                        received_ns,
+                        wire: wire_ns(front.transmitted, received)
+                            .map(|(ns, hardware)| Wire { ns, hardware }),
+                        read_ns: done_ns,
+                    };
+                    recorder.answered(front.sent.op, &times, shared.timestamps, outcome);
                     self.pending.pop_front();
                     self.rstart += used;
                 }
