@@ -405,11 +405,11 @@ impl Connection {
                     if ready.is_err() {
                         return End::Broken;
                     }
-                    let space = &mut self.rbuf[self.rend..];
                     let read = if self.stamping {
-                        rd.as_ref().try_io(Interest::READABLE, || stamping::recv(fd, space))
+                        let protocol = shared.protocol;
+                        rd.as_ref().try_io(Interest::READABLE, || self.read_stamped(protocol, fd))
                     } else {
-                        rd.try_read(space).map(|n| (n, Stamp::default()))
+                        rd.try_read(&mut self.rbuf[self.rend..]).map(|n| (n, Stamp::default()))
                     };
                     match read {
                         Ok((0, _)) => return End::Broken,
@@ -438,6 +438,26 @@ impl Connection {
                 }, if due.is_some() => {}
             }
         }
+    }
+
+    /// Reads with the kernel's receive stamp. A read's stamp is that of the last segment
+    /// it took bytes from, so when a second reply may be queued behind the first (more
+    /// than one request outstanding), the queued bytes are peeked at and only the first
+    /// reply is read: its stamp is then its own, not a later reply's.
+    fn read_stamped(&mut self, protocol: Protocol, fd: RawFd) -> io::Result<(usize, Stamp)> {
+        let mut want = self.rbuf.len() - self.rend;
+        if self.pending.len() > 1 {
+            let front = self.pending.front().expect("pending").sent;
+            let (peeked, _) = stamping::peek(fd, &mut self.rbuf[self.rend..])?;
+            if let Ok((_, used)) =
+                read_reply(protocol, front, &self.rbuf[self.rstart..self.rend + peeked])
+            {
+                // rstart..rend holds only an incomplete reply: the first reply ends in
+                // the peeked bytes.
+                want = (self.rstart + used).saturating_sub(self.rend).max(1);
+            }
+        }
+        stamping::recv(fd, &mut self.rbuf[self.rend..self.rend + want])
     }
 
     /// Parses every complete reply in the read buffer, in request order. `received` is

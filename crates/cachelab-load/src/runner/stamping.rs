@@ -103,6 +103,11 @@ pub fn recv(fd: RawFd, data: &mut [u8]) -> io::Result<(usize, Stamp)> {
     recvmsg(fd, data, 0).map(|(n, c)| (n, c.stamp))
 }
 
+/// Copies queued data without reading it (`MSG_PEEK`).
+pub fn peek(fd: RawFd, data: &mut [u8]) -> io::Result<(usize, Stamp)> {
+    recvmsg(fd, data, libc::MSG_PEEK).map(|(n, c)| (n, c.stamp))
+}
+
 /// Reads every transmit stamp queued on the socket's error queue, in order, and hands
 /// each with its key to `each`. Returns how many it read.
 pub fn drain_transmit_stamps(fd: RawFd, mut each: impl FnMut(u32, Stamp)) -> usize {
