@@ -11,9 +11,10 @@
 //!   `SOF_TIMESTAMPING_OPT_ID_TCP`) by that byte's offset in the stream, counted from 0
 //!   when the option was set, modulo 2^32 (`ee_data` of a `sock_extended_err`).
 //!
-//! A request's transmit time is the stamp of the first write whose last byte is at or
-//! after the request's last byte: several requests written together (a pipeline) went
-//! to the device in that write's segments.
+//! A request's transmit time is the stamp of the write that carried its last byte:
+//! several requests written together (a pipeline) went to the device in that write's
+//! segments. A stamp the kernel dropped (its error queue was full) leaves the requests
+//! of its write without one, never with a later write's.
 
 /// `SCM_TSTAMP_SND` (linux/errqueue.h): stamped when the segment went to the device.
 pub const SCM_TSTAMP_SND: u32 = 0;
@@ -113,17 +114,17 @@ pub fn unwrap_key(key: u32, last_written: u64) -> u64 {
     last_written.saturating_sub(u64::from(back))
 }
 
-/// A request waiting for its transmit stamp: the offset of its last byte, and the stamp
-/// once known.
+/// A request waiting for its transmit stamp: the offset of the last byte of the write
+/// that carried its own last byte (None until written), and the stamp once known.
 pub trait AwaitsTransmit {
-    fn last_byte(&self) -> u64;
+    fn write_end(&self) -> Option<u64>;
     fn transmitted(&mut self) -> &mut Stamp;
 }
 
-/// Gives the transmit stamp of the write whose last byte is at `stamped_byte` to every
-/// request (oldest first) not stamped yet whose last byte is at or before it. Returns how
-/// many it stamped. A stamp of a segment sent again (a retransmission) finds its requests
-/// stamped already and changes nothing.
+/// Gives the transmit stamp of the write whose last byte is at `stamped_byte` to the
+/// requests (oldest first) that write carried. Returns how many it stamped. A stamp of a
+/// segment sent again (a retransmission) finds its requests stamped already and changes
+/// nothing.
 pub fn assign_transmit<'a, R: AwaitsTransmit + 'a>(
     requests: impl IntoIterator<Item = &'a mut R>,
     stamped_byte: u64,
@@ -131,8 +132,10 @@ pub fn assign_transmit<'a, R: AwaitsTransmit + 'a>(
 ) -> usize {
     let mut stamped = 0;
     for r in requests {
-        if r.last_byte() > stamped_byte {
-            break;
+        match r.write_end() {
+            Some(end) if end == stamped_byte => {}
+            Some(end) if end < stamped_byte => continue,
+            _ => break,
         }
         let slot = r.transmitted();
         if slot.is_empty() {
@@ -261,8 +264,8 @@ mod tests {
 
     struct Req(u64, Stamp);
     impl AwaitsTransmit for Req {
-        fn last_byte(&self) -> u64 {
-            self.0
+        fn write_end(&self) -> Option<u64> {
+            (self.0 != u64::MAX).then_some(self.0)
         }
         fn transmitted(&mut self) -> &mut Stamp {
             &mut self.1
@@ -278,9 +281,10 @@ mod tests {
 
     #[test]
     fn a_writes_stamp_goes_to_every_request_it_carried_and_none_after() {
-        // Three pipelined requests ending at bytes 9, 19, 29, written in one write
-        // (stamped at 29), and a fourth ending at 39 in the next write.
-        let mut reqs: Vec<Req> = [9, 19, 29, 39]
+        // Three pipelined requests written in one write ending at byte 29, a fourth in
+        // the next write, which ended at 39 (a write that ended at 34 carried only part of
+        // the fourth request).
+        let mut reqs: Vec<Req> = [29, 29, 29, 39]
             .into_iter()
             .map(|b| Req(b, Stamp::default()))
             .collect();
@@ -296,6 +300,21 @@ mod tests {
         assert_eq!(assign_transmit(&mut reqs, 34, sw(950)), 0);
         assert_eq!(assign_transmit(&mut reqs, 39, sw(1000)), 1);
         assert_eq!(reqs[3].1.software_ns, Some(1000));
+    }
+
+    #[test]
+    fn a_dropped_stamp_leaves_its_requests_without_one_and_unwritten_ones_wait() {
+        let mut reqs: Vec<Req> = [9, 19, u64::MAX]
+            .into_iter()
+            .map(|b| Req(b, Stamp::default()))
+            .collect();
+        // The stamp of the write ending at 9 was dropped; 19's arrives.
+        assert_eq!(assign_transmit(&mut reqs, 19, sw(700)), 1);
+        assert_eq!(reqs[0].1, Stamp::default());
+        assert_eq!(reqs[1].1.software_ns, Some(700));
+        // A stamp past every written request stamps nothing.
+        assert_eq!(assign_transmit(&mut reqs, 29, sw(800)), 0);
+        assert_eq!(reqs[2].1, Stamp::default());
     }
 
     #[test]

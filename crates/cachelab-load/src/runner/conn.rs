@@ -90,13 +90,15 @@ struct Pending {
     start_ns: u64,
     /// The offset of the request's last byte in the connection's stream.
     last_byte: u64,
+    /// The offset of the last byte of the write that carried it (None until written).
+    write_end: Option<u64>,
     /// The kernel's transmit stamp of that byte, once read from the error queue.
     transmitted: Stamp,
 }
 
 impl AwaitsTransmit for Pending {
-    fn last_byte(&self) -> u64 {
-        self.last_byte
+    fn write_end(&self) -> Option<u64> {
+        self.write_end
     }
     fn transmitted(&mut self) -> &mut Stamp {
         &mut self.transmitted
@@ -126,6 +128,8 @@ pub struct Connection {
     pending: VecDeque<Pending>,
     /// Bytes composed on this session's socket (the transmit stamps' keys count them).
     composed: u64,
+    /// Bytes written on this session's socket.
+    written_total: u64,
     /// The kernel stamps this session's socket.
     stamping: bool,
     wbuf: Vec<u8>,
@@ -174,6 +178,7 @@ impl Connection {
             slot,
             pending: VecDeque::new(),
             composed: 0,
+            written_total: 0,
             stamping: false,
             wbuf: Vec::with_capacity(4096),
             written: 0,
@@ -277,6 +282,7 @@ impl Connection {
                         sent,
                         start_ns: 0,
                         last_byte: self.composed - 1,
+                        write_end: None,
                         transmitted: Stamp::default(),
                     });
                     self.budget = self.budget.map(|n| n - 1);
@@ -298,6 +304,7 @@ impl Connection {
                         sent,
                         start_ns: due,
                         last_byte: self.composed - 1,
+                        write_end: None,
                         transmitted: Stamp::default(),
                     });
                     self.budget = self.budget.map(|n| n - 1);
@@ -322,9 +329,29 @@ impl Connection {
         }
     }
 
+    /// `n` more bytes went to the socket in one write: the requests whose last byte they
+    /// hold were carried by it (its transmit stamp is theirs).
+    fn wrote(&mut self, n: usize) {
+        self.written += n;
+        if n == 0 {
+            return;
+        }
+        self.written_total += n as u64;
+        let end = self.written_total - 1;
+        for p in self.pending.iter_mut().rev() {
+            if p.write_end.is_some() {
+                break;
+            }
+            if p.last_byte <= end {
+                p.write_end = Some(end);
+            }
+        }
+    }
+
     /// Switches kernel timestamps on for a new socket, before anything is written on it.
     fn start_stamping(&mut self, shared: &Shared, fd: RawFd) {
         self.composed = 0;
+        self.written_total = 0;
         self.stamping = false;
         if shared.timestamps == TimestampMode::Kernel {
             let refused = stamping::enable(fd)
@@ -353,7 +380,7 @@ impl Connection {
             self.issue(shared, now);
             if self.written < self.wbuf.len() {
                 match wr.try_write(&self.wbuf[self.written..]) {
-                    Ok(n) => self.written += n,
+                    Ok(n) => self.wrote(n),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(_) => return End::Broken,
                 }
@@ -425,7 +452,7 @@ impl Connection {
                 },
                 written = wr.write(&self.wbuf[self.written..]), if want_write => match written {
                     Ok(n) => {
-                        self.written += n;
+                        self.wrote(n);
                         if self.written == self.wbuf.len() {
                             self.wbuf.clear();
                             self.written = 0;
