@@ -69,7 +69,7 @@ impl Clock {
 
     /// The run-relative time of a `CLOCK_REALTIME` reading (a kernel timestamp), given
     /// [`realtime_offset_ns`]; 0 for a time before the run.
-    pub fn from_realtime(&self, real_ns: u64, offset_ns: i128) -> u64 {
+    pub fn at_realtime(&self, real_ns: u64, offset_ns: i128) -> u64 {
         let monotonic = real_ns as i128 - offset_ns - self.origin_ns as i128;
         u64::try_from(monotonic).unwrap_or(0)
     }
@@ -89,12 +89,12 @@ mod tests {
         let clock = Clock::starting_at(monotonic_ns());
         let offset = realtime_offset_ns();
         let before = clock.now();
-        let mapped = clock.from_realtime(realtime_ns(), offset);
+        let mapped = clock.at_realtime(realtime_ns(), offset);
         let after = clock.now();
         // Within the readings, give or take the offset's own error (half the spread of
         // its tightest reading: microseconds, unless all three were preempted).
         assert!(mapped + 10_000_000 >= before && mapped <= after + 10_000_000);
-        assert_eq!(clock.from_realtime(0, offset), 0, "before the run");
+        assert_eq!(clock.at_realtime(0, offset), 0, "before the run");
     }
 
     #[test]

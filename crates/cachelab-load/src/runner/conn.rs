@@ -33,6 +33,10 @@ use crate::workload::{read_reply, Generator, Sent};
 const READ_BUFFER: usize = 64 * 1024;
 /// Free space kept before each read, so a read is never tiny.
 const MIN_READ_SPACE: usize = 16 * 1024;
+/// Writes whose transmit stamps may wait on the error queue before it is drained. The
+/// queue is charged to the socket's receive buffer: left to grow (a server that stalls
+/// while requests go on being sent) it would shrink the window the server may send in.
+const STAMPS_QUEUED_MAX: u32 = 16;
 /// Reconnection backoff: first wait and cap.
 const BACKOFF_FIRST: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
@@ -132,6 +136,10 @@ pub struct Connection {
     written_total: u64,
     /// The kernel stamps this session's socket.
     stamping: bool,
+    /// This session's socket.
+    fd: RawFd,
+    /// Writes since the error queue was last drained.
+    stamps_queued: u32,
     wbuf: Vec<u8>,
     written: usize,
     rbuf: Vec<u8>,
@@ -180,6 +188,8 @@ impl Connection {
             composed: 0,
             written_total: 0,
             stamping: false,
+            fd: -1,
+            stamps_queued: 0,
             wbuf: Vec::with_capacity(4096),
             written: 0,
             rbuf: vec![0; READ_BUFFER],
@@ -346,6 +356,23 @@ impl Connection {
                 p.write_end = Some(end);
             }
         }
+        if self.stamping {
+            self.stamps_queued += 1;
+            if self.stamps_queued >= STAMPS_QUEUED_MAX {
+                self.drain_transmit_stamps();
+            }
+        }
+    }
+
+    /// Reads the transmit stamps queued on the error queue and gives each to the requests
+    /// its write carried.
+    fn drain_transmit_stamps(&mut self) {
+        let last = self.composed.saturating_sub(1);
+        let pending = &mut self.pending;
+        stamping::drain_transmit_stamps(self.fd, |key, stamp| {
+            assign_transmit(pending.iter_mut(), unwrap_key(key, last), stamp);
+        });
+        self.stamps_queued = 0;
     }
 
     /// Switches kernel timestamps on for a new socket, before anything is written on it.
@@ -353,6 +380,8 @@ impl Connection {
         self.composed = 0;
         self.written_total = 0;
         self.stamping = false;
+        self.fd = fd;
+        self.stamps_queued = 0;
         if shared.timestamps == TimestampMode::Kernel {
             let refused = stamping::enable(fd)
                 .err()
@@ -442,7 +471,7 @@ impl Connection {
                         Ok((0, _)) => return End::Broken,
                         Ok((n, received)) => {
                             self.rend += n;
-                            if self.parse_replies(shared, fd, received).is_err() {
+                            if self.parse_replies(shared, received).is_err() {
                                 return End::Broken;
                             }
                         }
@@ -489,12 +518,7 @@ impl Connection {
 
     /// Parses every complete reply in the read buffer, in request order. `received` is
     /// the kernel's stamp of the read that brought the last bytes.
-    fn parse_replies(
-        &mut self,
-        shared: &Shared,
-        fd: RawFd,
-        received: Stamp,
-    ) -> Result<(), ReplyError> {
+    fn parse_replies(&mut self, shared: &Shared, received: Stamp) -> Result<(), ReplyError> {
         // Every reply in this read arrived together: one clock reading serves them all.
         let done_ns = shared.clock.now();
         let mut offset = 0;
@@ -502,21 +526,13 @@ impl Connection {
         if self.stamping {
             // The transmit stamps of the requests answered here are on the error queue
             // (queued when their segments went to the device, before any answer).
-            if self
-                .pending
-                .back()
-                .is_some_and(|p| p.transmitted.is_empty())
-            {
-                let last = self.composed.saturating_sub(1);
-                let pending = &mut self.pending;
-                stamping::drain_transmit_stamps(fd, |key, stamp| {
-                    assign_transmit(pending.iter_mut(), unwrap_key(key, last), stamp);
-                });
+            if self.stamps_queued > 0 {
+                self.drain_transmit_stamps();
             }
             offset = realtime_offset_ns();
             received_ns = received
                 .software_ns
-                .map(|ns| shared.clock.from_realtime(ns, offset));
+                .map(|ns| shared.clock.at_realtime(ns, offset));
         }
         let mut recorder = shared.recorder.borrow_mut();
         while self.rstart < self.rend {
@@ -534,7 +550,7 @@ impl Connection {
                         transmitted_ns: front
                             .transmitted
                             .software_ns
-                            .map(|ns| shared.clock.from_realtime(ns, offset)),
+                            .map(|ns| shared.clock.at_realtime(ns, offset)),
                         received_ns,
                         wire: wire_ns(front.transmitted, received)
                             .map(|(ns, hardware)| Wire { ns, hardware }),
