@@ -3,7 +3,8 @@
 The file describes one run configuration (sections `servers`, `middleware`, `load`,
 `workload`) and a sweep over it (`[sweep.factors]`: the cross product of the levels of
 each factor, and/or `[[sweep.points]]`: an explicit list of partial configurations, each
-crossed with the factors). docs/experiments.md is the reference for every field.
+crossed with the factors); a file without a sweep is one point, the configuration itself.
+docs/experiments.md is the reference for every field.
 
 Parsing is two steps: the document's fields are checked against the dataclasses below
 (unknown key, wrong type, out of range), then each sweep point is the base configuration
@@ -395,15 +396,13 @@ def parse(text: str) -> Experiment:
 
 
 def _expand(raw: dict[str, dict], sweep: dict) -> tuple[Point, ...]:
-    """The points of the sweep: each explicit point crossed with every factor combination."""
+    """The points of the sweep: each explicit point crossed with every factor combination;
+    without either, the base configuration alone is the one point."""
     _no_unknown("sweep.", sweep, ("factors", "points"))
     factors = _flatten(_table(sweep, "factors", "sweep."))
     explicit = sweep.get("points", [])
     if not isinstance(explicit, list):
         raise UserError("sweep.points: must be an array of tables ([[sweep.points]])")
-    if not explicit and not factors:
-        raise UserError("sweep: empty sweep; give [sweep.factors] with levels to cross, "
-                        "or [[sweep.points]]")
     levels: list[tuple[str, list]] = []
     for path, values in factors.items():
         where = f"sweep.factors.{path}"

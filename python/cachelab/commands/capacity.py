@@ -47,6 +47,7 @@ kind = "{kind}"
 count = 0
 [load]
 mode = "capacity"
+instances = 1
 threads = {threads}
 clients = {clients}
 protocol = "{'binary' if protocol == 'memcache_binary' else 'text'}"
@@ -54,8 +55,6 @@ protocol = "{'binary' if protocol == 'memcache_binary' else 'text'}"
 ratio = "{ratio}"
 data_size = {data_size}
 key_maximum = {key_maximum}
-[[sweep.points]]
-"load.instances" = 1
 """
     return spec.parse(text)
 

@@ -12,6 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from cachelab.analysis.design import level_text
 from cachelab.report.data import STAGES, Curve, PointResult
 
 PERCENTILE_STYLES = {"p50": ":", "p90": "--", "p99": "-"}
@@ -30,6 +31,17 @@ def x_axis(ax: Axes, xlabel: str, ticks: Sequence[str] | None, log_x: bool = Fal
     if log_x:
         ax.set_xscale("log")
     ax.grid(True, alpha=0.3)
+
+
+def point_axis(ax: Axes, shown: Sequence[PointResult]) -> None:
+    """One tick per point, in `shown`'s order, labelled with its factor levels (one line
+    per factor, in the sweep's order; "-" where a point does not set one), and the factors
+    named on the axis; a point without factors (a one-point experiment) is "base"."""
+    factors = list(dict.fromkeys(f for p in shown for f in p.factors))
+    ax.set_xticks(range(len(shown)), [
+        "\n".join(level_text(p.factors[f]) if f in p.factors else "-" for f in factors)
+        or "base" for p in shown])
+    ax.set_xlabel(" / ".join(factors) if factors else "point")
 
 
 def _legend(ax: Axes, n: int) -> None:
@@ -102,8 +114,7 @@ def plot_decomposition(ax: Axes, points: Sequence[PointResult]) -> None:
         heights = [p.decomposition[stage] for p in shown]
         ax.bar(xs, heights, bottom=bottom, color=STAGE_COLOURS[stage], label=stage)
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-    ax.set_xticks(list(xs), [f"#{p.index + 1}" for p in shown])
-    ax.set_xlabel("point")
+    point_axis(ax, shown)
     ax.set_ylabel("mean time (µs)")
     ax.legend(fontsize="small", loc="upper left")
     ax.grid(True, axis="y", alpha=0.3)
@@ -135,8 +146,7 @@ def plot_server_service(ax: Axes, points: Sequence[PointResult]) -> None:
               if s < len(p.server_service_us)]
         ys = [p.server_service_us[s] for p in shown if s < len(p.server_service_us)]
         ax.bar(xs, ys, width=width, label=f"server {s + 1}")
-    ax.set_xticks(range(len(shown)), [f"#{p.index + 1}" for p in shown])
-    ax.set_xlabel("point")
+    point_axis(ax, shown)
     ax.set_ylabel("server service time (µs)")
     _legend(ax, servers)
     ax.grid(True, axis="y", alpha=0.3)
@@ -152,8 +162,7 @@ def plot_cpu(ax: Axes, points: Sequence[PointResult]) -> None:
         ax.bar(xs, heights, bottom=bottom, color=CPU_COLOURS[share], label=share)
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     ax.set_ylim(0, 100)
-    ax.set_xticks(list(xs), [f"#{p.index + 1}" for p in shown])
-    ax.set_xlabel("point")
+    point_axis(ax, shown)
     ax.set_ylabel("CPU (% of all cores)")
     ax.legend(fontsize="small", loc="upper left", ncols=4)
     ax.grid(True, axis="y", alpha=0.3)
@@ -171,8 +180,7 @@ def plot_host_cpu(ax: Axes, points: Sequence[PointResult]) -> None:
         bars = ax.bar(xs, usr, width, label=f"{host} usr")
         ax.bar(xs, sys_, width, bottom=usr, color=bars.patches[0].get_facecolor(),
                alpha=0.45, label=f"{host} sys")
-    ax.set_xticks(list(range(len(shown))), [f"#{p.index + 1}" for p in shown])
-    ax.set_xlabel("point")
+    point_axis(ax, shown)
     ax.set_ylabel("CPU (% of one core)")
     ax.set_ylim(bottom=0)
     ax.legend(fontsize="x-small", loc="upper left", ncols=4)
