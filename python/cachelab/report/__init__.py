@@ -83,14 +83,16 @@ def write_report(out: Path) -> Path:
                         partial(plots.plot_timeline, runs=runs, order=run_order))
         for i, point in enumerate(dict.fromkeys(k.point for k in searches), start=1):
             mine = [k for k in searches if k.point == point]
+            first = mine[0].search
             figures.add("capacity", f"capacity-{i}", f"Capacity search, #{point + 1} "
-                        f"{mine[0].label}: p{mine[0].percentile:g} of every trial against its "
+                        f"{mine[0].label}: p{first.percentile:g} of every trial against its "
                         "offered rate",
                         partial(plots.plot_capacity_trials,
-                                trials=[(r, ms) for k in mine for r, ms, _ in k.trials],
-                                target_ms=mine[0].target_ms, percentile=mine[0].percentile,
-                                capacity=min((k.capacity for k in mine if k.capacity),
-                                             default=None)))
+                                trials=[(t.rate, t.latency_ms) for k in mine
+                                        for t in k.search.trials],
+                                target_ms=first.target_ms, percentile=first.percentile,
+                                capacity=min((k.search.capacity for k in mine
+                                              if k.search.capacity), default=None)))
         d = sec.data
         page = out / PAGE
         page.write_text(environment().get_template(TEMPLATE).render(

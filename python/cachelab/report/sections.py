@@ -53,7 +53,7 @@ def build(s: Store) -> Sections:
         data=d, curves=found, ticks=ticks, x_path=x_path, xlabel=xlabel,
         log_x=data.log_x(found, ticks), designs=found_designs, design_note=note,
         queueing=models.queueing_points(found), mva=mva, mva_note=mva_note,
-        distributions=distributions.distributions(s.conn, found, d.settings),
+        distributions=distributions.distributions(s, found, d.settings),
         qos=data.qos_rows(found, d.settings["qos_target_ms"]),
         laws=data.interactive_rows(d),
     )

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cachelab.export import Table
 from cachelab.report.data import STAGES
 from cachelab.report.models import utilisation
 from cachelab.report.sections import Sections
+from cachelab.store import Table
 
 
 def _point_means(sec: Sections) -> Table:
@@ -33,9 +33,9 @@ def _decomposition(sec: Sections) -> Table:
 
 def _links(sec: Sections) -> Table:
     rows = [(p.index, p.label, p.link_bound.ops_per_s if p.link_bound else None,
-             p.link_bound.limit if p.link_bound else None, link["src"], link["dst"],
-             link["rtt_p50_us"], link["rtt_p99_us"], link["expected_rtt_us"],
-             link["mbit_forward"], link["mbit_reverse"])
+             p.link_bound.limit if p.link_bound else None, link.src, link.dst,
+             link.rtt_p50_us, link.rtt_p99_us, link.expected_rtt_us, link.mbit_forward,
+             link.mbit_reverse)
             for p in sec.data.points for link in p.links]
     return Table("links", ("point", "label", "link_bound", "set_by", "src", "dst",
                            "rtt_p50_us", "rtt_p99_us", "expected_rtt_us", "mbit_forward",
