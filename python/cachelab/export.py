@@ -59,7 +59,7 @@ def named(s: Store, names: list[str]) -> list[Table]:
                         f"{', '.join(raw_names())}; report tables: {', '.join(TABLES)}")
     raw = {t.name: t for t in tables(s)} if any(n in raw_names() for n in names) else {}
     built = sections.build(s) if any(n in TABLES for n in names) else None
-    return [raw[n] if n in raw else TABLES[n](built) for n in names]
+    return [raw[n] if n in raw or built is None else TABLES[n](built) for n in names]
 
 
 def write(directory: Path, fmt: str, dest: Path | None = None,

@@ -18,10 +18,11 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cachelab import (
     capacity,
@@ -41,7 +42,7 @@ from cachelab.errors import UserError
 from cachelab.hosts import LOOPBACK, Host
 from cachelab.procs import Managed
 from cachelab.progress import Progress, Status
-from cachelab.spec import Experiment, Point
+from cachelab.spec import Experiment, Point, RunConfig
 from cachelab.store import (
     FILENAME,
     CapacityRecord,
@@ -140,7 +141,8 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
                      capacity_record)
 
 
-def _capacity_result(exp: Experiment, searched: capacity.Outcome):
+def _capacity_result(exp: Experiment, searched: capacity.Outcome
+                     ) -> tuple[tuple[loadgen.Report, ...], RunSummary, CapacityRecord]:
     """A capacity run's record: its throughput is the capacity found, its latencies and
     client tables those of the trials at that rate (none if no rate passed)."""
     answer = searched.answer
@@ -168,7 +170,8 @@ def _capacity_result(exp: Experiment, searched: capacity.Outcome):
     return reports, summary, record
 
 
-def _start_servers(c, directory: Path, place, stack: ExitStack) -> list[Managed]:
+def _start_servers(c: RunConfig, directory: Path, place: _Placement,
+                   stack: ExitStack) -> list[Managed]:
     """Every server process (count x instances), pinned as `servers.pinning` says: by
     process to `servers.cpus`, or each serving thread to its own CPU (the placement is
     written to server-i.pinning)."""
@@ -197,11 +200,12 @@ def _start_servers(c, directory: Path, place, stack: ExitStack) -> list[Managed]
 
 class _Placement:
     """Where instance i of a role runs: the emulated host the layout gives it, or this
-    host on loopback."""
+    host on loopback. `hosts` holds `Host`s, or `ssh.SshHost`s, which have the same
+    methods (duck-typed: their processes are paramiko channels, not Popen objects)."""
 
-    def __init__(self, hosts: dict[str, Host], layout: topology.Layout | None,
+    def __init__(self, hosts: Mapping[str, Any], layout: topology.Layout | None,
                  collect: Callable[[], None] = lambda: None,
-                 versions: dict | None = None) -> None:
+                 versions: dict[str, dict[str, str]] | None = None) -> None:
         self.hosts = hosts
         self.layout = layout
         #: Brings the files remote processes wrote into the run directory.
@@ -215,7 +219,8 @@ class _Placement:
         return self.hosts[self.layout.host(role, i).name]
 
 
-def _hosts(c, layout: topology.Layout | None, directory: Path, stack: ExitStack) -> _Placement:
+def _hosts(c: RunConfig, layout: topology.Layout | None, directory: Path,
+           stack: ExitStack) -> _Placement:
     if layout is None:
         return _Placement({}, None)
     if c.topology.kind == "ssh":
@@ -227,7 +232,8 @@ def _hosts(c, layout: topology.Layout | None, directory: Path, stack: ExitStack)
     return _Placement(centre.hosts, layout)
 
 
-def _measure_links(c, layout: topology.Layout, place: _Placement) -> tuple[LinkRecord, ...]:
+def _measure_links(c: RunConfig, layout: topology.Layout,
+                   place: _Placement) -> tuple[LinkRecord, ...]:
     """Round trip (and bandwidth where a link is shaped) of every pair of hosts that will
     carry traffic; emulated pairs whose links are configured alike are measured once (real
     hosts are each measured)."""
@@ -236,7 +242,8 @@ def _measure_links(c, layout: topology.Layout, place: _Placement) -> tuple[LinkR
     by_name = {h.name: h for h in layout.hosts}
     for src, dst in layout.pairs():
         a, b = by_name[src], by_name[dst]
-        key = ((a.link_mbit, a.delay_ms, a.cpu_quota), (b.link_mbit, b.delay_ms, b.cpu_quota))
+        key: tuple[object, ...] = ((a.link_mbit, a.delay_ms, a.cpu_quota),
+                                   (b.link_mbit, b.delay_ms, b.cpu_quota))
         if c.topology.kind == "ssh":
             key = (src, dst)
         if key not in measured:
@@ -249,7 +256,8 @@ def _measure_links(c, layout: topology.Layout, place: _Placement) -> tuple[LinkR
     return tuple(records)
 
 
-def _populate(c, servers: list[Managed], directory: Path, stack: ExitStack) -> None:
+def _populate(c: RunConfig, servers: list[Managed], directory: Path,
+              stack: ExitStack) -> None:
     """Writes every key into every server directly (the middleware would replicate them
     to all servers anyway), in parallel; a populate error stops the experiment."""
     jobs = [stack.enter_context(local.start_load(

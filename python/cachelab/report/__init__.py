@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
@@ -108,7 +109,8 @@ def write_report(out: Path) -> Path:
 
 def _load_figures(sec: sections.Sections, figures: Figures) -> None:
     """The plots against load, as before the analysis sections."""
-    found, axis = sec.curves, dict(xlabel=sec.xlabel, ticks=sec.ticks, log_x=sec.log_x)
+    found = sec.curves
+    axis: dict[str, Any] = dict(xlabel=sec.xlabel, ticks=sec.ticks, log_x=sec.log_x)
     measured = [p for p in sec.data.points if p.measured]
     add = partial(figures.add, "plots")
     if found:
@@ -167,7 +169,7 @@ def _analysis_figures(sec: sections.Sections, figures: Figures) -> None:
         figures.add_grid(f"design-{i}", f"design-{i}-residuals",
                          f"Residuals against predicted response, and their normal quantile "
                          f"plot ({a.design.label})", draws, ncols=2, width=10, height=3.4)
-    axis = dict(xlabel=sec.xlabel, ticks=sec.ticks, log_x=sec.log_x)
+    axis: dict[str, Any] = dict(xlabel=sec.xlabel, ticks=sec.ticks, log_x=sec.log_x)
     if sec.queueing:
         figures.add_grid("models", "models", "Measured (solid) against M/M/1 (dotted) and "
                          "M/M/m (dashed) over the sweep", [

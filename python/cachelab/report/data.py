@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from cachelab import linkbound, loadgen, spec, topology, validate
 from cachelab.analysis import laws, qos
@@ -22,7 +22,16 @@ from cachelab.store import LinkRecord, Store, StoredPoint, StoredRun
 STAGES = ("network", "decode", "queue", "server", "worker")
 _STAGE_METRICS = {"decode": "decode", "queue": "queue_wait", "server": "server_service",
                   "worker": "worker_processing"}
+T = TypeVar("T")
 CLIENT_FACTORS = ("load.clients", "load.threads", "load.instances")
+
+
+def known(value: T | None) -> T:
+    """A number every measured point has (curves, models and tables hold measured points
+    only): None here is a bug, not missing data."""
+    if value is None:
+        raise ValueError("a measured point without its value")
+    return value
 
 
 @dataclass(frozen=True)
@@ -95,7 +104,7 @@ def load(s: Store) -> ReportData:
 
 def _point(s: Store, stored: StoredPoint, runs: list[StoredRun],
            settings: dict[str, Any]) -> PointResult:
-    base = dict(index=stored.index, label=stored.label, factors=stored.factors,
+    base: dict[str, Any] = dict(index=stored.index, label=stored.label, factors=stored.factors,
                 config=stored.config, clients=stored.clients, runs=len(runs))
     if not runs:
         return PointResult(**base, steady_runs=0, verdict=None)
@@ -192,7 +201,7 @@ def curves(data: ReportData) -> tuple[list[Curve], list[str] | None]:
     path, _ = x_axis(data)
     others = [f for f in data.settings.get("factors", [])
               if f != path and not (path == "clients" and f in CLIENT_FACTORS)]
-    raw = {p.index: (p.clients if path == "clients" else p.factors.get(path))
+    raw: dict[int, Any] = {p.index: (p.clients if path == "clients" else p.factors.get(path))
            for p in data.points}
     numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in raw.values())
     ticks = None if numeric else list(dict.fromkeys(str(v) for v in raw.values()))
@@ -230,8 +239,8 @@ class QosRow:
 def qos_rows(found: list[Curve], target_ms: float) -> list[QosRow]:
     """Per curve, the highest throughput whose p99 stays under the target."""
     return [QosRow(c.label, qos.max_throughput_under(
-        [qos.Point(x, p.throughput, p.percentiles_ms["p99"]) for x, p in zip(c.x, c.points,
-                                                                            strict=True)],
+        [qos.Point(x, known(p.throughput), p.percentiles_ms["p99"])
+         for x, p in zip(c.x, c.points, strict=True)],
         target_ms)) for c in found]
 
 
@@ -246,8 +255,9 @@ def interactive_rows(data: ReportData) -> list[LawRow]:
     requests outstanding: clients x pipeline depth."""
     rows = []
     for p in data.points:
-        if p.measured and p.config["load"]["mode"] == "closed" and p.throughput > 0:
+        if p.measured and p.config["load"]["mode"] == "closed" and known(p.throughput) > 0:
             n = p.clients * p.config["load"]["pipeline"]
-            (check,) = laws.check_interactive_law([(n, p.throughput / 1000, p.response_ms)])
+            (check,) = laws.check_interactive_law([(n, known(p.throughput) / 1000,
+                                                    known(p.response_ms))])
             rows.append(LawRow(p, check))
     return rows

@@ -7,15 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Literal
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from cachelab.analysis.design import level_text
-from cachelab.report.data import STAGES, Curve, PointResult
+from cachelab.report.data import STAGES, Curve, PointResult, known
 
-PERCENTILE_STYLES = {"p50": ":", "p90": "--", "p99": "-"}
+#: The line styles the plots use (matplotlib's names).
+LineStyle = Literal["-", "--", "-.", ":"]
+PERCENTILE_STYLES: dict[str, LineStyle] = {"p50": ":", "p90": "--", "p99": "-"}
 STAGE_COLOURS = {"network": "#9e9e9e", "decode": "#8dd3c7", "queue": "#fb8072",
                  "server": "#80b1d3", "worker": "#fdb462"}
 CPU_STACK = ("usr", "nice", "sys", "softirq", "irq", "iowait", "steal")
@@ -111,7 +114,7 @@ def plot_decomposition(ax: Axes, points: Sequence[PointResult]) -> None:
     xs = range(len(shown))
     bottom = [0.0] * len(shown)
     for stage in STAGES:
-        heights = [p.decomposition[stage] for p in shown]
+        heights = [known(p.decomposition)[stage] for p in shown]
         ax.bar(xs, heights, bottom=bottom, color=STAGE_COLOURS[stage], label=stage)
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     point_axis(ax, shown)
@@ -158,7 +161,7 @@ def plot_cpu(ax: Axes, points: Sequence[PointResult]) -> None:
     xs = range(len(shown))
     bottom = [0.0] * len(shown)
     for share in CPU_STACK:
-        heights = [p.cpu[share] for p in shown]
+        heights = [known(p.cpu)[share] for p in shown]
         ax.bar(xs, heights, bottom=bottom, color=CPU_COLOURS[share], label=share)
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     ax.set_ylim(0, 100)
