@@ -51,6 +51,7 @@ lint: deps
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	$(VENV)/bin/ruff check python bench
+	$(VENV)/bin/mypy
 
 # Release profile: the same binaries serve the Rust integration tests, the Python tests
 # and the demo, so the workspace is compiled once.
