@@ -220,7 +220,7 @@ fn parse_hash_tag(text: &str) -> Result<[u8; 2], String> {
 /// Puts a shard pool's servers in twemproxy's order: it sorts them by name (shorter
 /// names first, then bytewise) when it checks for duplicates, and keeps that order, which
 /// is what modula and random index (ketama does not depend on it).
-fn twemproxy_order(pool: &mut PoolSpec) {
+pub fn twemproxy_order(pool: &mut PoolSpec) {
     if matches!(pool.mode, Mode::Shard { .. }) {
         pool.servers.sort_by(|a, b| {
             (a.name.len(), a.name.as_bytes()).cmp(&(b.name.len(), b.name.as_bytes()))
