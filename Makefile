@@ -51,6 +51,7 @@ lint: deps
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	$(VENV)/bin/ruff check python bench
+	$(VENV)/bin/mypy
 
 # Release profile: the same binaries serve the Rust integration tests, the Python tests
 # and the demo, so the workspace is compiled once.
@@ -74,7 +75,7 @@ bench: deps build
 # Then the differential fuzz: memcached directly vs through the proxy, fresh seeds for
 # FUZZ_SECONDS, failing on the first reply that differs.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := parse_request parse_reply
+FUZZ_TARGETS := parse_request parse_reply parse_command
 fuzz: deps
 	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --version 0.13.2 --locked

@@ -103,8 +103,8 @@ def _trial(exp: Experiment, config: RunConfig, targets: Sequence[tuple[str, int]
     finally:
         for load in loads:
             load.stop()
-    for host in {id(place(i)): place(i) for i in range(config.instances)}.values():
-        host.collect(directory)
+    for where in {id(place(i)): place(i) for i in range(config.instances)}.values():
+        where.collect(directory)
     return [loadgen.load(directory / f"{prefix}load-{i}.json")
             for i in range(config.instances)]
 

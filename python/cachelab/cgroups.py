@@ -40,7 +40,8 @@ class Hierarchies:
 def parse_mounts(text: str, read=lambda p: Path(p).read_text()) -> Hierarchies:
     """Finds the CPU controllers in /proc/mounts text. A cgroup2 mount counts only if its
     root has the cpu controller (on these machines the v2 mount has none)."""
-    v2, v1 = None, {}
+    v2: Path | None = None
+    v1: dict[str, Path] = {}
     for line in text.splitlines():
         fields = line.split()
         if len(fields) < 4:

@@ -1,9 +1,10 @@
-"""CPU utilisation of this host, sampled every second from /proc/stat, like mpstat.
+"""CPU utilisation of this host, sampled every second (through psutil), like mpstat.
 
-`/proc/stat` holds, per CPU and for all CPUs together (`cpu`), cumulative jiffies spent in
-each state since boot. Utilisation over an interval is the difference of two readings,
-each state's share of the total difference. As mpstat does, guest time (already counted in
-user and nice by the kernel) is taken out of usr and nice so nothing is counted twice.
+The kernel counts, per CPU and for all CPUs together, the time spent in each state since
+boot; psutil's `cpu_times` reads those counters. Utilisation over an interval is the
+difference of two readings, each state's share of the total difference. As mpstat does,
+guest time (already counted in user and nice by the kernel) is taken out of usr and nice
+so nothing is counted twice.
 """
 
 from __future__ import annotations
@@ -12,13 +13,18 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-#: The columns of a `cpuN` line, in the kernel's order (proc(5)).
+import psutil
+
+#: The kernel's CPU states (proc(5)), as psutil names them; a state the platform does not
+#: count reads as 0.
 COLUMNS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest",
            "guest_nice")
 #: The shares reported per sample, in percent; they add up to 100.
 SHARES = ("usr", "nice", "sys", "iowait", "irq", "softirq", "steal", "idle")
+
+#: Cumulative seconds per state (COLUMNS order), keyed "all", "0", "1", ...
+Counters = dict[str, tuple[float, ...]]
 
 
 @dataclass(frozen=True)
@@ -37,24 +43,18 @@ class Sample:
     idle: float
 
 
-def parse_stat(text: str) -> dict[str, tuple[int, ...]]:
-    """The jiffy counters of every `cpu` line of /proc/stat, keyed "all", "0", "1", ...
+def read_counters() -> Counters:
+    """The cumulative CPU times of all CPUs together ("all") and of each CPU ("0", "1",
+    ... in the order the kernel lists the online ones)."""
+    def row(times: object) -> tuple[float, ...]:
+        return tuple(float(getattr(times, c, 0.0)) for c in COLUMNS)
 
-    Older kernels have fewer columns; the missing ones read as 0.
-    """
-    counters = {}
-    for line in text.splitlines():
-        if not line.startswith("cpu"):
-            continue
-        name, *values = line.split()
-        key = "all" if name == "cpu" else name[3:]
-        numbers = [int(v) for v in values[:len(COLUMNS)]]
-        counters[key] = tuple(numbers + [0] * (len(COLUMNS) - len(numbers)))
+    counters = {"all": row(psutil.cpu_times())}
+    counters.update((str(i), row(t)) for i, t in enumerate(psutil.cpu_times(percpu=True)))
     return counters
 
 
-def utilisation(before: dict[str, tuple[int, ...]], after: dict[str, tuple[int, ...]],
-                t: float) -> list[Sample]:
+def utilisation(before: Counters, after: Counters, t: float) -> list[Sample]:
     """The shares of each CPU between two readings. A CPU whose counters did not move (or
     went backwards, as on hotplug) gives no sample."""
     samples = []
@@ -78,16 +78,16 @@ def utilisation(before: dict[str, tuple[int, ...]], after: dict[str, tuple[int, 
 
 
 class Sampler:
-    """A thread that reads /proc/stat every `interval` seconds until stopped.
+    """A thread that reads the CPU counters every `interval` seconds until stopped.
 
     Used as a context manager around a run; `samples` holds every CPU's shares per
     interval. The reader and the clock are injectable for tests.
     """
 
-    def __init__(self, interval: float = 1.0, path: Path = Path("/proc/stat"),
+    def __init__(self, interval: float = 1.0, read: Callable[[], Counters] = read_counters,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.interval = interval
-        self._read = lambda: parse_stat(path.read_text())
+        self._read = read
         self._clock = clock
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="cpu-sampler", daemon=True)

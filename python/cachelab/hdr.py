@@ -1,162 +1,96 @@
-"""Reading HdrHistogram's compressed V2 encoding (base64), as the load generator and the
-middleware write it, so the harness can merge the histograms of several instances, runs or
-windows and take exact percentiles of the merged distribution.
+"""HDR histograms as the load generator and the middleware write them (HdrHistogram's
+compressed V2 encoding, base64), decoded and merged by the `hdrhistogram` package (`hdrh`),
+so the harness can merge the histograms of several instances, runs or windows and take
+exact percentiles of the merged distribution.
 
-Format (HdrHistogram's "V2 + deflate"): a big-endian header (cookie 0x1c849304, length)
-around a zlib stream holding a second header (cookie 0x1c849303, payload length,
-normalising offset, significant digits, lowest discernible value, highest trackable value,
-integer-to-double ratio) and the counts as ZigZag LEB128 varints, where a negative number
-n stands for -n empty buckets. Percentiles follow the Rust `hdrhistogram` crate's
-`value_at_quantile` (the highest value equivalent to the bucket that reaches the quantile),
-so they equal the ones the tools print. Writers set bits 4-7 of both cookies to the word
-size (0x10 for 8 bytes); those bits are ignored.
+Percentiles follow the Rust `hdrhistogram` crate's `value_at_quantile` (the highest value
+equivalent to the first bucket whose cumulative count reaches ceil(q x total)), so they
+equal the ones the tools print; `hdrh`'s own `get_value_at_percentile` rounds the rank to
+the nearest count instead, which differs from the tools' p99 on some windows
+(tests/test_loadgen_hdr.py shows one).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import math
-import struct
-import zlib
-from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Iterator
 
-COMPRESSED_COOKIE = 0x1C849304
-V2_COOKIE = 0x1C849303
-_HEADER = struct.Struct(">iiiiqqd")
+from hdrh.histogram import HdrHistogram
 
 
 class HdrError(ValueError):
-    """Bytes that are not a V2 compressed histogram."""
+    """Bytes that are not a V2 compressed histogram, or histograms that cannot merge."""
 
 
-@dataclass(frozen=True)
-class Layout:
-    """The bucket structure fixed by the lowest value and the significant digits."""
-
-    lowest: int
-    digits: int
-
-    @property
-    def unit_magnitude(self) -> int:
-        return int(math.floor(math.log2(self.lowest)))
-
-    @property
-    def half_magnitude(self) -> int:
-        return max(int(math.ceil(math.log2(2 * 10**self.digits))), 1) - 1
-
-    def value_for(self, index: int) -> int:
-        half = 1 << self.half_magnitude
-        bucket = (index >> self.half_magnitude) - 1
-        sub = (index & (half - 1)) + half
-        if bucket < 0:
-            sub -= half
-            bucket = 0
-        return sub << (bucket + self.unit_magnitude)
-
-    def highest_equivalent(self, value: int) -> int:
-        count = 1 << (self.half_magnitude + 1)
-        mask = (count - 1) << self.unit_magnitude
-        bucket = (value | mask).bit_length() - self.unit_magnitude - (self.half_magnitude + 1)
-        sub = value >> (bucket + self.unit_magnitude)
-        lowest = sub << (bucket + self.unit_magnitude)
-        size = 1 << (self.unit_magnitude + bucket + (1 if sub >= count else 0))
-        return lowest + size - 1
-
-
-@dataclass(frozen=True)
 class Histogram:
-    """Counts per value (the lowest value of each non-empty bucket)."""
+    """A decoded histogram; `merge` leaves both operands unchanged."""
 
-    layout: Layout
-    counts: dict[int, int]
+    def __init__(self, hdr: HdrHistogram) -> None:
+        self._hdr = hdr
+
+    @property
+    def layout(self) -> tuple[int, int]:
+        """(lowest discernible value, significant digits): what fixes the buckets."""
+        return self._hdr.lowest_trackable_value, self._hdr.significant_figures
 
     @property
     def total(self) -> int:
-        return sum(self.counts.values())
+        return int(self._hdr.get_total_count())
+
+    @property
+    def counts(self) -> dict[int, int]:
+        """Counts per value (the lowest value of each non-empty bucket)."""
+        return {self._hdr.get_lowest_equivalent_value(value): count
+                for value, count in self._recorded()}
 
     def merge(self, other: Histogram) -> Histogram:
-        if other.layout != self.layout:
-            raise HdrError(f"cannot merge histograms of layouts {self.layout} and "
-                           f"{other.layout}")
-        return Histogram(self.layout, dict(Counter(self.counts) + Counter(other.counts)))
+        return _merged([self, other])
 
     def quantile(self, q: float) -> int:
-        """The value at quantile q in [0, 1]; 0 for an empty histogram."""
+        """The value at quantile q in [0, 1] as the Rust crate gives it; 0 when empty."""
         total = self.total
         if total == 0:
             return 0
         target = max(math.ceil(min(q, 1.0) * total), 1)
         seen = 0
-        for value in sorted(self.counts):
-            seen += self.counts[value]
+        for value, count in self._recorded():
+            seen += count
             if seen >= target:
-                return self.layout.highest_equivalent(value)
-        return self.layout.highest_equivalent(max(self.counts))
+                return value
+        return self.max()
 
     def max(self) -> int:
-        return self.layout.highest_equivalent(max(self.counts)) if self.counts else 0
+        return int(self._hdr.get_max_value())
+
+    def _recorded(self) -> Iterator[tuple[int, int]]:
+        """(highest equivalent value, count) of every non-empty bucket, in order."""
+        for step in self._hdr.get_recorded_iterator():
+            yield step.value_iterated_to, step.count_at_value_iterated_to
 
 
 def decode(text: str) -> Histogram:
     """A histogram from its base64 V2 compressed encoding."""
     try:
-        raw = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise HdrError(f"not base64: {exc}") from None
-    if len(raw) < 8:
-        raise HdrError("too short for a compressed histogram")
-    cookie, length = struct.unpack_from(">ii", raw)
-    if cookie & ~0xF0 != COMPRESSED_COOKIE:
-        raise HdrError(f"cookie {cookie:#x} is not a V2 compressed histogram")
-    try:
-        body = zlib.decompress(raw[8:8 + length])
-    except zlib.error as exc:
-        raise HdrError(f"bad deflate stream: {exc}") from None
-    if len(body) < _HEADER.size:
-        raise HdrError("truncated histogram header")
-    cookie, payload, offset, digits, lowest, _highest, _ratio = _HEADER.unpack_from(body)
-    if cookie & ~0xF0 != V2_COOKIE:
-        raise HdrError(f"cookie {cookie:#x} is not a V2 histogram")
-    if offset != 0:
-        raise HdrError("normalising index offsets are not supported")
-    layout = Layout(max(lowest, 1), digits)
-    counts: dict[int, int] = {}
-    index = 0
-    for n in _varints(body[_HEADER.size:_HEADER.size + payload]):
-        if n < 0:
-            index += -n
-            continue
-        if n:
-            counts[layout.value_for(index)] = counts.get(layout.value_for(index), 0) + n
-        index += 1
-    return Histogram(layout, counts)
-
-
-def _varints(data: bytes):
-    """ZigZag LEB128 with at most 9 bytes, the 9th carrying 8 bits (HdrHistogram's form)."""
-    pos = 0
-    while pos < len(data):
-        value = 0
-        for i in range(9):
-            if pos >= len(data):
-                raise HdrError("truncated varint")
-            byte = data[pos]
-            pos += 1
-            if i == 8:
-                value |= byte << 56
-                break
-            value |= (byte & 0x7F) << (7 * i)
-            if not byte & 0x80:
-                break
-        yield (value >> 1) ^ -(value & 1)
+        return Histogram(HdrHistogram.decode(text))
+    except Exception as exc:  # hdrh raises its own kinds, zlib's and base64's
+        raise HdrError(f"not a V2 compressed HDR histogram: {exc or type(exc).__name__}") \
+            from None
 
 
 def merge_all(encoded: list[str]) -> Histogram | None:
     """The merge of several encoded histograms; None when there are none."""
-    merged = None
-    for text in encoded:
-        h = decode(text)
-        merged = h if merged is None else merged.merge(h)
-    return merged
+    return _merged([decode(text) for text in encoded]) if encoded else None
+
+
+def _merged(parts: list[Histogram]) -> Histogram:
+    """One histogram holding the counts of all `parts` (which must share a layout)."""
+    first = parts[0]
+    for other in parts[1:]:
+        if other.layout != first.layout:
+            raise HdrError(f"cannot merge histograms of layouts {first.layout} and "
+                           f"{other.layout}")
+    lowest, digits = first.layout
+    merged = HdrHistogram(lowest, max(h._hdr.highest_trackable_value for h in parts), digits)
+    for h in parts:
+        merged.add(h._hdr)
+    return Histogram(merged)

@@ -166,8 +166,8 @@ def start_middleware(servers: Sequence[str], *, workers: int, sharded: bool,
         if first[1]:
             if not first[0].startswith(prefix):
                 break
-            host, _, port = first[0][len(prefix):].rpartition(":")
-            return Managed("cachelab-proxy", proc, host, int(port), files)
+            address, _, listening = first[0][len(prefix):].rpartition(":")
+            return Managed("cachelab-proxy", proc, address, int(listening), files)
         if proc.poll() is not None:
             break
         time.sleep(0.02)

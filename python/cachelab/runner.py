@@ -18,10 +18,11 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cachelab import (
     capacity,
@@ -41,16 +42,18 @@ from cachelab.errors import UserError
 from cachelab.hosts import LOOPBACK, Host
 from cachelab.procs import Managed
 from cachelab.progress import Progress, Status
-from cachelab.spec import Experiment, Point
+from cachelab.spec import Experiment, Point, RunConfig
 from cachelab.store import (
     FILENAME,
     CapacityRecord,
+    CapacityTrial,
     HostCpuSample,
     LinkRecord,
     RunHost,
     RunRecord,
     RunSummary,
     Store,
+    StoredRun,
 )
 
 #: Seconds allowed for the populate step and, beyond the run time, for a run to end.
@@ -138,15 +141,17 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
                      capacity_record)
 
 
-def _capacity_result(exp: Experiment, searched: capacity.Outcome):
+def _capacity_result(exp: Experiment, searched: capacity.Outcome
+                     ) -> tuple[tuple[loadgen.Report, ...], RunSummary, CapacityRecord]:
     """A capacity run's record: its throughput is the capacity found, its latencies and
     client tables those of the trials at that rate (none if no rate passed)."""
     answer = searched.answer
     verdicts = {j.rate: "pass" if j.passed else "void" if j.void else "fail"
                 for j in searched.judgements}
     record = CapacityRecord(
-        tuple((t.rate, t.repetition, t.latency_ms, t.completed_rate, t.send_lag_p99_ms,
-               t.fell_behind, verdicts.get(t.rate, "?"), searched.trial_s[t.rate])
+        tuple(CapacityTrial(t.rate, t.repetition, t.latency_ms, t.completed_rate,
+                            t.send_lag_p99_ms, t.fell_behind, verdicts.get(t.rate, "?"),
+                            searched.trial_s[t.rate])
               for t in searched.trials),
         answer.capacity, answer.uncertainty, answer.latency_ms, exp.capacity.percentile,
         exp.capacity.target_ms or exp.qos_target_ms, answer.reason,
@@ -165,7 +170,8 @@ def _capacity_result(exp: Experiment, searched: capacity.Outcome):
     return reports, summary, record
 
 
-def _start_servers(c, directory: Path, place, stack: ExitStack) -> list[Managed]:
+def _start_servers(c: RunConfig, directory: Path, place: _Placement,
+                   stack: ExitStack) -> list[Managed]:
     """Every server process (count x instances), pinned as `servers.pinning` says: by
     process to `servers.cpus`, or each serving thread to its own CPU (the placement is
     written to server-i.pinning)."""
@@ -194,11 +200,12 @@ def _start_servers(c, directory: Path, place, stack: ExitStack) -> list[Managed]
 
 class _Placement:
     """Where instance i of a role runs: the emulated host the layout gives it, or this
-    host on loopback."""
+    host on loopback. `hosts` holds `Host`s, or `ssh.SshHost`s, which have the same
+    methods (duck-typed: their processes are paramiko channels, not Popen objects)."""
 
-    def __init__(self, hosts: dict[str, Host], layout: topology.Layout | None,
+    def __init__(self, hosts: Mapping[str, Any], layout: topology.Layout | None,
                  collect: Callable[[], None] = lambda: None,
-                 versions: dict | None = None) -> None:
+                 versions: dict[str, dict[str, str]] | None = None) -> None:
         self.hosts = hosts
         self.layout = layout
         #: Brings the files remote processes wrote into the run directory.
@@ -212,7 +219,8 @@ class _Placement:
         return self.hosts[self.layout.host(role, i).name]
 
 
-def _hosts(c, layout: topology.Layout | None, directory: Path, stack: ExitStack) -> _Placement:
+def _hosts(c: RunConfig, layout: topology.Layout | None, directory: Path,
+           stack: ExitStack) -> _Placement:
     if layout is None:
         return _Placement({}, None)
     if c.topology.kind == "ssh":
@@ -224,7 +232,8 @@ def _hosts(c, layout: topology.Layout | None, directory: Path, stack: ExitStack)
     return _Placement(centre.hosts, layout)
 
 
-def _measure_links(c, layout: topology.Layout, place: _Placement) -> tuple[LinkRecord, ...]:
+def _measure_links(c: RunConfig, layout: topology.Layout,
+                   place: _Placement) -> tuple[LinkRecord, ...]:
     """Round trip (and bandwidth where a link is shaped) of every pair of hosts that will
     carry traffic; emulated pairs whose links are configured alike are measured once (real
     hosts are each measured)."""
@@ -233,7 +242,8 @@ def _measure_links(c, layout: topology.Layout, place: _Placement) -> tuple[LinkR
     by_name = {h.name: h for h in layout.hosts}
     for src, dst in layout.pairs():
         a, b = by_name[src], by_name[dst]
-        key = ((a.link_mbit, a.delay_ms, a.cpu_quota), (b.link_mbit, b.delay_ms, b.cpu_quota))
+        key: tuple[object, ...] = ((a.link_mbit, a.delay_ms, a.cpu_quota),
+                                   (b.link_mbit, b.delay_ms, b.cpu_quota))
         if c.topology.kind == "ssh":
             key = (src, dst)
         if key not in measured:
@@ -246,7 +256,8 @@ def _measure_links(c, layout: topology.Layout, place: _Placement) -> tuple[LinkR
     return tuple(records)
 
 
-def _populate(c, servers: list[Managed], directory: Path, stack: ExitStack) -> None:
+def _populate(c: RunConfig, servers: list[Managed], directory: Path,
+              stack: ExitStack) -> None:
     """Writes every key into every server directly (the middleware would replicate them
     to all servers anyway), in parallel; a populate error stops the experiment."""
     jobs = [stack.enter_context(local.start_load(
@@ -269,50 +280,92 @@ class Outcome:
     database: Path
 
 
-def run_experiment(exp: Experiment, out: Path, *, resume: bool = False,
-                   progress: Progress | None = None,
-                   execute: Execute = execute_run) -> Outcome:
-    """Runs every point until validation is satisfied, storing each run as it finishes."""
+@dataclass(frozen=True)
+class _Plan:
+    """What the runs of an opened experiment follow: its id in the store, the run order
+    and its seed, and the runs each point already has."""
+
+    exp_id: int
+    order: str
+    seed: int
+    outcomes: dict[int, list[validate.RunOutcome]]
+
+
+def run_experiment(exp: Experiment, out: Path, *, resume: bool = False, again: bool = False,
+                   progress: Progress | None = None, execute: Execute = execute_run,
+                   move_aside: Callable[[Path], None] | None = None) -> Outcome:
+    """Runs every point until validation is satisfied, storing each run as it finishes.
+
+    With `again`, a finished experiment in `out` (or another one) is handed to
+    `move_aside` (default: deleted) and the experiment starts over in an empty `out`, and
+    an unfinished run of the same file is resumed."""
     if execute is execute_run and any(p.config.topology.kind == "netns" for p in exp.points):
         netns.require_support()  # before anything starts: one clear line if it cannot run
         netns.remove_stale()
     paths.writable_dir(out, "results")
     progress = progress or Progress()
-    with Store(out / FILENAME) as store:
-        existing = store.experiment()
-        if existing is not None and not resume:
-            raise UserError(f"{out} already holds the experiment {existing['name']!r}; "
-                            "continue it with --resume, or choose another --out")
-        if existing is not None and existing["digest"] != exp.digest:
-            raise UserError(f"--resume: the experiment file differs from the one {out} was "
-                            "started with; undo the change or choose another --out")
-        exp_id = existing["id"] if existing is not None else store.create_experiment(exp)
-        run_order, seed = store.run_order(exp_id)
-        outcomes = _stored_outcomes(exp, store, exp_id)
-        status = Status(exp, outcomes)
+    with _opened(exp, out, resume=resume, again=again,
+                 move_aside=move_aside or shutil.rmtree) as (store, plan):
+        status = Status(exp, plan.outcomes)
         progress.begin(status)
         by_index = {p.index: p for p in exp.points}
 
         def run_next(index: int) -> None:
-            point, runs = by_index[index], outcomes[index]
+            point, runs = by_index[index], plan.outcomes[index]
             repetition = len(runs) + 1
             status.start(point, repetition)
             progress.started(status)
             record = execute(exp, point, repetition, run_dir(out, point.index, repetition))
-            store.save_run(exp_id, record)
+            store.save_run(plan.exp_id, record)
             runs.append(validate.RunOutcome(record.summary.throughput,
                                             record.summary.cv_within))
             status.finish(point, record)
             progress.finished(status, record, _assess(exp, runs))
 
         try:
-            for index in schedule(exp, outcomes, run_order, seed):
+            for index in schedule(exp, plan.outcomes, plan.order, plan.seed):
                 run_next(index)
         finally:
             progress.end(status)
     unstable = [(p.label, v.reason) for p in exp.points
-                if not (v := _assess(exp, outcomes[p.index])).stable]
-    return Outcome(exp_id, status.runs_this_session, tuple(unstable), out / FILENAME)
+                if not (v := _assess(exp, plan.outcomes[p.index])).stable]
+    return Outcome(plan.exp_id, status.runs_this_session, tuple(unstable), out / FILENAME)
+
+
+@contextmanager
+def _opened(exp: Experiment, out: Path, *, resume: bool, again: bool,
+            move_aside: Callable[[Path], None]) -> Iterator[tuple[Store, _Plan]]:
+    """The store of `out` and the plan to follow: a new experiment's (its seed drawn here
+    unless the file gives one), or a resumed one's as stored."""
+    with Store(out / FILENAME) as store:
+        existing = store.experiment()
+        same = existing is not None and existing.digest == exp.digest
+        outcomes = stored_outcomes(exp, store.runs_by_point(existing.id)) \
+            if existing is not None and same else {}
+        if again and existing is not None:
+            resume = same and _pending(exp, outcomes)
+        if existing is None or resume or not again:
+            if existing is not None and not resume:
+                raise UserError(f"{out} already holds the experiment {existing.name!r}; "
+                                "continue it with --resume, or choose another --out")
+            if existing is not None and not same:
+                raise UserError(f"--resume: the experiment file differs from the one {out} "
+                                "was started with; undo the change or choose another --out")
+            yield store, _plan(exp, store) if existing is None else _Plan(
+                # An experiment stored before orders existed ran in sweep order, no seed.
+                existing.id, existing.order, existing.order_seed or 0, outcomes)
+            return
+    move_aside(out)  # --again: finished, or another experiment
+    paths.writable_dir(out, "results")
+    with Store(out / FILENAME) as store:
+        yield store, _plan(exp, store)
+
+
+def _plan(exp: Experiment, store: Store) -> _Plan:
+    """A new experiment: stored with its seed, no runs yet."""
+    seed = exp.order_seed if exp.order_seed is not None else order.new_seed()
+    return _Plan(store.create_experiment(exp, seed), exp.order, seed,
+                 {p.index: [] for p in exp.points})
 
 
 def schedule(exp: Experiment, outcomes: dict[int, list[validate.RunOutcome]],
@@ -351,18 +404,21 @@ def stored_state(exp: Experiment, out: Path) -> str:
         existing = store.experiment()
         if existing is None:
             return "empty"
-        if existing["digest"] != exp.digest:
+        if existing.digest != exp.digest:
             return "other"
-        outcomes = _stored_outcomes(exp, store, existing["id"])
-    pending = any(_assess(exp, runs).more for runs in outcomes.values())
-    return "unfinished" if pending else "finished"
+        outcomes = stored_outcomes(exp, store.runs_by_point(existing.id))
+    return "unfinished" if _pending(exp, outcomes) else "finished"
 
 
-def _stored_outcomes(exp: Experiment, store: Store,
-                     exp_id: int) -> dict[int, list[validate.RunOutcome]]:
-    done = store.run_summaries(exp_id)
-    return {p.index: [validate.RunOutcome(r["throughput"], r["cv_within"])
-                      for r in done.get(p.index, [])] for p in exp.points}
+def stored_outcomes(exp: Experiment, runs: dict[int, list[StoredRun]]
+                    ) -> dict[int, list[validate.RunOutcome]]:
+    """What validation needs of each point's stored runs."""
+    return {p.index: [validate.RunOutcome(r.throughput, r.cv_within)
+                      for r in runs.get(p.index, [])] for p in exp.points}
+
+
+def _pending(exp: Experiment, outcomes: dict[int, list[validate.RunOutcome]]) -> bool:
+    return any(_assess(exp, runs).more for runs in outcomes.values())
 
 
 def _assess(exp: Experiment, runs: list[validate.RunOutcome]) -> validate.Verdict:

@@ -65,12 +65,12 @@ class RemoteProcess:
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
+        while (code := self.poll()) is None:
             if deadline is not None and time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired(f"pid {self.pid} on {self.host.name}",
                                                 timeout or 0)
             time.sleep(0.1)
-        return self.returncode
+        return code
 
     def send_signal(self, sig: int) -> None:
         if self.returncode is None:

@@ -59,7 +59,7 @@ def summarise(loads: Sequence[loadgen.Report], *, run_time: float, warmup: float
         misses=sum(t.misses for t in totals),
         errors=sum(t.errors for t in totals),
         cv_within=cv(steady_seconds(per_second, run_time, warmup, cooldown)),
-        fell_behind=(any(r.open_loop["fell_behind"] for r in loads)
+        fell_behind=(any((r.open_loop or {}).get("fell_behind", False) for r in loads)
                      if any(r.open_loop for r in loads) else None),
         send_lag_p99_ms=max((r.open_loop["send_lag_ms"]["p99"] for r in loads
                              if r.open_loop), default=None),

@@ -1,4 +1,4 @@
-"""The CPU sampler's /proc/stat arithmetic and the host metadata parsers, on fixtures."""
+"""The CPU sampler's arithmetic and the host metadata parsers, on fixtures."""
 
 import time
 
@@ -6,30 +6,44 @@ import pytest
 
 from cachelab import cpu, hostinfo
 
-STAT_BEFORE = """cpu  1000 10 500 8000 100 5 45 0 0 0
-cpu0 600 10 250 4000 50 5 25 0 0 0
-cpu1 400 0 250 4000 50 0 20 0 0 0
-intr 2785919 0 0
-ctxt 123
+
+def counters(text: str) -> cpu.Counters:
+    """Counters from lines `NAME user nice system idle ...` (jiffies here; psutil gives
+    seconds, and only the ratios matter), missing states read as 0."""
+    out = {}
+    for line in text.strip().splitlines():
+        name, *values = line.split()
+        numbers = [float(v) for v in values]
+        out[name] = tuple(numbers + [0.0] * (len(cpu.COLUMNS) - len(numbers)))
+    return out
+
+
+BEFORE = """all  1000 10 500 8000 100 5 45 0 0 0
+0 600 10 250 4000 50 5 25 0 0 0
+1 400 0 250 4000 50 0 20 0 0 0
 """
 # One second later, 100 jiffies per CPU: cpu0 busy (60 usr, 30 sys, 10 softirq), cpu1 idle.
-STAT_AFTER = """cpu  1060 10 530 8100 100 5 55 0 0 0
-cpu0 660 10 280 4000 50 5 35 0 0 0
-cpu1 400 0 250 4100 50 0 20 0 0 0
-intr 2786919 0 0
+AFTER = """all  1060 10 530 8100 100 5 55 0 0 0
+0 660 10 280 4000 50 5 35 0 0 0
+1 400 0 250 4100 50 0 20 0 0 0
 """
 
 
-def test_parse_stat_reads_every_cpu_line_and_pads_old_kernels():
-    counters = cpu.parse_stat(STAT_BEFORE + "cpu2 1 2 3 4\n")
-    assert set(counters) == {"all", "0", "1", "2"}
-    assert counters["0"] == (600, 10, 250, 4000, 50, 5, 25, 0, 0, 0)
-    assert counters["2"] == (1, 2, 3, 4, 0, 0, 0, 0, 0, 0)
+def test_read_counters_gives_all_and_every_cpu_from_psutil_in_kernel_order():
+    import psutil
+
+    first = cpu.read_counters()
+    assert set(first) == {"all", *(str(i) for i in range(psutil.cpu_count()))}
+    assert all(len(v) == len(cpu.COLUMNS) for v in first.values())
+    time.sleep(0.05)
+    second = cpu.read_counters()
+    assert sum(second["all"]) >= sum(first["all"]) > 0  # cumulative since boot
+    assert sum(first["all"]) == pytest.approx(sum(sum(first[k]) for k in first if k != "all"),
+                                              rel=0.01)
 
 
 def test_utilisation_is_the_share_of_each_state_in_the_delta():
-    samples = {s.cpu: s for s in cpu.utilisation(cpu.parse_stat(STAT_BEFORE),
-                                                 cpu.parse_stat(STAT_AFTER), t=1.0)}
+    samples = {s.cpu: s for s in cpu.utilisation(counters(BEFORE), counters(AFTER), t=1.0)}
     busy, idle, both = samples["0"], samples["1"], samples["all"]
     assert (busy.usr, busy.sys, busy.softirq, busy.idle) == (60.0, 30.0, 10.0, 0.0)
     assert idle.idle == 100.0 and idle.usr == 0.0
@@ -40,25 +54,23 @@ def test_utilisation_is_the_share_of_each_state_in_the_delta():
 
 
 def test_guest_time_is_not_counted_twice():
-    before = cpu.parse_stat("cpu 100 0 0 100 0 0 0 0 0 0\n")
-    after = cpu.parse_stat("cpu 180 0 0 120 0 0 0 0 40 0\n")  # 80 user of which 40 guest
+    before = counters("all 100 0 0 100 0 0 0 0 0 0")
+    after = counters("all 180 0 0 120 0 0 0 0 40 0")  # 80 user of which 40 guest
     (s,) = cpu.utilisation(before, after, t=1.0)
     assert s.usr == pytest.approx(100 * 40 / 60) and s.idle == pytest.approx(100 * 20 / 60)
 
 
 def test_a_cpu_that_did_not_move_or_went_backwards_gives_no_sample():
-    before = cpu.parse_stat("cpu0 10 0 0 10 0 0 0 0 0 0\ncpu1 10 0 0 10 0 0 0 0 0 0\n")
-    after = cpu.parse_stat("cpu0 10 0 0 10 0 0 0 0 0 0\ncpu1 5 0 0 10 0 0 0 0 0 0\n")
+    before = counters("0 10 0 0 10 0 0 0 0 0 0\n1 10 0 0 10 0 0 0 0 0 0")
+    after = counters("0 10 0 0 10 0 0 0 0 0 0\n1 5 0 0 10 0 0 0 0 0 0")
     assert cpu.utilisation(before, after, t=1.0) == []
 
 
-def test_the_sampler_thread_reads_the_file_each_interval(tmp_path):
-    stat = tmp_path / "stat"
-    stat.write_text(STAT_BEFORE)
-    clock = iter([0.0, 1.0, 2.0, 3.0, 4.0]).__next__
-    sampler = cpu.Sampler(interval=0.05, path=stat, clock=clock)
+def test_the_sampler_thread_reads_the_counters_each_interval():
+    readings = iter([counters(BEFORE)] + [counters(AFTER)] * 100)
+    clock = iter([0.0, 1.0, 2.0, 3.0, 4.0] + [5.0] * 100).__next__
+    sampler = cpu.Sampler(interval=0.05, read=lambda: next(readings), clock=clock)
     with sampler:
-        stat.write_text(STAT_AFTER)
         deadline = time.monotonic() + 5
         while not sampler.samples and time.monotonic() < deadline:
             time.sleep(0.01)

@@ -1,5 +1,7 @@
 """The report's grouping of points into curves and its choice of x axis (pure)."""
 
+import dataclasses
+
 from cachelab import validate
 from cachelab.report import data
 
@@ -81,3 +83,21 @@ def test_workers_share_cpus_unless_pinned_apart_or_on_hosts_of_their_own():
     assert not shares_cpus(hosts("ssh", (["middleware"], None), (["server"], None)))
     assert shares_cpus(hosts("ssh", (["middleware", "server"], None)))
     assert _cpuset("0-2,5") == (0, 1, 2, 5) and _cpuset(None) == ()
+
+
+def test_per_point_plots_label_each_point_with_its_factor_levels():
+    from matplotlib.figure import Figure
+
+    from cachelab.report import plots
+
+    shown = [point(0, {"workload.ratio": "0:1", "middleware.workers": 8}, 1),
+             point(1, {"workload.ratio": "1:0", "middleware.sharded": True}, 1)]
+    ax = Figure().add_subplot()
+    plots.point_axis(ax, shown)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0:1\n8\n-", "1:0\n-\ntrue"]
+    assert ax.get_xlabel() == "workload.ratio / middleware.workers / middleware.sharded"
+    cpu = {s: 10.0 for s in plots.CPU_STACK}
+    ax = Figure().add_subplot()
+    plots.plot_cpu(ax, [dataclasses.replace(point(0, {}, 1), cpu=cpu)])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["base"]  # a one-point experiment
+    assert ax.get_xlabel() == "point"

@@ -74,6 +74,24 @@ middleware.sharded = true
     assert [p.index for p in e.points] == list(range(8))
 
 
+def test_a_file_without_a_sweep_is_one_point():
+    for text in (MINIMAL.split("[sweep")[0], MINIMAL.split("[sweep")[0] + "[sweep]\n"):
+        e = spec.parse(text + "[load]\nclients = 4\n")
+        assert len(e.points) == 1 and e.factor_paths == ()
+        (only,) = e.points
+        assert (only.index, only.factors, only.label) == (0, (), "base")
+        assert only.config.load.clients == 4 and e.repetitions == 3 and e.max_repetitions == 5
+
+
+def test_the_one_point_experiment_is_its_configuration_repeated():
+    e = spec.load(EXPERIMENTS / "one-point.toml")
+    assert [p.factors for p in e.points] == [()]
+    c = e.points[0].config
+    assert (c.servers.count, c.middleware.count, c.middleware.workers, c.total_clients) == (
+        3, 1, 16, 8)
+    assert e.repetitions == 3
+
+
 def test_sweep_expand_is_a_nested_loop():
     assert sweep.expand([], [("a", [1, 2]), ("b", ["x", "y"])]) == [
         {"a": 1, "b": "x"}, {"a": 1, "b": "y"}, {"a": 2, "b": "x"}, {"a": 2, "b": "y"}]
@@ -108,7 +126,8 @@ rate = 1000
     (MINIMAL + "[workload]\nratio = \"1-10\"\n",
      'workload.ratio: expected "S:G" with integers'),
     (MINIMAL.replace("[1, 2]", "[]"), "sweep.factors.load.clients: empty list of levels"),
-    (MINIMAL.split("[sweep")[0], "sweep: empty sweep"),
+    (MINIMAL.split("[sweep")[0] + "sweep = 3\n",
+     "sweep: must be a table ([sweep]), got an integer"),
     (MINIMAL.replace("[1, 2]", "[1, 0]"),
      "sweep.factors.load.clients[1]: load.clients: must be >= 1, got 0"),
     (MINIMAL + '"load.clinets" = [1]\n',

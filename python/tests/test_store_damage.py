@@ -170,7 +170,7 @@ def test_reading_does_not_write_the_database(exp):
     db = exp / store.FILENAME
     before = digest(db)
     with store.Store.open_existing(exp) as s:
-        assert s.read_only and s.experiment()["name"] == "damaged"
+        assert s.read_only and s.experiment().name == "damaged"
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
             s.conn.execute("DELETE FROM run")
     assert digest(db) == before

@@ -27,7 +27,7 @@ def test_migration_0001_gives_a_fresh_database_exactly_the_original_schema():
 
 def test_migration_0001_is_literal_text_not_built_from_live_constants():
     # The text itself, not just its effect: no placeholder left to be filled in later.
-    sql = store._INITIAL
+    sql = store.schema._INITIAL
     assert "{" not in sql and "}" not in sql
     assert "usr REAL NOT NULL, nice REAL NOT NULL" in sql
 

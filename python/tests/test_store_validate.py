@@ -130,7 +130,7 @@ def test_an_unstable_series_gets_extra_repetitions_up_to_the_bound(tmp_path):
     label, reason = outcome.unstable[0]
     assert label == "load.clients=1" and "CV between repetitions" in reason
     with store.Store(outcome.database) as s:
-        assert [r["repetition"] for r in s.run_summaries(outcome.experiment_id)[0]] == \
+        assert [r.repetition for r in s.runs_by_point(outcome.experiment_id)[0]] == \
             [1, 2, 3, 4, 5]
         assert s.artifact(1, "note.txt") == b"hello"
 
@@ -203,14 +203,15 @@ def test_randomized_runs_every_planned_run_once_in_the_seeds_order(tmp_path):
                                                                        "randomized", 11)]
     assert sorted(execute.calls) == [(p, r) for p in range(4) for r in (1, 2)]
     with store.Store(tmp_path / store.FILENAME) as s:
-        assert s.run_order(1) == ("randomized", 11)
+        exp = s.experiment()
+        assert (exp.id, exp.order, exp.order_seed) == (1, "randomized", 11)
 
 
 def test_a_resumed_randomized_experiment_continues_in_the_same_order(tmp_path):
     whole = fake_executor(steady(4))
     run(tmp_path / "whole", whole, text=RANDOM.replace("order_seed = 11\n", ""))
     with store.Store(tmp_path / "whole" / store.FILENAME) as s:
-        _, seed = s.run_order(1)
+        seed = s.experiment().order_seed
     assert seed > 0  # drawn and stored
     text = RANDOM.replace("order_seed = 11", f"order_seed = {seed}")
     calls = []

@@ -44,6 +44,15 @@ pub enum ProtocolArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TimestampsArg {
+    /// Kernel timestamps (SO_TIMESTAMPING) where the kernel gives them: latency ends at
+    /// the kernel's receipt of the reply; wire time and the client's own delays reported.
+    Kernel,
+    /// The program's clock only: latency ends when the reply has been read.
+    User,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ArrivalArg {
     /// Exponential gaps: a Poisson process, the usual model of independent users.
     Poisson,
@@ -232,6 +241,18 @@ pub struct Args {
     /// late. Costs up to twice this much CPU per request when requests are sparse.
     #[arg(long, default_value_t = 0, value_name = "US")]
     pub busy_poll_us: u64,
+
+    /// Which clock ends each latency: `kernel` (the kernel's receive timestamp of the
+    /// reply, falling back to the program's clock where the kernel gives none) or `user`
+    /// (the program's clock only). The JSON report says which each figure used.
+    #[arg(long, value_enum, default_value = "kernel")]
+    pub timestamps: TimestampsArg,
+
+    /// Connect, then start the run at this instant (Unix time in milliseconds), so that
+    /// instances on several hosts run together. Up to 100 ms in the past starts at once;
+    /// further back is refused.
+    #[arg(long, value_name = "UNIX_TIME_MS")]
+    pub start_at: Option<u64>,
 
     /// Accepted for memtier compatibility: a broken connection is always re-opened here.
     #[arg(long)]

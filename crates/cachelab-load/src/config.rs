@@ -6,12 +6,15 @@ use std::time::Duration;
 use cachelab_protocol::limits::MAX_KEY_LEN;
 use thiserror::Error;
 
-use crate::args::{Args, ArrivalArg, ProtocolArg, DEFAULT_DATA_SIZE, DEFAULT_REQUESTS};
+use crate::args::{
+    Args, ArrivalArg, ProtocolArg, TimestampsArg, DEFAULT_DATA_SIZE, DEFAULT_REQUESTS,
+};
 use crate::cycle::GetKeys;
 use crate::keys::{KeyPattern, KeyRange};
 use crate::schedule::Arrival;
 use crate::sizes::{self, MEMCACHED_MAX_RELATIVE_EXPTIME};
 pub use crate::sizes::{DataSize, ExpiryRange, SizePattern};
+use crate::timing::TimestampMode;
 
 /// `--connect-timeout=0` (memtier's "no limit"): a day, far beyond any run.
 pub const NO_CONNECT_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
@@ -107,6 +110,10 @@ pub struct Config {
     pub print_all_runs: bool,
     /// Percentiles of the human summary's columns.
     pub print_percentiles: Vec<f64>,
+    /// Which clock ends each latency.
+    pub timestamps: TimestampMode,
+    /// The instant (Unix ms) the first run starts on, once connected.
+    pub start_at_unix_ms: Option<u64>,
 }
 
 impl Config {
@@ -458,6 +465,11 @@ impl TryFrom<&Args> for Config {
             run_count: args.run_count,
             print_all_runs: args.print_all_runs,
             print_percentiles,
+            timestamps: match args.timestamps {
+                TimestampsArg::Kernel => TimestampMode::Kernel,
+                TimestampsArg::User => TimestampMode::User,
+            },
+            start_at_unix_ms: args.start_at,
         })
     }
 }

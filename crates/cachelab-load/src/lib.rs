@@ -14,6 +14,10 @@
 //!   reply means;
 //! - [`schedule`]: open-loop send times (Poisson or fixed);
 //! - [`record`]: per-thread measurements, the summary window and the per-second series;
+//! - [`timing`]: where each request's time went (wire time, response time, the client's
+//!   own delays), from kernel and program timestamps; [`stamps`]: the kernel's
+//!   timestamps parsed from control messages and matched to requests;
+//! - [`start`]: `--start-at`, the instant a run starts on;
 //! - [`report`]: the JSON report (one run, or several and their aggregate), the human
 //!   summary, the HdrHistogram log.
 //!
@@ -31,4 +35,7 @@ pub mod report;
 pub mod runner;
 pub mod schedule;
 pub mod sizes;
+pub mod stamps;
+pub mod start;
+pub mod timing;
 pub mod workload;

@@ -34,6 +34,13 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    // A --start-at already past is refused before connecting (and once more after).
+    if let Some(at) = config.start_at_unix_ms {
+        if let Err(e) = cachelab_load::start::wait_for(at, runner::realtime_ns() / 1_000_000) {
+            eprintln!("cachelab-load: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    }
     match run(&args, &config) {
         Ok(code) => code,
         Err(e) => {
@@ -63,6 +70,7 @@ fn run(args: &Args, config: &Config) -> anyhow::Result<ExitCode> {
         .map(|r| report::Measured {
             recorder: &r.recorder,
             started_unix_ms: r.started_unix_ms,
+            start_late_us: r.start_late_us,
             duration_ns: r.duration_ns,
         })
         .collect();

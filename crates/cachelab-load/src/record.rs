@@ -16,6 +16,7 @@
 
 use cachelab_stats::{LatencyHistogram, Welford};
 
+use crate::timing::{Times, TimestampMode, Timing};
 use crate::workload::{Op, Outcome};
 
 /// Nanoseconds to whole microseconds, rounded to nearest (the histograms' unit).
@@ -116,6 +117,58 @@ pub struct Recorder {
     pub scheduled_in_window: u64,
     /// When the last request completed or failed.
     pub last_event_ns: u64,
+    /// Kernel and program timestamps of the requests answered inside the window.
+    pub timing: Timing,
+    /// The CPU the load threads used while the run's clock ran.
+    pub cpu: CpuUsage,
+}
+
+/// CPU time of load threads (`getrusage(RUSAGE_THREAD)`) over their wall time, from the
+/// start of the run's clock until the thread's connections were done.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuUsage {
+    pub threads: u64,
+    pub user_ns: u64,
+    pub system_ns: u64,
+    /// The threads' wall times added up.
+    pub wall_ns: u64,
+    /// The highest share of its wall time one thread spent on the CPU, in millionths.
+    pub busiest_ppm: u64,
+}
+
+impl CpuUsage {
+    /// One thread's usage.
+    pub fn thread(user_ns: u64, system_ns: u64, wall_ns: u64) -> CpuUsage {
+        let ppm = if wall_ns == 0 {
+            0
+        } else {
+            ((user_ns + system_ns) as u128 * 1_000_000 / wall_ns as u128) as u64
+        };
+        CpuUsage {
+            threads: 1,
+            user_ns,
+            system_ns,
+            wall_ns,
+            busiest_ppm: ppm,
+        }
+    }
+
+    pub fn merge(&mut self, other: &CpuUsage) {
+        self.threads += other.threads;
+        self.user_ns += other.user_ns;
+        self.system_ns += other.system_ns;
+        self.wall_ns += other.wall_ns;
+        self.busiest_ppm = self.busiest_ppm.max(other.busiest_ppm);
+    }
+
+    /// CPU time over wall time, all threads together (1.0: every thread always on a CPU).
+    pub fn share(&self) -> f64 {
+        if self.wall_ns == 0 {
+            0.0
+        } else {
+            (self.user_ns + self.system_ns) as f64 / self.wall_ns as f64
+        }
+    }
 }
 
 impl Recorder {
@@ -130,6 +183,8 @@ impl Recorder {
             sent_in_window: 0,
             scheduled_in_window: 0,
             last_event_ns: 0,
+            timing: Timing::default(),
+            cpu: CpuUsage::default(),
         }
     }
 
@@ -183,6 +238,17 @@ impl Recorder {
         }
     }
 
+    /// A reply was parsed: the latency runs from the intended send to the kernel's
+    /// receipt (`mode` kernel, where stamped) or to the program's read, and the timing
+    /// figures are kept if it completed inside the window.
+    pub fn answered(&mut self, op: Op, times: &Times, mode: TimestampMode, outcome: Outcome) {
+        let end = times.latency_end(mode);
+        self.completed(op, times.intended_ns, end, outcome);
+        if self.window.contains(end) {
+            self.timing.record(times);
+        }
+    }
+
     /// A request got no reply: its connection broke, or it timed out (`timeout`).
     pub fn failed(&mut self, op: Op, at_ns: u64, timeout: bool) {
         self.totals.errors += 1;
@@ -223,6 +289,8 @@ impl Recorder {
         self.sent_in_window += other.sent_in_window;
         self.scheduled_in_window += other.scheduled_in_window;
         self.last_event_ns = self.last_event_ns.max(other.last_event_ns);
+        self.timing.merge(&other.timing);
+        self.cpu.merge(&other.cpu);
     }
 
     /// All operation types together.
@@ -312,6 +380,44 @@ mod tests {
         assert_eq!(r.scheduled_in_window, 1);
         assert_eq!(r.send_lag.len(), 1);
         assert_eq!(r.send_lag.percentiles().max, 2000);
+    }
+
+    #[test]
+    fn an_answer_ends_at_the_kernels_receipt_and_keeps_its_timing_inside_the_window() {
+        let mut r = Recorder::new(Window {
+            start_ns: S,
+            end_ns: 2 * S,
+        });
+        let times = |at: u64| Times {
+            intended_ns: at,
+            transmitted_ns: Some(at + 10_000),
+            received_ns: Some(at + 60_000),
+            wire: Some(crate::timing::Wire {
+                ns: 50_000,
+                hardware: false,
+            }),
+            read_ns: at + 90_000,
+        };
+        r.answered(Op::Get, &times(S), TimestampMode::Kernel, hit());
+        r.answered(Op::Get, &times(S), TimestampMode::User, hit());
+        r.answered(Op::Get, &times(0), TimestampMode::Kernel, hit());
+        let get = &r.ops[Op::Get.index()];
+        assert_eq!(get.completed, 2, "the third is in the warm-up");
+        assert_eq!(
+            get.moments.mean, 75.0,
+            "60 us to the receipt, 90 us to the read"
+        );
+        assert_eq!(r.timing.requests, 2);
+        assert_eq!(r.timing.wire.moments.mean, 50.0);
+    }
+
+    #[test]
+    fn cpu_shares_add_over_threads_and_keep_the_busiest() {
+        let mut a = CpuUsage::thread(600, 200, 1_000);
+        a.merge(&CpuUsage::thread(100, 100, 1_000));
+        assert_eq!((a.threads, a.busiest_ppm), (2, 800_000));
+        assert_eq!(a.share(), 0.5);
+        assert_eq!(CpuUsage::default().share(), 0.0);
     }
 
     #[test]

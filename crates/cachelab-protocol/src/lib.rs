@@ -20,11 +20,12 @@ pub mod binary;
 pub mod error;
 pub mod limits;
 mod line;
+mod number;
 pub mod request;
 pub mod resp;
 pub mod response;
 
-pub use error::{Discard, Invalid, ParseError, RequestError};
+pub use error::{Discard, Invalid, ParseError, RequestError, Span, Unlink};
 pub use limits::Limits;
 pub use request::{
     parse_request, Arith, ArithOp, Delete, FlushAll, Get, Keys, Meta, MetaCmd, MetaStatus, Request,

@@ -9,6 +9,13 @@ pub const DEFAULT_MAX_VALUE_LEN: usize = 1024 * 1024;
 /// cannot make us buffer without bound.
 pub const DEFAULT_MAX_LINE_LEN: usize = 64 * 1024;
 
+/// memcached closes a connection whose command line passes this many bytes before its
+/// newline has been read, unless the line is a `get` or `gets` (which may be longer). A
+/// long line that arrives in one read is served, so what a client gets from memcached
+/// depends on how its bytes were cut; a proxy must send servers no longer line of any
+/// other command, or a client's bytes close the proxy's server connection.
+pub const MEMCACHED_MAX_LINE: usize = 2048;
+
 /// Limits a parser enforces. The defaults are memcached's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {

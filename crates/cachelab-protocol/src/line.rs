@@ -30,7 +30,8 @@ pub(crate) fn tokens(line: &[u8]) -> impl Iterator<Item = &[u8]> + Clone {
     line.split(|b| *b == b' ').filter(|t| !t.is_empty())
 }
 
-/// Parses an unsigned decimal with no sign and no leading `+`, rejecting overflow.
+/// Parses an unsigned decimal with no sign and no leading `+`, rejecting overflow (for
+/// server replies; requests are read as memcached reads them, see [`crate::number`]).
 pub(crate) fn parse_u64(token: &[u8]) -> Option<u64> {
     if token.is_empty() || token.len() > 20 {
         return None;
@@ -49,7 +50,7 @@ pub(crate) fn parse_u32(token: &[u8]) -> Option<u32> {
     parse_u64(token).and_then(|v| u32::try_from(v).ok())
 }
 
-/// Parses a signed decimal (memcached accepts negative expiration times).
+/// Parses a signed decimal.
 pub(crate) fn parse_i64(token: &[u8]) -> Option<i64> {
     match token.split_first() {
         Some((b'-', rest)) => parse_u64(rest).and_then(|v| {
@@ -60,6 +61,58 @@ pub(crate) fn parse_i64(token: &[u8]) -> Option<i64> {
             }
         }),
         _ => parse_u64(token).and_then(|v| i64::try_from(v).ok()),
+    }
+}
+
+/// memcached's `MAX_TOKENS` less its terminal token: the most tokens its tokenizer
+/// splits a line into (what is left is tokenized again only by `get`).
+pub(crate) const MAX_WORDS: usize = 23;
+
+/// A command line as memcached's tokenizer sees it: the command at index 0, then at
+/// most [`MAX_WORDS`] tokens in all. memcached's counts include a terminal token, so its
+/// `ntokens` is [`Words::ntokens`]; its rules are written against that number, and so
+/// are ours, to be read side by side with `proto_text.c`.
+pub(crate) struct Words<'a> {
+    items: [&'a [u8]; MAX_WORDS],
+    len: usize,
+}
+
+impl<'a> Words<'a> {
+    pub(crate) fn new(line: &'a [u8]) -> Self {
+        let mut words = Words {
+            items: [&[]; MAX_WORDS],
+            len: 0,
+        };
+        for token in tokens(line).take(MAX_WORDS) {
+            words.items[words.len] = token;
+            words.len += 1;
+        }
+        words
+    }
+
+    /// memcached's `ntokens`: the tokens read plus the terminal one.
+    pub(crate) fn ntokens(&self) -> usize {
+        self.len + 1
+    }
+
+    /// Token `i` (the command is 0); empty past the end, where memcached's is too.
+    pub(crate) fn get(&self, i: usize) -> &'a [u8] {
+        if i < self.len {
+            self.items[i]
+        } else {
+            &[]
+        }
+    }
+
+    /// The last token read (memcached's `tokens[ntokens - 2]`).
+    pub(crate) fn last(&self) -> &'a [u8] {
+        self.get(self.len.wrapping_sub(1))
+    }
+
+    /// memcached's `set_noreply_maybe`: the last token is exactly `noreply`, whatever
+    /// position that is (in `incr k noreply` it stands where the delta should be).
+    pub(crate) fn noreply(&self) -> bool {
+        self.last() == b"noreply"
     }
 }
 
@@ -103,5 +156,23 @@ mod tests {
         assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
         assert_eq!(parse_i64(b"-"), None);
         assert_eq!(parse_i64(b"9223372036854775808"), None);
+    }
+
+    #[test]
+    fn words_stop_where_memcacheds_tokenizer_stops() {
+        let many: Vec<u8> = (0..30)
+            .flat_map(|i| format!("t{i} ").into_bytes())
+            .collect();
+        let words = Words::new(&many);
+        assert_eq!(words.ntokens(), MAX_WORDS + 1);
+        assert_eq!(words.last(), b"t22");
+        let short = Words::new(b"incr k noreply");
+        assert_eq!(
+            (short.ntokens(), short.get(1), short.get(5)),
+            (4, &b"k"[..], &b""[..])
+        );
+        assert!(short.noreply());
+        assert_eq!(Words::new(b"").ntokens(), 1);
+        assert_eq!(Words::new(b"").last(), b"");
     }
 }

@@ -15,6 +15,11 @@ fn short_key() -> impl Strategy<Value = Vec<u8>> {
     proptest::collection::vec(0x21u8..0x7f, 1..12)
 }
 
+/// memcached reads an expiration time as a 32-bit number.
+fn exptime() -> impl Strategy<Value = i64> {
+    any::<i32>().prop_map(i64::from)
+}
+
 /// An owned description of a valid request, turned into a borrowed `Request` for testing.
 #[derive(Debug, Clone)]
 enum Owned {
@@ -45,7 +50,7 @@ fn owned_request() -> impl Strategy<Value = Owned> {
             store_op,
             key(),
             any::<u32>(),
-            any::<i64>(),
+            exptime(),
             proptest::collection::vec(any::<u8>(), 0..300),
             any::<u64>(),
             any::<bool>()
@@ -62,9 +67,8 @@ fn owned_request() -> impl Strategy<Value = Owned> {
             any::<bool>()
         )
             .prop_map(|(op, k, d, nr)| Owned::Arith(op, k, d, nr)),
-        (key(), any::<i64>(), any::<bool>()).prop_map(|(k, e, nr)| Owned::Touch(k, e, nr)),
-        (proptest::option::of(any::<i64>()), any::<bool>())
-            .prop_map(|(d, nr)| Owned::FlushAll(d, nr)),
+        (key(), exptime(), any::<bool>()).prop_map(|(k, e, nr)| Owned::Touch(k, e, nr)),
+        (proptest::option::of(exptime()), any::<bool>()).prop_map(|(d, nr)| Owned::FlushAll(d, nr)),
         Just(Owned::Version),
         Just(Owned::Quit),
     ]
@@ -183,6 +187,8 @@ proptest! {
                     Just(b" ".to_vec()), Just(b"0 ".to_vec()), Just(b"5 ".to_vec()),
                     Just(b"noreply".to_vec()), Just(b"-1 ".to_vec()), Just(b"k".to_vec()),
                     Just(b"99999999999999999999 ".to_vec()),
+                    Just(b"HTTP/1.1".to_vec()), Just(b"verbosity ".to_vec()),
+                    Just(b"delete ".to_vec()), Just(b"stats ".to_vec()),
                 ],
                 0..40
             ).prop_map(|parts| parts.concat()),
@@ -216,6 +222,7 @@ proptest! {
                                 None => rest = &[],
                             }
                         }
+                        Discard::Close => break,
                     }
                 }
                 Err(ParseError::Incomplete) => break,

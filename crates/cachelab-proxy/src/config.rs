@@ -1,5 +1,6 @@
 //! Command-line options and the validated configuration built from them.
 
+use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use clap::Parser;
 use thiserror::Error;
 
 use crate::endpoint::Endpoint;
+use crate::health::MAX_SERVERS;
 use crate::routing::hash::Hash;
 use crate::routing::plan::{Mode, ReadPolicy};
 use crate::routing::ring::Distribution;
@@ -256,6 +258,8 @@ pub enum ConfigError {
     Unsupported(&'static str),
     #[error("--unix-socket-mode {0:?}: expected octal permissions such as 700")]
     BadMode(String),
+    #[error("{0} distinct server addresses; at most {MAX_SERVERS} are supported")]
+    TooManyServers(usize),
 }
 
 /// One memcached server of a pool.
@@ -509,6 +513,11 @@ impl TryFrom<&Args> for Config {
             }
         };
         let servers = distinct_servers(&listeners);
+        // Refused here, with the reason, rather than as a descriptor shortfall or when
+        // the health registry fills.
+        if servers.len() > MAX_SERVERS {
+            return Err(ConfigError::TooManyServers(servers.len()));
+        }
         let seconds = |value: f64, name| {
             Duration::try_from_secs_f64(value)
                 .ok()
@@ -572,13 +581,14 @@ impl TryFrom<&Args> for Config {
 
 /// Every distinct server of every listener's pool, in order of appearance.
 pub fn distinct_servers(listeners: &[ListenerSpec]) -> Vec<Endpoint> {
-    let mut out: Vec<Endpoint> = Vec::new();
-    for server in listeners.iter().flat_map(|l| &l.pool.servers) {
-        if !out.contains(&server.addr) {
-            out.push(server.addr.clone());
-        }
-    }
-    out
+    let mut seen = HashSet::new();
+    listeners
+        .iter()
+        .flat_map(|l| &l.pool.servers)
+        .map(|s| &s.addr)
+        .filter(|addr| seen.insert(*addr))
+        .cloned()
+        .collect()
 }
 
 pub(crate) fn resolve(server: &str) -> Result<SocketAddr, ConfigError> {
@@ -702,6 +712,24 @@ mod tests {
         .unwrap_err();
         assert!(err.contains("Unix socket server"), "{err}");
         assert!(parse(&["p", "--unix-socket-mode", "999", "-m", "127.0.0.1:1"]).is_err());
+    }
+
+    #[test]
+    fn more_distinct_servers_than_the_registry_holds_are_refused_by_count() {
+        let servers: Vec<String> = (1..=MAX_SERVERS + 1)
+            .map(|port| format!("127.0.0.1:{port}"))
+            .collect();
+        let mut argv = vec!["p", "-m"];
+        argv.extend(servers.iter().map(String::as_str));
+        let err = parse(&argv).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "{} distinct server addresses; at most {MAX_SERVERS} are supported",
+                MAX_SERVERS + 1
+            )
+        );
+        assert!(parse(&argv[..argv.len() - 1]).is_ok());
     }
 
     #[test]

@@ -22,6 +22,11 @@
 //! Servers are written as in nutcracker.yml: `host:port[:weight] [name]`, or a Unix
 //! socket `/path[:weight] [name]`; `listen` may be a Unix socket path too.
 //!
+//! A file is read only up to [`MAX_CONFIG_BYTES`], YAML aliases are refused (see
+//! [`crate::config_yaml`]), and everything after the read is linear in the number of
+//! servers (each host name is resolved once), so no file can make start-up or a reload
+//! take minutes or gigabytes.
+//!
 //! TLS (TOML only: no twemproxy fork defines TLS keys for nutcracker.yml), per pool;
 //! relative paths are taken from the file's directory (see docs/tls.md):
 //!
@@ -38,13 +43,15 @@
 //! key = "proxy-client.key"
 //! ```
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::collections::{HashMap, HashSet};
+use std::io::Read;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
 use thiserror::Error;
-use yaml_rust2::{Yaml, YamlLoader};
+use yaml_rust2::Yaml;
 
 use crate::config::{ketama_name, ListenerSpec, PoolSpec, ServerSpec};
 use crate::endpoint::Endpoint;
@@ -64,6 +71,36 @@ pub enum FileError {
     },
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
+    #[error("{path}: larger than {} MiB, the limit for a config file", MAX_CONFIG_BYTES >> 20)]
+    TooLarge { path: String },
+}
+
+/// Largest config file read. A nutcracker.yml is a few KiB (1,000 servers are about
+/// 40 KiB); 4 MiB holds some 100,000 server lines while bounding what a file can cost:
+/// the parsed tree, and a ketama ring of 160 points per server.
+pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+
+/// The text of `path`, refused past [`MAX_CONFIG_BYTES`] without reading further (the
+/// length is checked on what is read, not on the metadata, so a FIFO or a file growing
+/// under us is bounded too).
+fn read_bounded(path: &Path) -> Result<String, FileError> {
+    let display = || path.display().to_string();
+    let read_error = |source| FileError::Read {
+        path: display(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(FileError::TooLarge { path: display() });
+    }
+    String::from_utf8(bytes).map_err(|e| FileError::Invalid {
+        path: display(),
+        message: format!("not UTF-8 (byte {})", e.utf8_error().valid_up_to()),
+    })
 }
 
 /// Reads the listeners and pools of `path`. `timeout` and `failure_limit` are the
@@ -73,10 +110,7 @@ pub fn load(
     timeout: Duration,
     failure_limit: u32,
 ) -> Result<Vec<ListenerSpec>, FileError> {
-    let text = std::fs::read_to_string(path).map_err(|source| FileError::Read {
-        path: path.display().to_string(),
-        source,
-    })?;
+    let text = read_bounded(path)?;
     let defaults = Defaults {
         timeout,
         failure_limit,
@@ -132,8 +166,32 @@ fn relative_to(dir: &Path, listeners: &mut [ListenerSpec]) {
     }
 }
 
+/// Host names resolved while reading one file: each is looked up once, since a lookup
+/// costs tens of microseconds (`/etc/hosts`, NSS) and a pool may name the same host
+/// thousands of times.
+#[derive(Debug, Default)]
+pub struct Resolver {
+    hosts: HashMap<String, IpAddr>,
+}
+
+impl Resolver {
+    /// The first address `host` resolves to, with `port`.
+    fn resolve(&mut self, host: &str, port: u16) -> Result<SocketAddr, String> {
+        if let Some(ip) = self.hosts.get(host) {
+            return Ok(SocketAddr::new(*ip, port));
+        }
+        let addr = (host, port)
+            .to_socket_addrs()
+            .map_err(|e| format!("{host} did not resolve: {e}"))?
+            .next()
+            .ok_or_else(|| format!("{host} did not resolve"))?;
+        self.hosts.insert(host.to_string(), addr.ip());
+        Ok(addr)
+    }
+}
+
 /// `host:port[:weight] [name]`, parsed from the end as nutcracker does.
-pub fn parse_server(text: &str) -> Result<ServerSpec, String> {
+pub fn parse_server(text: &str, resolver: &mut Resolver) -> Result<ServerSpec, String> {
     let text = text.trim();
     let (address, name) = match text.split_once(' ') {
         Some((a, n)) if !n.trim().is_empty() => (a, Some(n.trim().to_string())),
@@ -185,7 +243,9 @@ pub fn parse_server(text: &str) -> Result<ServerSpec, String> {
     if weight == 0 {
         return Err(format!("server {text:?}: weight must be at least 1"));
     }
-    let addr = resolve(host, port).map_err(|e| format!("server {text:?}: {e}"))?;
+    let addr = resolver
+        .resolve(host, port)
+        .map_err(|e| format!("server {text:?}: {e}"))?;
     Ok(ServerSpec {
         addr: Endpoint::Tcp(addr),
         host: host.to_string(),
@@ -194,15 +254,7 @@ pub fn parse_server(text: &str) -> Result<ServerSpec, String> {
     })
 }
 
-fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
-    (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("{host} did not resolve: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{host} did not resolve"))
-}
-
-fn parse_listen(text: &str) -> Result<Endpoint, String> {
+fn parse_listen(text: &str, resolver: &mut Resolver) -> Result<Endpoint, String> {
     let text = text.trim();
     if let Some(path) = Endpoint::unix_path(text) {
         if path.to_string_lossy().contains(' ') {
@@ -218,7 +270,7 @@ fn parse_listen(text: &str) -> Result<Endpoint, String> {
     let port: u16 = port
         .parse()
         .map_err(|_| format!("listen {text:?}: invalid port"))?;
-    resolve(host, port).map(Endpoint::Tcp)
+    resolver.resolve(host, port).map(Endpoint::Tcp)
 }
 
 fn parse_hash_tag(text: &str) -> Result<[u8; 2], String> {
@@ -231,7 +283,7 @@ fn parse_hash_tag(text: &str) -> Result<[u8; 2], String> {
 /// Puts a shard pool's servers in twemproxy's order: it sorts them by name (shorter
 /// names first, then bytewise) when it checks for duplicates, and keeps that order, which
 /// is what modula and random index (ketama does not depend on it).
-fn twemproxy_order(pool: &mut PoolSpec) {
+pub fn twemproxy_order(pool: &mut PoolSpec) {
     if matches!(pool.mode, Mode::Shard { .. }) {
         pool.servers.sort_by(|a, b| {
             (a.name.len(), a.name.as_bytes()).cmp(&(b.name.len(), b.name.as_bytes()))
@@ -243,13 +295,12 @@ fn check_pool(pool: &PoolSpec) -> Result<(), String> {
     if pool.servers.is_empty() {
         return Err(format!("pool {}: no servers", pool.name));
     }
-    for (i, a) in pool.servers.iter().enumerate() {
-        if pool.servers[..i].iter().any(|b| b.name == a.name) {
-            return Err(format!(
-                "pool {}: two servers named {:?}",
-                pool.name, a.name
-            ));
-        }
+    let mut names = HashSet::with_capacity(pool.servers.len());
+    if let Some(twice) = pool.servers.iter().find(|s| !names.insert(s.name.as_str())) {
+        return Err(format!(
+            "pool {}: two servers named {:?}",
+            pool.name, twice.name
+        ));
     }
     if let Mode::Shard { replicas } = pool.mode {
         if replicas == 0 || replicas > pool.servers.len() {
@@ -264,10 +315,13 @@ fn check_pool(pool: &PoolSpec) -> Result<(), String> {
 }
 
 fn check_listeners(listeners: &[ListenerSpec]) -> Result<(), String> {
-    for (i, a) in listeners.iter().enumerate() {
+    let mut first = HashMap::with_capacity(listeners.len());
+    for a in listeners {
         // Port 0 picks a free port for each (tests, scripts): not a clash.
-        let clash = |b: &&ListenerSpec| b.listen == a.listen && a.listen.port() != Some(0);
-        if let Some(b) = listeners[..i].iter().find(clash) {
+        if a.listen.port() == Some(0) {
+            continue;
+        }
+        if let Some(b) = first.insert(&a.listen, a) {
             return Err(format!(
                 "pools {} and {} listen on the same address {}",
                 b.pool.name, a.pool.name, a.listen
@@ -365,13 +419,14 @@ fn parse_toml(text: &str, defaults: &Defaults) -> Result<Vec<ListenerSpec>, Stri
             None => e.message().trim().to_string(),
         }
     })?;
+    let mut resolver = Resolver::default();
     let mut listeners = Vec::new();
     for (name, p) in file.pools {
         let ctx = |e: String| format!("pool {name}: {e}");
         let servers = p
             .servers
             .iter()
-            .map(|s| parse_server(s))
+            .map(|s| parse_server(s, &mut resolver))
             .collect::<Result<Vec<_>, _>>()
             .map_err(ctx)?;
         let mode = match p.mode.as_str() {
@@ -442,7 +497,7 @@ fn parse_toml(text: &str, defaults: &Defaults) -> Result<Vec<ListenerSpec>, Stri
         };
         twemproxy_order(&mut pool);
         check_pool(&pool)?;
-        let listen = parse_listen(&p.listen).map_err(ctx)?;
+        let listen = parse_listen(&p.listen, &mut resolver).map_err(ctx)?;
         let tls = match p.tls {
             Some(t) => Some(ListenerTlsSpec {
                 cert: t.cert,
@@ -480,13 +535,14 @@ const NUTCRACKER_IGNORED: &[&str] = &[
 ];
 
 fn parse_nutcracker(text: &str, defaults: &Defaults) -> Result<Vec<ListenerSpec>, String> {
-    let docs = YamlLoader::load_from_str(text).map_err(|e| format!("not YAML: {e}"))?;
+    let docs = crate::config_yaml::load(text).map_err(|e| e.to_string())?;
     let [root] = docs.as_slice() else {
         return Err(format!("expected one YAML document, found {}", docs.len()));
     };
     let pools = root
         .as_hash()
         .ok_or("expected a mapping of pool names to pools")?;
+    let mut resolver = Resolver::default();
     let mut listeners = Vec::new();
     for (name, pool) in pools {
         let name = scalar(name).ok_or("a pool name must be a string")?;
@@ -513,7 +569,7 @@ fn parse_nutcracker(text: &str, defaults: &Defaults) -> Result<Vec<ListenerSpec>
             let key = scalar(key).ok_or_else(|| ctx("a key must be a string".into()))?;
             let text = || scalar(value).ok_or_else(|| ctx(format!("{key}: expected a value")));
             match key.as_str() {
-                "listen" => listen = Some(parse_listen(&text()?).map_err(ctx)?),
+                "listen" => listen = Some(parse_listen(&text()?, &mut resolver).map_err(ctx)?),
                 "hash" => {
                     let h = text()?;
                     pool.hash =
@@ -558,7 +614,7 @@ fn parse_nutcracker(text: &str, defaults: &Defaults) -> Result<Vec<ListenerSpec>
                             .map(|s| {
                                 scalar(s)
                                     .ok_or_else(|| "servers: expected strings".to_string())
-                                    .and_then(|s| parse_server(&s))
+                                    .and_then(|s| parse_server(&s, &mut resolver))
                             })
                             .collect::<Result<Vec<_>, _>>()
                             .map_err(ctx)?,
@@ -615,19 +671,26 @@ mod tests {
         }
     }
 
+    fn parse_server_alone(text: &str) -> Result<ServerSpec, String> {
+        parse_server(text, &mut Resolver::default())
+    }
+
     #[test]
     fn servers_read_like_nutcrackers_with_its_default_names() {
-        let s = parse_server("127.0.0.1:11311:2 beta").unwrap();
+        let s = parse_server_alone("127.0.0.1:11311:2 beta").unwrap();
         assert_eq!((s.name.as_str(), s.weight), ("beta", 2));
         assert_eq!(
-            parse_server("127.0.0.1:11311:1").unwrap().name,
+            parse_server_alone("127.0.0.1:11311:1").unwrap().name,
             "127.0.0.1:11311"
         );
-        assert_eq!(parse_server("127.0.0.1:11211:1").unwrap().name, "127.0.0.1");
-        assert_eq!(parse_server("127.0.0.1:11311").unwrap().weight, 1);
-        let err = parse_server("127.0.0.1:11311:0").unwrap_err();
+        assert_eq!(
+            parse_server_alone("127.0.0.1:11211:1").unwrap().name,
+            "127.0.0.1"
+        );
+        assert_eq!(parse_server_alone("127.0.0.1:11311").unwrap().weight, 1);
+        let err = parse_server_alone("127.0.0.1:11311:0").unwrap_err();
         assert!(err.contains("weight"), "{err}");
-        let unix = parse_server("/tmp/mc.sock:3").unwrap();
+        let unix = parse_server_alone("/tmp/mc.sock:3").unwrap();
         assert_eq!(
             (unix.addr, unix.weight),
             (Endpoint::Unix("/tmp/mc.sock".into()), 3)
@@ -677,6 +740,113 @@ mod tests {
         let typo = "a:\n  listen: 127.0.0.1:22121\n  hsah: md5\n  servers:\n   - 127.0.0.1:1:1\n";
         let err = parse_nutcracker(typo, &defaults()).unwrap_err();
         assert_eq!(err, "pool a: unknown key \"hsah\"");
+    }
+
+    fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::Builder::new()
+            .prefix("cachelab")
+            .tempdir()
+            .unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        (dir, path)
+    }
+
+    fn load_file(path: &Path) -> Result<Vec<ListenerSpec>, FileError> {
+        load(path, Duration::from_millis(1000), 2)
+    }
+
+    /// A nutcracker.yml of `n` servers, all on one address under their own names (the
+    /// shortest lines: the most servers a file of a given size can hold).
+    fn many_servers(n: usize) -> String {
+        let mut text = String::from("alpha:\n  listen: 127.0.0.1:0\n  servers:\n");
+        for i in 0..n {
+            text.push_str(&format!("  - 127.0.0.1:11211:1 s{i}\n"));
+        }
+        text
+    }
+
+    #[test]
+    fn a_file_past_the_size_limit_is_refused_by_name() {
+        let mut text = many_servers(1);
+        text.push_str(&"#".repeat(MAX_CONFIG_BYTES as usize + 1 - text.len()));
+        let (_dir, path) = temp_file("big.yml", &text);
+        let err = load_file(&path).unwrap_err();
+        assert!(matches!(err, FileError::TooLarge { .. }), "{err}");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{}: larger than 4 MiB, the limit for a config file",
+                path.display()
+            )
+        );
+        // One byte less is read (a comment): the limit is the size, not a rounding.
+        text.pop();
+        let (_dir, path) = temp_file("fits.yml", &text);
+        assert_eq!(load_file(&path).unwrap()[0].pool.servers.len(), 1);
+    }
+
+    #[test]
+    fn a_hundred_thousand_servers_load_and_build_a_pool() {
+        let n = 100_000;
+        let text = many_servers(n);
+        assert!(text.len() as u64 <= MAX_CONFIG_BYTES, "{}", text.len());
+        let (_dir, path) = temp_file("many.yml", &text);
+        let listeners = load_file(&path).unwrap();
+        let spec = &listeners[0].pool;
+        assert_eq!(spec.servers.len(), n);
+        let health = crate::health::Health::new(&[], 2);
+        let pool = crate::server::build_pool(spec, &health).unwrap();
+        // One address under many names: one server to the health registry, every name
+        // on the ring.
+        assert_eq!(health.len(), 1);
+        assert_eq!(pool.servers.len(), n);
+        assert!(pool.servers.iter().all(|s| s.id == 0));
+    }
+
+    #[test]
+    fn a_duplicate_server_name_is_refused_naming_it() {
+        let yml = "a:\n  listen: 127.0.0.1:0\n  servers:\n   - 127.0.0.1:1:1 x\n   \
+                   - 127.0.0.1:2:1 y\n   - 127.0.0.1:3:1 x\n";
+        let err = parse_nutcracker(yml, &defaults()).unwrap_err();
+        assert_eq!(err, "pool a: two servers named \"x\"");
+    }
+
+    #[test]
+    fn two_pools_on_one_address_are_refused_but_port_zero_is_no_clash() {
+        let pool = |name: &str, listen: &str| {
+            format!("{name}:\n  listen: {listen}\n  servers:\n   - 127.0.0.1:1:1\n")
+        };
+        let clash = pool("a", "127.0.0.1:22121")
+            + &pool("b", "127.0.0.1:22122")
+            + &pool("c", "127.0.0.1:22121");
+        let err = parse_nutcracker(&clash, &defaults()).unwrap_err();
+        assert_eq!(
+            err,
+            "pools a and c listen on the same address 127.0.0.1:22121"
+        );
+        let zeros = pool("a", "127.0.0.1:0") + &pool("b", "127.0.0.1:0");
+        assert_eq!(parse_nutcracker(&zeros, &defaults()).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn an_alias_in_a_nutcracker_yml_is_refused() {
+        let yml = "a:\n  listen: &l 127.0.0.1:22121\nb:\n  listen: *l\n";
+        let err = parse_nutcracker(yml, &defaults()).unwrap_err();
+        assert!(err.starts_with("line 4 column 11: YAML aliases"), "{err}");
+    }
+
+    #[test]
+    fn a_host_resolves_once_per_file_for_every_port() {
+        let mut resolver = Resolver::default();
+        let a = parse_server("localhost:11311:1 a", &mut resolver).unwrap();
+        let b = parse_server("localhost:11411:1 b", &mut resolver).unwrap();
+        assert_eq!(resolver.hosts.len(), 1);
+        let (Endpoint::Tcp(a), Endpoint::Tcp(b)) = (a.addr, b.addr) else {
+            panic!("host:port servers are TCP");
+        };
+        assert_eq!(a.ip(), b.ip());
+        assert_eq!((a.port(), b.port()), (11311, 11411));
     }
 
     #[test]

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{Buf, BytesMut};
-use cachelab_protocol::{parse_request, Request, RequestError};
+use cachelab_protocol::limits::MEMCACHED_MAX_LINE;
+use cachelab_protocol::{parse_request, Discard, Expect, Invalid, Request, Unlink};
 use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
@@ -18,7 +19,8 @@ use crate::client::ClientConn;
 use crate::client_stream::ClientReader;
 use crate::decode::{binary_error, Class, Decoder, Forward, Local, Step};
 use crate::job::Job;
-use crate::routing::plan::Pool;
+use crate::metrics::OpKind;
+use crate::routing::plan::{Access, Pool};
 use crate::server::{NetContext, PoolSlot};
 use crate::stats_command::compose_stats;
 
@@ -196,8 +198,10 @@ impl Session {
                     self.rbuf.clear();
                     return true;
                 }
-                Step::Reject { len, error } => {
-                    self.reject(len, error);
+                Step::Reject(invalid) => {
+                    if self.reject(invalid, arrival) {
+                        return true;
+                    }
                 }
                 Step::Request { len, class } => {
                     self.net.net.arrivals.fetch_add(1, Ordering::Relaxed);
@@ -217,18 +221,57 @@ impl Session {
         }
     }
 
-    fn reject(&mut self, len: usize, error: RequestError) {
+    /// Answers a rejected request as memcached would (or not at all, where memcached
+    /// is silent); true if the connection is to be closed, as memcached closes it.
+    fn reject(&mut self, invalid: Invalid, arrival: Instant) -> bool {
+        let len = invalid.consumed;
         self.errors += 1;
         self.net.net.bad_requests.fetch_add(1, Ordering::Relaxed);
         let per_connection = self.errors <= LOGGED_ERRORS || self.errors.is_multiple_of(1000);
         if per_connection && self.net.log_limit.allow() {
             let shown = &self.rbuf[..len.min(80)];
-            warn!(conn = self.conn.id, peer = %self.conn.peer, %error,
+            warn!(conn = self.conn.id, peer = %self.conn.peer, error = %invalid.error,
+                  silent = invalid.silent,
                   request = %String::from_utf8_lossy(shown).escape_debug(),
                   count = self.errors, "bad request");
         }
+        if let Some(reply) = invalid.reply() {
+            self.conn.reply_now(reply);
+        }
+        if let Some(unlink) = invalid.unlink {
+            self.unlink(unlink, arrival);
+        }
         self.rbuf.advance(len);
-        self.conn.reply_now(error.reply_line());
+        invalid.then == Discard::Close
+    }
+
+    /// Drops a key's value on its servers, as memcached does when it refuses a `set` or
+    /// `ms` as too large: an `md` whose reply nobody gets, ordered behind the refusal.
+    fn unlink(&mut self, unlink: Unlink, arrival: Instant) {
+        let key = unlink.key.get(&self.rbuf);
+        let mut frame = BytesMut::with_capacity(key.len() + 8);
+        frame.extend_from_slice(b"md ");
+        frame.extend_from_slice(key);
+        if unlink.base64 {
+            frame.extend_from_slice(b" b");
+        }
+        frame.extend_from_slice(b"\r\n");
+        let forward = Forward {
+            op: OpKind::Other,
+            expect: Expect::Meta,
+            keys: 1,
+            access: Access::Write,
+            noreply: true,
+            quiet: None,
+        };
+        // A request of its own on the servers: counted like one.
+        self.net.net.arrivals.fetch_add(1, Ordering::Relaxed);
+        if !self.dispatch(frame.freeze(), forward, arrival) {
+            debug!(
+                conn = self.conn.id,
+                "memory budget exhausted: a too-large set's key not unlinked"
+            );
+        }
     }
 
     fn answer_local(&mut self, local: Local) {
@@ -265,9 +308,12 @@ impl Session {
             }
             self.rbuf.advance(len);
             loud.freeze()
-        } else if forward.noreply {
+        } else if forward.noreply || self.line_too_long_for_server(len) {
             // The servers must answer so the worker can apply the reply rule and measure
-            // the request; the client's noreply is honoured when replying.
+            // the request; the client's noreply is honoured when replying. And a line
+            // longer than memcached is sure to read is sent composed afresh (single
+            // spaces, canonical numbers), so a client's spacing cannot make a server
+            // close our connection.
             let mut stripped = BytesMut::with_capacity(len);
             match parse_request(&self.rbuf[..len], &self.net.settings.limits) {
                 Ok((Request::Store(store), _)) => {
@@ -286,6 +332,21 @@ impl Session {
         } else {
             self.rbuf.split_to(len).freeze()
         };
+        if !self.dispatch(frame, forward, arrival) {
+            self.conn.reply_now(b"SERVER_ERROR out of memory\r\n");
+        }
+    }
+
+    /// Whether the command line of the `len`-byte request at the front of the buffer is
+    /// longer than memcached reads without risk of closing the connection.
+    fn line_too_long_for_server(&self, len: usize) -> bool {
+        len > MEMCACHED_MAX_LINE
+            && memchr::memchr(b'\n', &self.rbuf[..len]).map_or(len, |i| i + 1) > MEMCACHED_MAX_LINE
+    }
+
+    /// Queues a request frame for the workers, with its read targets assigned; false if
+    /// the memory budget refused it.
+    fn dispatch(&mut self, frame: bytes::Bytes, forward: Forward, arrival: Instant) -> bool {
         let Some(charge) = Charge::take(&self.net.budget, frame.len()) else {
             if self.net.budget.refusals().is_multiple_of(1000) {
                 warn!(
@@ -295,8 +356,7 @@ impl Session {
                     "memory budget exhausted: refusing requests (SERVER_ERROR out of memory)"
                 );
             }
-            self.conn.reply_now(b"SERVER_ERROR out of memory\r\n");
-            return;
+            return false;
         };
         // Read targets are assigned here, in arrival order (see `Pool::assign`).
         let rr = self.pool.assign(forward.access, forward.keys as usize);
@@ -319,6 +379,7 @@ impl Session {
         };
         self.conn
             .dispatch(job, !forward.access.is_read(), &self.net.queue);
+        true
     }
 }
 

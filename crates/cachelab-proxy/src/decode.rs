@@ -2,7 +2,7 @@
 //! discard out. Pure: the connection task owns the buffer and does the I/O.
 
 use cachelab_protocol::{
-    parse_request, Discard, Expect, Limits, MetaCmd, ParseError, Request, RequestError, StoreOp,
+    parse_request, Discard, Expect, Invalid, Limits, MetaCmd, ParseError, Request, StoreOp,
 };
 
 use crate::metrics::OpKind;
@@ -52,10 +52,9 @@ pub enum Step {
     Incomplete,
     /// Bytes dropped while resynchronising after a rejected request.
     Skipped(usize),
-    Reject {
-        len: usize,
-        error: RequestError,
-    },
+    /// A rejected request of `consumed` bytes: its reply line (unless silent), the
+    /// connection to close (`then` is [`Discard::Close`]), a key to unlink.
+    Reject(Invalid),
     Request {
         len: usize,
         class: Class,
@@ -122,6 +121,7 @@ impl Decoder {
                 };
                 return Step::Skipped(n);
             }
+            Discard::Close => return Step::Incomplete,
             Discard::ThroughNewline => {
                 return match memchr::memchr(b'\n', buf) {
                     Some(i) => {
@@ -144,10 +144,7 @@ impl Decoder {
             Err(ParseError::Incomplete) => Step::Incomplete,
             Err(ParseError::Invalid(invalid)) => {
                 self.discard = invalid.then;
-                Step::Reject {
-                    len: invalid.consumed,
-                    error: invalid.error,
-                }
+                Step::Reject(invalid)
             }
         }
     }
@@ -229,6 +226,7 @@ pub fn classify(request: &Request<'_>) -> Class {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cachelab_protocol::RequestError;
 
     #[test]
     fn a_binary_request_is_recognised_and_answered_in_binary() {
@@ -259,7 +257,7 @@ mod tests {
             pos += match step {
                 Step::Incomplete | Step::Binary => return out,
                 Step::Skipped(n) => n,
-                Step::Reject { len, .. } | Step::Request { len, .. } => len,
+                Step::Reject(Invalid { consumed: len, .. }) | Step::Request { len, .. } => len,
             };
         }
     }
@@ -294,19 +292,51 @@ mod tests {
     #[test]
     fn a_value_over_the_limit_is_rejected_and_its_data_skipped() {
         let s = steps(b"set k 0 0 10\r\n0123456789\r\nversion\r\n");
+        let Step::Reject(invalid) = s[0] else {
+            panic!("{s:?}")
+        };
         assert_eq!(
-            s[..3],
+            (invalid.consumed, invalid.error),
+            (14, RequestError::ValueTooLarge)
+        );
+        assert_eq!(
+            s[1..3],
             [
-                Step::Reject {
-                    len: 14,
-                    error: RequestError::ValueTooLarge
-                },
                 Step::Skipped(12),
                 Step::Request {
                     len: 9,
                     class: Class::Local(Local::Version)
                 },
             ]
+        );
+    }
+
+    #[test]
+    fn an_http_request_line_ends_the_decoding_as_memcached_closes() {
+        let s = steps(b"GET / HTTP/1.1\r\nversion\r\n");
+        let Step::Reject(invalid) = s[0] else {
+            panic!("{s:?}")
+        };
+        assert_eq!((invalid.then, invalid.reply()), (Discard::Close, None));
+        assert_eq!(s[1..], [Step::Incomplete]);
+    }
+
+    #[test]
+    fn a_storage_line_memcached_refuses_leaves_its_block_to_be_read_as_a_command() {
+        let s = steps(b"set k x 0 7\r\nversion\r\n");
+        assert!(matches!(
+            s[0],
+            Step::Reject(Invalid {
+                error: RequestError::BadFlags,
+                ..
+            })
+        ));
+        assert_eq!(
+            s[1],
+            Step::Request {
+                len: 9,
+                class: Class::Local(Local::Version)
+            }
         );
     }
 

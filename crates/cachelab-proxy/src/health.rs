@@ -18,6 +18,7 @@
 //!   within the server timeout) after 10 ms, doubling up to `--backoff-max`; the first
 //!   answer restores it.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
@@ -118,7 +119,9 @@ struct Slot {
 pub struct Health {
     slots: Box<[Slot]>,
     registered: AtomicUsize,
-    register_lock: Mutex<()>,
+    /// Each registered address's id: registering is a lookup, not a scan, so a pool of
+    /// many entries over the same servers builds in linear time.
+    ids: Mutex<HashMap<Endpoint, usize>>,
     /// Bumped on every ejection and restore; workers waiting on a server watch it.
     changes: watch::Sender<u64>,
     ejected_now: AtomicU32,
@@ -140,7 +143,7 @@ impl Health {
                 })
                 .collect(),
             registered: AtomicUsize::new(0),
-            register_lock: Mutex::new(()),
+            ids: Mutex::new(HashMap::new()),
             changes: watch::channel(0).0,
             ejected_now: AtomicU32::new(0),
         };
@@ -161,12 +164,13 @@ impl Health {
         failure_limit: u32,
         tls: Option<Arc<ServerTls>>,
     ) -> Option<usize> {
-        let _guard = self.register_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
         let known = self.registered.load(Ordering::Acquire);
-        let id = match (0..known).find(|&i| self.slots[i].addr.get() == Some(addr)) {
-            Some(id) => id,
+        let id = match ids.get(addr) {
+            Some(&id) => id,
             None if known < MAX_SERVERS => {
                 let _ = self.slots[known].addr.set(addr.clone());
+                ids.insert(addr.clone(), known);
                 self.registered.store(known + 1, Ordering::Release);
                 known
             }

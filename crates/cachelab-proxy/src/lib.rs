@@ -17,9 +17,10 @@
 //!   connection's order, and takes the next.
 //! - **server health** ([`health`]): one registry for the whole proxy: eject, probe,
 //!   restore.
-//! - **configuration** ([`config`], [`config_file`]): the command line's single pool, or
-//!   listeners and pools from cachelab's TOML or twemproxy's nutcracker.yml; reloaded
-//!   on SIGHUP ([`server::reload`]).
+//! - **configuration** ([`config`], [`config_file`], [`config_yaml`]): the command line's
+//!   single pool, or listeners and pools from cachelab's TOML or twemproxy's
+//!   nutcracker.yml, bounded in size and without YAML aliases; reloaded on SIGHUP
+//!   ([`server::reload`]).
 //! - **statistics** ([`metrics`], [`stats_file`]): per-request timestamps feed each
 //!   worker's own statistics unit, swapped out and written every window.
 //! - **transport** ([`endpoint`], [`client_stream`], [`server_stream`], [`tls`]): TCP,
@@ -33,6 +34,7 @@ pub mod client;
 pub mod client_stream;
 pub mod config;
 pub mod config_file;
+pub mod config_yaml;
 pub mod connection;
 pub mod counters;
 pub mod decode;

@@ -35,7 +35,11 @@ fn main() -> ExitCode {
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e:#}");
+            // Once on stderr; the log gets it too only when it is a file, or stderr
+            // would show it twice.
+            if args.log_file.is_some() {
+                tracing::error!("{e:#}");
+            }
             eprintln!("cachelab-proxy: {e:#}");
             ExitCode::FAILURE
         }
@@ -70,25 +74,30 @@ fn serve(config: Config, pid_file: Option<&std::path::Path>) -> anyhow::Result<(
                 .with_context(|| format!("cannot write the pid file {}", path.display()))?;
         }
         let mut listeners = Vec::new();
-        let mut stdout = std::io::stdout();
         for spec in &config.listeners {
             let listener = Listener::bind(&spec.listen, config.unix_socket_mode)
                 .await
                 .with_context(|| {
                     format!("cannot listen on {} (pool {})", spec.listen, spec.pool.name)
                 })?;
-            // The first stdout lines tell scripts and tests where we listen (useful with
-            // port 0): one per listener, in the configuration's order.
-            writeln!(stdout, "listening on {}", listener.local()?)?;
             listeners.push(listener);
         }
+        let busy_poll = config.busy_poll;
+        let ready = server::start(listeners, config).await?;
+        // The first stdout lines tell scripts and tests where we listen (useful with
+        // port 0): one per listener, in the configuration's order, printed only now that
+        // nothing can fail at start any more.
+        let mut stdout = std::io::stdout();
+        for addr in ready.local_addrs()? {
+            writeln!(stdout, "listening on {addr}")?;
+        }
         stdout.flush()?;
-        if !config.busy_poll.is_zero() {
-            tokio::spawn(cachelab_proxy::busy_poll::spin(config.busy_poll));
+        if !busy_poll.is_zero() {
+            tokio::spawn(cachelab_proxy::busy_poll::spin(busy_poll));
         }
         let (reload_tx, reloads) = tokio::sync::mpsc::channel(4);
         tokio::spawn(hangups(hup, reload_tx));
-        let summary = server::run(listeners, config, terminated, reloads).await?;
+        let summary = ready.serve(terminated, reloads).await;
         stats_file::log_summary(&summary);
         write!(stdout, "{}", stats_file::format_summary(&summary))?;
         stdout.flush()?;

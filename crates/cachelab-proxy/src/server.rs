@@ -304,8 +304,8 @@ impl Parts {
 
 #[derive(Debug, Error)]
 pub enum ServerError {
-    #[error("cannot create the stats file: {0}")]
-    StatsFile(std::io::Error),
+    #[error("cannot create the stats file {path}: {1}", path = .0.display())]
+    StatsFile(std::path::PathBuf, std::io::Error),
     #[error("cannot listen for metrics on {0}: {1}")]
     Metrics(std::net::SocketAddr, std::io::Error),
     #[error("more than {0} distinct servers")]
@@ -316,16 +316,41 @@ pub enum ServerError {
     Tls(String, TlsError),
 }
 
-/// Serves until `shutdown` resolves, then stops accepting, answers every request already
-/// received (within the drain timeout), writes the last statistics window and returns
-/// the run's summary. `listeners` are bound by the caller, one per configured listener
-/// in order; each message on `reloads` rereads `--config` (see [`reload`]).
+/// [`start`] then [`Ready::serve`], for callers that announce nothing in between.
 pub async fn run<L: Into<Listener>>(
     listeners: Vec<L>,
     config: Config,
     shutdown: impl Future<Output = ()>,
-    mut reloads: mpsc::Receiver<()>,
+    reloads: mpsc::Receiver<()>,
 ) -> Result<RunSummary, ServerError> {
+    Ok(start(listeners, config)
+        .await?
+        .serve(shutdown, reloads)
+        .await)
+}
+
+/// A proxy holding everything it needs to serve (its listeners, their TLS settings, the
+/// stats file, the metrics listener, its parts) and serving nothing yet. The split
+/// exists so the caller announces `listening on` only once nothing can fail any more: a
+/// script that waits for that line must not see it from a proxy about to exit.
+pub struct Ready {
+    listeners: Vec<Listener>,
+    /// Each listener's TLS, in the same order (None: plain).
+    tls: Vec<Option<Arc<ListenerTls>>>,
+    config: Config,
+    parts: Parts,
+    stats: StatsWriter,
+    metrics: Option<TcpListener>,
+}
+
+/// Acquires everything [`Ready::serve`] needs, failing before anything is served:
+/// builds the pools, loads the listeners' certificates, creates the stats file and
+/// binds the metrics endpoint. `listeners` are bound by the caller, one per configured
+/// listener in order.
+pub async fn start<L: Into<Listener>>(
+    listeners: Vec<L>,
+    config: Config,
+) -> Result<Ready, ServerError> {
     let listeners: Vec<Listener> = listeners.into_iter().map(Into::into).collect();
     if listeners.len() != config.listeners.len() {
         return Err(ServerError::Listeners(
@@ -350,11 +375,7 @@ pub async fn run<L: Into<Listener>>(
         Arc::clone(&parts.stats),
         &config,
     )
-    .map_err(ServerError::StatsFile)?;
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let (stats_stop_tx, stats_stop_rx) = watch::channel(false);
-    let stats_task = tokio::spawn(stats.run(stats_stop_rx));
-
+    .map_err(|e| ServerError::StatsFile(config.stats_file.clone().unwrap_or_default(), e))?;
     let metrics = match config.metrics_addr {
         Some(addr) => {
             let listener = TcpListener::bind(addr)
@@ -362,90 +383,131 @@ pub async fn run<L: Into<Listener>>(
                 .map_err(|e| ServerError::Metrics(addr, e))?;
             info!(addr = %listener.local_addr().map_err(|e| ServerError::Metrics(addr, e))?,
                   "serving Prometheus metrics");
-            Some(tokio::spawn(crate::metrics_http::serve(
-                listener,
-                Arc::clone(&parts.observed),
-            )))
+            Some(listener)
         }
         None => None,
     };
-    let health = Arc::clone(&parts.worker.health);
-    let mut probes = JoinSet::new();
-    let mut probed = 0;
-    spawn_probes(&health, &config, &mut probed, &mut probes, &stop_rx);
-    let mut workers = JoinSet::new();
-    for id in 0..config.workers {
-        workers.spawn(Worker::new(id, parts.worker.clone()).run());
-    }
-    info!(
-        listen = %config.listen, workers = config.workers,
-        servers = ?config.servers, sharded = config.sharded,
-        pools = config.listeners.len(),
-        "cachelab-proxy started"
-    );
+    Ok(Ready {
+        listeners,
+        tls,
+        config,
+        parts,
+        stats,
+        metrics,
+    })
+}
 
-    let slots: Vec<Arc<PoolSlot>> = parts
-        .observed
-        .listeners
-        .iter()
-        .map(|(_, slot)| Arc::clone(slot))
-        .collect();
-    let mut connections = JoinSet::new();
-    {
-        let accepting = accept_loop(
-            &listeners,
-            &slots,
-            &tls,
-            &parts.net,
-            config.max_connections,
-            &stop_rx,
-            &mut connections,
-            shutdown,
+impl Ready {
+    /// The client listeners' addresses, in the configuration's order (the port chosen
+    /// for port 0).
+    pub fn local_addrs(&self) -> std::io::Result<Vec<Endpoint>> {
+        self.listeners.iter().map(Listener::local).collect()
+    }
+
+    /// Serves until `shutdown` resolves, then stops accepting, answers every request
+    /// already received (within the drain timeout), writes the last statistics window
+    /// and returns the run's summary. Each message on `reloads` rereads `--config` (see
+    /// [`reload`]).
+    pub async fn serve(
+        self,
+        shutdown: impl Future<Output = ()>,
+        mut reloads: mpsc::Receiver<()>,
+    ) -> RunSummary {
+        let Ready {
+            listeners,
+            tls,
+            config,
+            parts,
+            stats,
+            metrics,
+        } = self;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let (stats_stop_tx, stats_stop_rx) = watch::channel(false);
+        let stats_task = tokio::spawn(stats.run(stats_stop_rx));
+        let metrics = metrics.map(|listener| {
+            tokio::spawn(crate::metrics_http::serve(
+                listener,
+                Arc::clone(&parts.observed),
+            ))
+        });
+        let health = Arc::clone(&parts.worker.health);
+        let mut probes = JoinSet::new();
+        let mut probed = 0;
+        spawn_probes(&health, &config, &mut probed, &mut probes, &stop_rx);
+        let mut workers = JoinSet::new();
+        for id in 0..config.workers {
+            workers.spawn(Worker::new(id, parts.worker.clone()).run());
+        }
+        info!(
+            listen = %config.listen, workers = config.workers,
+            servers = ?config.servers, sharded = config.sharded,
+            pools = config.listeners.len(),
+            "cachelab-proxy started"
         );
-        tokio::pin!(accepting);
-        loop {
-            tokio::select! {
-                _ = &mut accepting => break,
-                Some(()) = reloads.recv() => {
-                    reload(&config, &slots, &tls, &health);
-                    spawn_probes(&health, &config, &mut probed, &mut probes, &stop_rx);
+
+        let slots: Vec<Arc<PoolSlot>> = parts
+            .observed
+            .listeners
+            .iter()
+            .map(|(_, slot)| Arc::clone(slot))
+            .collect();
+        let mut connections = JoinSet::new();
+        {
+            let accepting = accept_loop(
+                &listeners,
+                &slots,
+                &tls,
+                &parts.net,
+                config.max_connections,
+                &stop_rx,
+                &mut connections,
+                shutdown,
+            );
+            tokio::pin!(accepting);
+            loop {
+                tokio::select! {
+                    _ = &mut accepting => break,
+                    Some(()) = reloads.recv() => {
+                        reload(&config, &slots, &tls, &health);
+                        spawn_probes(&health, &config, &mut probed, &mut probes, &stop_rx);
+                    }
                 }
             }
         }
-    }
-    drop(listeners);
+        drop(listeners);
 
-    info!("shutting down: no new connections; answering requests already received");
-    let _ = stop_tx.send(true);
-    let queue = Arc::clone(&parts.worker.queue);
-    let drain_timeout = config.drain_timeout;
-    let drained = tokio::time::timeout(drain_timeout, async {
-        while connections.join_next().await.is_some() {}
-        queue.close();
-        while workers.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        warn!(
-            queued = queue.len(),
-            timeout_s = drain_timeout.as_secs_f64(),
-            "drain timeout: closing with requests unanswered"
-        );
-        connections.abort_all();
-        queue.close();
-        workers.abort_all();
+        info!("shutting down: no new connections; answering requests already received");
+        let _ = stop_tx.send(true);
+        let queue = Arc::clone(&parts.worker.queue);
+        let drain_timeout = config.drain_timeout;
+        let drained = tokio::time::timeout(drain_timeout, async {
+            while connections.join_next().await.is_some() {}
+            queue.close();
+            while workers.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            warn!(
+                queued = queue.len(),
+                timeout_s = drain_timeout.as_secs_f64(),
+                "drain timeout: closing with requests unanswered"
+            );
+            connections.abort_all();
+            queue.close();
+            workers.abort_all();
+        }
+        if let Some(metrics) = metrics {
+            metrics.abort();
+        }
+        probes.abort_all();
+        let _ = stats_stop_tx.send(true);
+        let summary = match stats_task.await {
+            Ok(summary) => summary,
+            Err(e) => panic!("statistics writer failed: {e}"),
+        };
+        info!("stopped");
+        summary
     }
-    if let Some(metrics) = metrics {
-        metrics.abort();
-    }
-    probes.abort_all();
-    let _ = stats_stop_tx.send(true);
-    let summary = match stats_task.await {
-        Ok(summary) => summary,
-        Err(e) => panic!("statistics writer failed: {e}"),
-    };
-    info!("stopped");
-    Ok(summary)
 }
 
 /// Starts a probe for every server registered since the last call.

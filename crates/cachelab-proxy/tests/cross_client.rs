@@ -102,7 +102,7 @@ fn start_lying_server() -> std::net::SocketAddr {
                     let reply: &[u8] = if line.starts_with("get evil") {
                         lies += 1;
                         let stray = b"VALUE evil 0 4\r\nleak\r\nEND\r\n";
-                        if (n + lies) % 2 == 0 {
+                        if (n + lies).is_multiple_of(2) {
                             let _ = conn.write_all(&[&b"END\r\n"[..], stray].concat());
                         } else {
                             let _ = conn.write_all(b"END\r\n");

@@ -38,11 +38,33 @@ fn run_seed(seed: u64, direct: SocketAddr, proxied: SocketAddr) -> Result<usize,
     // Both servers start each seed empty.
     direct_conns[0].exchange(b"flush_all\r\n");
     proxied_conns[0].exchange(b"flush_all\r\n");
+    let mut history: Vec<String> = Vec::new();
     for step in 0..REQUESTS_PER_SEED {
         let conn = rng.random_range(0..CONNECTIONS);
         let request = gen.request();
         let expected = direct_conns[conn].exchange(&request);
         let got = proxied_conns[conn].exchange(&request);
+        history.push(format!(
+            "    {step} on {conn}: {:?} -> {:?}",
+            String::from_utf8_lossy(&request),
+            String::from_utf8_lossy(&expected.bytes)
+        ));
+        if probe_each_step() {
+            // Debugging aid: memcached's CAS counter counts every store, so a store one
+            // side did and the other did not shows up here at once.
+            let probe = b"ms __cachelab_probe 1\r\nx\r\nmg __cachelab_probe c\r\n";
+            let direct_cas = direct_conns[conn].exchange(probe);
+            let proxied_cas = proxied_conns[conn].exchange(probe);
+            if direct_cas != proxied_cas {
+                return Err(format!(
+                    "seed {seed} step {step}: the servers' CAS counters diverged after {:?} ({:?} vs {:?})\n{}",
+                    String::from_utf8_lossy(&request),
+                    String::from_utf8_lossy(&direct_cas.bytes),
+                    String::from_utf8_lossy(&proxied_cas.bytes),
+                    history[history.len().saturating_sub(4)..].join("\n"),
+                ));
+            }
+        }
         if !expected.synced {
             // memcached itself did not answer in time (e.g. it is still reading a
             // block): this stream cannot be compared further.
@@ -50,15 +72,21 @@ fn run_seed(seed: u64, direct: SocketAddr, proxied: SocketAddr) -> Result<usize,
         }
         if normalize(&expected.bytes) != normalize(&got.bytes) || !got.synced {
             return Err(format!(
-                "seed {seed} step {step} connection {conn}\n  request: {:?}\n  memcached: {:?}\n  proxy:     {:?} (synced: {})",
+                "seed {seed} step {step} connection {conn}\n  request: {:?}\n  memcached: {:?}\n  proxy:     {:?} (synced: {})\n  the requests before it:\n{}",
                 String::from_utf8_lossy(&request),
                 String::from_utf8_lossy(&expected.bytes),
                 String::from_utf8_lossy(&got.bytes),
                 got.synced,
+                history[history.len().saturating_sub(12)..history.len() - 1].join("\n"),
             ));
         }
     }
     Ok(REQUESTS_PER_SEED)
+}
+
+/// `CACHELAB_DIFF_PROBE=1`: check after every request that both servers stored alike.
+fn probe_each_step() -> bool {
+    std::env::var_os("CACHELAB_DIFF_PROBE").is_some()
 }
 
 #[test]
@@ -70,12 +98,18 @@ fn through_the_proxy_every_connection_gets_what_memcached_gives_it() {
         .ok()
         .and_then(|s| s.parse().ok());
     let started = Instant::now();
-    let first_seed = match seconds {
-        Some(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs(),
-        None => 1,
+    let first_seed = match std::env::var("CACHELAB_DIFF_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        Some(seed) => seed,
+        None => match seconds {
+            Some(_) => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs(),
+            None => 1,
+        },
     };
     let (mut seeds, mut requests, mut failures) = (0u64, 0usize, Vec::new());
     loop {

@@ -15,8 +15,8 @@ fn memccapable(addr: std::net::SocketAddr) -> (bool, String) {
         .args(["-p", &addr.port().to_string()])
         .output()
         .expect("memccapable not found: `make deps` installs libmemcached-tools");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned()
-        + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.success(), text)
 }
 

@@ -2,6 +2,9 @@
 //! servers and the proxy binary on free loopback ports, and blocking clients that read
 //! replies with the protocol crate's parsers. Every process is killed on drop.
 
+pub mod capture;
+pub mod wire;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;

@@ -123,6 +123,7 @@ class Search:
             return None
         best, fail = self.best, self.lowest_failure
         if fail is None:  # everything so far passed: grow
+            assert best is not None  # judged, none failed or void: one passed
             rate = best.rate * p.growth
             return rate if rate <= p.max_rate and best.rate < p.max_rate else None
         if best is None:  # everything failed: shrink

@@ -171,16 +171,16 @@ def _balanced(group: tuple[tuple[str, str], ...], design: tuple[str, ...],
         notes.append(f"{len(unsteady)} unsteady run(s) left out: "
                      + ", ".join(f"#{r.point + 1} rep {r.repetition}" for r in unsteady))
     steady = {p: [r for r in rs if r.steady] for p, rs in per_point.items()}
-    r = min(len(rs) for rs in steady.values())
-    if r == 0:
+    reps = min(len(rs) for rs in steady.values())
+    if reps == 0:
         empty = next(p for p, rs in steady.items() if not rs)
         raise AnalysisError(f"point #{empty + 1} has no steady run")
-    extra = {p: len(rs) - r for p, rs in steady.items() if len(rs) > r}
+    extra = {p: len(rs) - reps for p, rs in steady.items() if len(rs) > reps}
     if extra:
-        notes.append(f"r = {r}: the first {r} steady runs of each point are used; "
+        notes.append(f"r = {reps}: the first {reps} steady runs of each point are used; "
                      + ", ".join(f"#{p + 1} has {n} more" for p, n in sorted(extra.items())))
-    used = tuple(run for p in sorted(steady) for run in steady[p][:r])
-    return Design(group, design, used, r, tuple(notes))
+    used = tuple(run for p in sorted(steady) for run in steady[p][:reps])
+    return Design(group, design, used, reps, tuple(notes))
 
 
 def _levels(runs: Sequence[Run], path: str) -> list[str]:

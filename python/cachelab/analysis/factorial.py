@@ -77,11 +77,11 @@ def code_levels(name: str, column: Sequence[object]) -> tuple[np.ndarray, tuple[
         raise AnalysisError(
             f"factor {name!r} has {len(labels)} level(s) ({shown}); a 2^k design needs exactly two"
         )
-    numbers = [_as_number(label) for label in labels]
-    if None not in numbers:
-        if numbers[0] == numbers[1]:
+    low, high = (_as_number(label) for label in labels)
+    if low is not None and high is not None:
+        if low == high:
             raise AnalysisError(f"factor {name!r}: levels {labels[0]} and {labels[1]} are equal")
-        if numbers[0] > numbers[1]:
+        if low > high:
             labels.reverse()
     codes = np.array([-1 if str(v).strip() == labels[0] else 1 for v in column])
     return codes, (labels[0], labels[1])
@@ -109,7 +109,7 @@ def analyse(
     levels = {}
     for name in names:
         coded[name], levels[name] = code_levels(name, factors[name])
-    cell = sum(((coded[n] + 1) // 2) << i for i, n in enumerate(names))
+    cell = np.sum([((coded[n] + 1) // 2) << i for i, n in enumerate(names)], axis=0)
     r = _replications(cell, names, levels)
     means = np.array([y[cell == i].mean() for i in range(2**k)])
     q = sign_table(k).T @ means / 2**k

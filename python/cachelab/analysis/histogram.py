@@ -40,7 +40,7 @@ class Histogram:
         return sum(self.counts) + self.overflow
 
 
-def freedman_diaconis_width(values: Sequence[float]) -> float:
+def freedman_diaconis_width(values: Sequence[float] | np.ndarray) -> float:
     """The Freedman-Diaconis bucket width, 2 IQR / n^(1/3).
 
     The IQR uses numpy's default (linear) percentiles. Returns 0 when the IQR is 0 (more
@@ -52,7 +52,7 @@ def freedman_diaconis_width(values: Sequence[float]) -> float:
 
 
 def histogram(
-    values: Sequence[float],
+    values: Sequence[float] | np.ndarray,
     *,
     cutoff: float | None = None,
     cutoff_percentile: float | None = None,
@@ -110,7 +110,7 @@ def _default_width(body: np.ndarray, span: float) -> float:
     return span / (math.log2(max(len(body), 1)) + 1.0)
 
 
-def _finite(values: Sequence[float]) -> np.ndarray:
+def _finite(values: Sequence[float] | np.ndarray) -> np.ndarray:
     data = np.asarray(values, dtype=float).ravel()
     if data.size == 0:
         raise AnalysisError("a histogram needs at least one value")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import tomllib
 from pathlib import Path
+from typing import TypeGuard
 
 from cachelab.analysis.mva import KINDS, Network, Station
 from cachelab.errors import UserError
@@ -84,7 +85,7 @@ def _station(where: str, table: object, earlier: list[Station]) -> Station:
         if not _is_number(value) or value <= 0:
             raise UserError(f"{where}.{field}: must be a positive number, got {value!r}")
     return Station(name, kind, float(table["visits"]), float(table["service_ms"]),
-                   servers if kind == "multi" else 1)
+                   1 if servers is None else servers)
 
 
 def _no_unknown(prefix: str, table: dict[str, object], known: tuple[str, ...]) -> None:
@@ -94,6 +95,6 @@ def _no_unknown(prefix: str, table: dict[str, object], known: tuple[str, ...]) -
             raise UserError(f"{prefix}{key}: unknown field (expected one of {', '.join(known)})")
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[float]:
     return (isinstance(value, int | float) and not isinstance(value, bool)
             and math.isfinite(value))

@@ -47,6 +47,7 @@ kind = "{kind}"
 count = 0
 [load]
 mode = "capacity"
+instances = 1
 threads = {threads}
 clients = {clients}
 protocol = "{'binary' if protocol == 'memcache_binary' else 'text'}"
@@ -54,8 +55,6 @@ protocol = "{'binary' if protocol == 'memcache_binary' else 'text'}"
 ratio = "{ratio}"
 data_size = {data_size}
 key_maximum = {key_maximum}
-[[sweep.points]]
-"load.instances" = 1
 """
     return spec.parse(text)
 
@@ -90,8 +89,8 @@ def write_outcome(out: Path, exp: spec.Experiment, outcome: capacity_io.Outcome,
     from cachelab.report.plots import plot_capacity_trials, render
 
     render(out / "capacity.png", lambda ax: plot_capacity_trials(
-        ax, [(t.rate, t.latency_ms) for t in outcome.trials], doc["target_ms"],
-        exp.capacity.percentile, a.capacity))
+        ax, [(t.rate, t.latency_ms) for t in outcome.trials],
+        exp.capacity.target_ms or exp.qos_target_ms, exp.capacity.percentile, a.capacity))
 
 
 def describe(answer, percentile: float, target_ms: float) -> str:
@@ -138,9 +137,9 @@ def command(experiment: Path | None, server: str | None, out: Path | None, again
         return 0
     from cachelab.commands import run as run_cmd
 
-    exp_path = _as_capacity(experiment)
-    outcome, page = run_cmd.run(exp_path, out, again=again)
-    click.echo(f"results: {outcome.database.resolve()}")
+    assert experiment is not None  # one of the two, checked above
+    ran, page = run_cmd.run(_as_capacity(experiment), out, again=again)
+    click.echo(f"results: {ran.database.resolve()}")
     if page is not None:
         click.echo(f"report: {page.resolve()}")
     return 0

@@ -73,8 +73,8 @@ def run(path: Path, responses: Sequence[str], confidence: float = 0.9,
     if factors or where:
         raise UserError("--factors and --where select runs of a stored experiment; give "
                         "its directory instead of a CSV file")
-    factors, values = read_design(path, responses)
-    results = [(name, factorial.analyse(factors, values[name], confidence=confidence))
+    columns, values = read_design(path, responses)
+    results = [(name, factorial.analyse(columns, values[name], confidence=confidence))
                for name in responses]
     if as_json:
         return "\n".join(json.dumps(to_json(name, res)) for name, res in results)

@@ -11,7 +11,7 @@ import click
 from cachelab import spec
 from cachelab.errors import UserError
 from cachelab.progress import Progress, for_terminal
-from cachelab.runner import Outcome, run_experiment, stored_state
+from cachelab.runner import Outcome, run_experiment
 
 
 def run(path: Path, out: Path | None = None, *, resume: bool = False, again: bool = False,
@@ -24,12 +24,8 @@ def run(path: Path, out: Path | None = None, *, resume: bool = False, again: boo
     unfinished run of the same file is resumed: what `make demo` needs to work every time."""
     exp = spec.load(path)
     out = out or Path("results") / exp.name
-    if again:
-        state = stored_state(exp, out)
-        if state in ("finished", "other"):
-            _move_aside(out)
-        resume = resume or state == "unfinished"
-    outcome = run_experiment(exp, out, resume=resume, progress=progress or for_terminal())
+    outcome = run_experiment(exp, out, resume=resume, again=again, move_aside=_move_aside,
+                             progress=progress or for_terminal())
     page = None
     if report:
         from cachelab.report import write_report

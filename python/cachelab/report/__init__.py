@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
@@ -83,14 +84,16 @@ def write_report(out: Path) -> Path:
                         partial(plots.plot_timeline, runs=runs, order=run_order))
         for i, point in enumerate(dict.fromkeys(k.point for k in searches), start=1):
             mine = [k for k in searches if k.point == point]
+            first = mine[0].search
             figures.add("capacity", f"capacity-{i}", f"Capacity search, #{point + 1} "
-                        f"{mine[0].label}: p{mine[0].percentile:g} of every trial against its "
+                        f"{mine[0].label}: p{first.percentile:g} of every trial against its "
                         "offered rate",
                         partial(plots.plot_capacity_trials,
-                                trials=[(r, ms) for k in mine for r, ms, _ in k.trials],
-                                target_ms=mine[0].target_ms, percentile=mine[0].percentile,
-                                capacity=min((k.capacity for k in mine if k.capacity),
-                                             default=None)))
+                                trials=[(t.rate, t.latency_ms) for k in mine
+                                        for t in k.search.trials],
+                                target_ms=first.target_ms, percentile=first.percentile,
+                                capacity=min((k.search.capacity for k in mine
+                                              if k.search.capacity), default=None)))
         d = sec.data
         page = out / PAGE
         page.write_text(environment().get_template(TEMPLATE).render(
@@ -106,7 +109,8 @@ def write_report(out: Path) -> Path:
 
 def _load_figures(sec: sections.Sections, figures: Figures) -> None:
     """The plots against load, as before the analysis sections."""
-    found, axis = sec.curves, dict(xlabel=sec.xlabel, ticks=sec.ticks, log_x=sec.log_x)
+    found = sec.curves
+    axis: dict[str, Any] = dict(xlabel=sec.xlabel, ticks=sec.ticks, log_x=sec.log_x)
     measured = [p for p in sec.data.points if p.measured]
     add = partial(figures.add, "plots")
     if found:
@@ -165,7 +169,7 @@ def _analysis_figures(sec: sections.Sections, figures: Figures) -> None:
         figures.add_grid(f"design-{i}", f"design-{i}-residuals",
                          f"Residuals against predicted response, and their normal quantile "
                          f"plot ({a.design.label})", draws, ncols=2, width=10, height=3.4)
-    axis = dict(xlabel=sec.xlabel, ticks=sec.ticks, log_x=sec.log_x)
+    axis: dict[str, Any] = dict(xlabel=sec.xlabel, ticks=sec.ticks, log_x=sec.log_x)
     if sec.queueing:
         figures.add_grid("models", "models", "Measured (solid) against M/M/1 (dotted) and "
                          "M/M/m (dashed) over the sweep", [

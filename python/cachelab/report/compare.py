@@ -24,7 +24,7 @@ from cachelab.analysis.design import level_text
 from cachelab.errors import UserError
 from cachelab.report import Figures, environment
 from cachelab.report import data as data_mod
-from cachelab.report.data import PointResult, ReportData
+from cachelab.report.data import PointResult, ReportData, known
 from cachelab.report.plots import x_axis
 from cachelab.store import Store
 
@@ -84,6 +84,7 @@ def load(directories: list[Path], level: float = 0.05) -> Comparison:
     for indexes in matching.rows:
         points = tuple(None if i is None else by_index[e][i] for e, i in enumerate(indexes))
         base = points[0]
+        assert base is not None  # the baseline has every matched point
         rows.append(Row(
             label=", ".join(f"{f}={_value(base, f)}" for f in paths) or base.label,
             key={f: _value(base, f) for f in paths}, points=points,
@@ -116,8 +117,8 @@ def _value(p: PointResult, path: str) -> str:
 def _stats(p: PointResult, what: str) -> tuple[float, float, int]:
     n = len(p.run_ids)
     if what == "throughput":
-        return p.throughput, p.throughput_std, n
-    return p.response_ms, p.response_std, n
+        return known(p.throughput), known(p.throughput_std), n
+    return known(p.response_ms), known(p.response_std), n
 
 
 def _flatten(config: dict, prefix: str = "") -> dict[str, str]:
@@ -200,8 +201,8 @@ def _x(comparison: Comparison, p: PointResult, ticks: list[str] | None) -> float
 
 
 def _metric(p: PointResult, metric: str) -> float:
-    return {"throughput": p.throughput, "response": p.response_ms,
-            "p99": p.percentiles_ms.get("p99")}[metric]
+    return known({"throughput": p.throughput, "response": p.response_ms,
+                  "p99": p.percentiles_ms.get("p99")}[metric])
 
 
 def _ticks(comparison: Comparison) -> list[str] | None:

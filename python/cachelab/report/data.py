@@ -9,23 +9,29 @@ middlewares and runs.
 
 from __future__ import annotations
 
-import json
-import sqlite3
 import statistics
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from cachelab import linkbound, loadgen, spec, topology, validate
 from cachelab.analysis import laws, qos
-from cachelab.cpu import SHARES
-from cachelab.errors import UserError
 from cachelab.report import measure
-from cachelab.store import Store
+from cachelab.store import LinkRecord, Store, StoredPoint, StoredRun
 
 #: The response-time decomposition, in the order the bars stack (see docs/stats-file.md).
 STAGES = ("network", "decode", "queue", "server", "worker")
 _STAGE_METRICS = {"decode": "decode", "queue": "queue_wait", "server": "server_service",
                   "worker": "worker_processing"}
+T = TypeVar("T")
 CLIENT_FACTORS = ("load.clients", "load.threads", "load.instances")
+
+
+def known(value: T | None) -> T:
+    """A number every measured point has (curves, models and tables hold measured points
+    only): None here is a bug, not missing data."""
+    if value is None:
+        raise ValueError("a measured point without its value")
+    return value
 
 
 @dataclass(frozen=True)
@@ -59,8 +65,8 @@ class PointResult:
     host_cpu: dict[str, tuple[float, float]] = field(default_factory=dict)
     #: The throughput the configured links allow (linkbound.py), and the link that sets it.
     link_bound: linkbound.Bound | None = None
-    #: The links measured before the point's first run (store.LinkRecord columns).
-    links: tuple[dict, ...] = ()
+    #: The links measured before the point's first run.
+    links: tuple[LinkRecord, ...] = ()
     #: The middlewares' totals over the steady windows (measure.py); None without one.
     middleware: measure.MiddlewareTotals | None = None
     #: Client side per operation type with requests (get, multiget, set).
@@ -88,67 +94,51 @@ class ReportData:
 
 
 def load(s: Store) -> ReportData:
-    exp = s.experiment()
-    if exp is None:
-        raise UserError(f"{s.path}: no experiment stored yet")
-    settings = json.loads(exp["settings"])
-    runs = s.run_summaries(exp["id"])
-    points = []
-    for row in s.conn.execute("SELECT * FROM point WHERE experiment_id = ? ORDER BY idx",
-                              (exp["id"],)):
-        points.append(_point(s.conn, row, runs.get(row["idx"], []), settings))
-    last = s.conn.execute("SELECT host FROM run ORDER BY id DESC LIMIT 1").fetchone()
-    return ReportData(exp["name"], exp["description"], exp["source"], settings, tuple(points),
-                      json.loads(last["host"]) if last else None, s.version,
-                      sum(len(r) for r in runs.values()))
+    exp = s.require_experiment()
+    settings = exp.settings
+    runs = s.runs_by_point(exp.id)
+    points = tuple(_point(s, p, runs.get(p.index, []), settings) for p in s.points(exp.id))
+    return ReportData(exp.name, exp.description, exp.source, settings, points,
+                      s.last_host(), s.version, sum(len(r) for r in runs.values()))
 
 
-def _point(conn: sqlite3.Connection, row: sqlite3.Row, runs: list[sqlite3.Row],
-           settings: dict) -> PointResult:
-    base = dict(index=row["idx"], label=row["label"], factors=json.loads(row["factors"]),
-                config=json.loads(row["config"]), clients=row["clients"], runs=len(runs))
+def _point(s: Store, stored: StoredPoint, runs: list[StoredRun],
+           settings: dict[str, Any]) -> PointResult:
+    base: dict[str, Any] = dict(index=stored.index, label=stored.label, factors=stored.factors,
+                config=stored.config, clients=stored.clients, runs=len(runs))
     if not runs:
         return PointResult(**base, steady_runs=0, verdict=None)
-    outcomes = [validate.RunOutcome(r["throughput"], r["cv_within"]) for r in runs]
+    outcomes = [validate.RunOutcome(r.throughput, r.cv_within) for r in runs]
     verdict = validate.assess(outcomes, threshold=settings["cv_threshold"],
                               repetitions=settings["repetitions"],
                               max_repetitions=settings["max_repetitions"])
     used = [runs[i] for i in verdict.steady] or runs
-    ids = [r["id"] for r in used]
-    cvs = [r["cv_within"] for r in runs if r["cv_within"] is not None]
-    response = _mean([r["response_ms"] for r in used])
-    mw = measure.middleware(conn, measure.steady_windows(conn, used, settings))
+    ids = [r.id for r in used]
+    cvs = [r.cv_within for r in runs if r.cv_within is not None]
+    response = _mean([r.response_ms for r in used])
+    mw = measure.middleware(s, measure.steady_windows(s, used, settings))
+    low, high = settings["warmup_s"], settings["run_time_s"] - settings["cooldown_s"]
     return PointResult(
         **base, steady_runs=len(verdict.steady), verdict=verdict,
-        throughput=_mean([r["throughput"] for r in used]),
-        throughput_std=_std([r["throughput"] for r in used]),
-        response_ms=response, response_std=_std([r["response_ms"] for r in used]),
-        percentiles_ms={p: _mean([r[f"{p}_ms"] for r in used]) for p in ("p50", "p90", "p99")},
+        throughput=_mean([r.throughput for r in used]),
+        throughput_std=_std([r.throughput for r in used]),
+        response_ms=response, response_std=_std([r.response_ms for r in used]),
+        percentiles_ms={"p50": _mean([r.p50_ms for r in used]),
+                        "p90": _mean([r.p90_ms for r in used]),
+                        "p99": _mean([r.p99_ms for r in used])},
         cv_within_max=max(cvs) if cvs else None,
-        fell_behind_runs=sum(1 for r in runs if r["fell_behind"]),
+        fell_behind_runs=sum(1 for r in runs if r.fell_behind),
         run_ids=tuple(ids),
         decomposition=_decomposition(mw, response),
         queue_len=mw.queue_len if mw else None,
-        server_service_us=tuple(s.service.mean for s in mw.servers) if mw else (),
+        server_service_us=tuple(x.service.mean for x in mw.servers) if mw else (),
         middleware=mw,
-        ops=measure.client_ops(conn, ids),
-        cpu=_cpu(conn, ids, settings),
-        host_cpu=_host_cpu(conn, ids, settings),
+        ops=measure.client_ops(s.client_ops(ids)),
+        cpu=s.cpu_means(ids, low, high),
+        host_cpu=s.host_cpu_means(ids, low, high),
         link_bound=_link_bound(base["config"]),
-        links=tuple(dict(r) for r in conn.execute(
-            f"SELECT * FROM link WHERE run_id IN ({', '.join('?' * len(runs))}) "
-            "ORDER BY run_id, src, dst", [r["id"] for r in runs])),
+        links=tuple(s.links([r.id for r in runs])),
     )
-
-
-def _host_cpu(conn, run_ids: list[int], settings) -> dict[str, tuple[float, float]]:
-    lo = settings["warmup_s"]
-    hi = settings["run_time_s"] - settings["cooldown_s"]
-    marks = ", ".join("?" * len(run_ids))
-    return {r["host"]: (r["usr"], r["sys"]) for r in conn.execute(
-        f"SELECT host, avg(usr) AS usr, avg(sys) AS sys FROM host_cpu "
-        f"WHERE run_id IN ({marks}) AND t - 0.5 BETWEEN ? AND ? GROUP BY host ORDER BY host",
-        (*run_ids, lo, hi))}
 
 
 def _link_bound(config: dict) -> linkbound.Bound | None:
@@ -168,17 +158,6 @@ def _decomposition(mw: measure.MiddlewareTotals | None,
     stages = {s: mw.mean_us(m) for s, m in _STAGE_METRICS.items()}
     stages["network"] = max(client_ms * 1000 - mw.mean_us("response"), 0.0)
     return {s: stages[s] for s in STAGES}
-
-
-def _cpu(conn, run_ids: list[int], settings) -> dict[str, float] | None:
-    lo = settings["warmup_s"]
-    hi = settings["run_time_s"] - settings["cooldown_s"]
-    marks = ", ".join("?" * len(run_ids))
-    row = conn.execute(
-        f"SELECT count(*) AS n, {', '.join(f'avg({s}) AS {s}' for s in SHARES)} "
-        f"FROM cpu_sample WHERE cpu = 'all' AND run_id IN ({marks}) "
-        f"AND t - 0.5 BETWEEN ? AND ?", (*run_ids, lo, hi)).fetchone()
-    return {s: row[s] for s in SHARES} if row["n"] else None
 
 
 def _mean(values: list[float]) -> float:
@@ -222,7 +201,7 @@ def curves(data: ReportData) -> tuple[list[Curve], list[str] | None]:
     path, _ = x_axis(data)
     others = [f for f in data.settings.get("factors", [])
               if f != path and not (path == "clients" and f in CLIENT_FACTORS)]
-    raw = {p.index: (p.clients if path == "clients" else p.factors.get(path))
+    raw: dict[int, Any] = {p.index: (p.clients if path == "clients" else p.factors.get(path))
            for p in data.points}
     numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in raw.values())
     ticks = None if numeric else list(dict.fromkeys(str(v) for v in raw.values()))
@@ -260,8 +239,8 @@ class QosRow:
 def qos_rows(found: list[Curve], target_ms: float) -> list[QosRow]:
     """Per curve, the highest throughput whose p99 stays under the target."""
     return [QosRow(c.label, qos.max_throughput_under(
-        [qos.Point(x, p.throughput, p.percentiles_ms["p99"]) for x, p in zip(c.x, c.points,
-                                                                            strict=True)],
+        [qos.Point(x, known(p.throughput), p.percentiles_ms["p99"])
+         for x, p in zip(c.x, c.points, strict=True)],
         target_ms)) for c in found]
 
 
@@ -276,8 +255,9 @@ def interactive_rows(data: ReportData) -> list[LawRow]:
     requests outstanding: clients x pipeline depth."""
     rows = []
     for p in data.points:
-        if p.measured and p.config["load"]["mode"] == "closed" and p.throughput > 0:
+        if p.measured and p.config["load"]["mode"] == "closed" and known(p.throughput) > 0:
             n = p.clients * p.config["load"]["pipeline"]
-            (check,) = laws.check_interactive_law([(n, p.throughput / 1000, p.response_ms)])
+            (check,) = laws.check_interactive_law([(n, known(p.throughput) / 1000,
+                                                    known(p.response_ms))])
             rows.append(LawRow(p, check))
     return rows

@@ -7,7 +7,6 @@ not be judged), the rule the means of the report use (`validate.is_steady`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -16,7 +15,6 @@ import numpy as np
 from cachelab import validate
 from cachelab.analysis import design, factorial
 from cachelab.analysis.errors import AnalysisError
-from cachelab.errors import UserError
 from cachelab.store import Store
 
 #: The responses the report analyses.
@@ -41,20 +39,17 @@ class Designs:
 
 def stored_runs(s: Store) -> tuple[list[str], list[design.Run]]:
     """The experiment's factor paths and every stored run with its steadiness."""
-    exp = s.experiment()
-    if exp is None:
-        raise UserError(f"{s.path}: no experiment stored yet")
-    settings = json.loads(exp["settings"])
-    factors = {r["idx"]: json.loads(r["factors"]) for r in s.conn.execute(
-        "SELECT idx, factors FROM point WHERE experiment_id = ?", (exp["id"],))}
+    exp = s.require_experiment()
+    threshold = exp.settings["cv_threshold"]
+    factors = {p.index: p.factors for p in s.points(exp.id)}
     runs = []
-    for point, rows in s.run_summaries(exp["id"]).items():
+    for point, rows in s.runs_by_point(exp.id).items():
         for r in rows:
-            steady = validate.is_steady(validate.RunOutcome(r["throughput"], r["cv_within"]),
-                                        settings["cv_threshold"])
-            runs.append(design.Run(point, r["repetition"], factors[point], steady,
-                                   {k: r[k] for k in design.RESPONSES}))
-    return list(settings["factors"]), runs
+            steady = validate.is_steady(validate.RunOutcome(r.throughput, r.cv_within),
+                                        threshold)
+            runs.append(design.Run(point, r.repetition, factors[point], steady,
+                                   {k: getattr(r, k) for k in design.RESPONSES}))
+    return list(exp.settings["factors"]), runs
 
 
 def analyse(s: Store, responses: Sequence[str] = REPORT_RESPONSES, *,

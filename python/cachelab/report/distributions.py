@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
-import zlib
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -24,6 +23,7 @@ from cachelab import hdr
 from cachelab.analysis import histogram
 from cachelab.report import measure
 from cachelab.report.data import Curve, PointResult
+from cachelab.store import Store
 
 #: Histograms are drawn for at most this many configurations.
 MAX_POINTS = 6
@@ -43,14 +43,14 @@ class OpDistribution:
     middleware: histogram.Histogram | None
 
 
-def distributions(conn: sqlite3.Connection, found: list[Curve],
-                  settings: dict) -> list[OpDistribution]:
+def distributions(s: Store, found: list[Curve],
+                  settings: dict[str, Any]) -> list[OpDistribution]:
     out = []
     for c in found[:MAX_POINTS]:
-        p = max(c.points, key=lambda q: q.throughput)
+        p = max(c.points, key=lambda q: q.throughput or 0.0)
         try:
-            client = _client_counts(conn, p.run_ids)
-            mw = _middleware_counts(conn, p.run_ids, settings)
+            client = _client_counts(s, p.run_ids)
+            mw = _middleware_counts(s, p.run_ids, settings)
         except (hdr.HdrError, KeyError, ValueError):
             continue  # a damaged stored histogram: the other points still get theirs
         for op in measure.CLIENT_OPS:
@@ -89,29 +89,23 @@ def _values_ms(h: hdr.Histogram) -> np.ndarray:
     return np.repeat(values / 1000.0, counts)
 
 
-def _client_counts(conn: sqlite3.Connection, run_ids: tuple[int, ...]) -> dict[str, hdr.Histogram]:
-    marks = ", ".join("?" * len(run_ids))
+def _client_counts(s: Store, run_ids: tuple[int, ...]) -> dict[str, hdr.Histogram]:
     merged: dict[str, list[str]] = {}
-    for row in conn.execute(f"SELECT content FROM artifact WHERE run_id IN ({marks}) AND "
-                            "name LIKE 'load-%.json'", run_ids):
-        doc = json.loads(zlib.decompress(row["content"]))
+    for content in s.load_reports(run_ids):
+        doc = json.loads(content)
         for op in measure.CLIENT_OPS:
             merged.setdefault(op, []).append(doc["histograms"][op])
     return {op: h for op, encoded in merged.items()
             if (h := hdr.merge_all(encoded)) is not None}
 
 
-def _middleware_counts(conn: sqlite3.Connection, run_ids: tuple[int, ...],
-                       settings: dict) -> dict[str, hdr.Histogram]:
-    marks = ", ".join("?" * len(run_ids))
-    runs = conn.execute(f"SELECT * FROM run WHERE id IN ({marks})", run_ids).fetchall()
-    keys = measure.steady_windows(conn, runs, settings)
+def _middleware_counts(s: Store, run_ids: tuple[int, ...],
+                       settings: dict[str, Any]) -> dict[str, hdr.Histogram]:
+    keys = measure.steady_windows(s, s.runs(run_ids), settings)
     if not keys:
         return {}
-    clause = " OR ".join(["(run_id = ? AND middleware = ? AND window = ?)"] * len(keys))
     merged: dict[str, list[str]] = {}
-    for row in conn.execute(f"SELECT op, rt_hdr FROM mw_op WHERE {clause}",
-                            [v for k in keys for v in k]):
-        merged.setdefault(row["op"], []).append(row["rt_hdr"])
+    for o in s.middleware_ops(keys):
+        merged.setdefault(o.op, []).append(o.rt_hdr)
     return {op: h for op, encoded in merged.items()
             if (h := hdr.merge_all(encoded)) is not None}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from cachelab.analysis import middleware_model, mva, network_model
 from cachelab.analysis.errors import AnalysisError
-from cachelab.report.data import Curve, PointResult
+from cachelab.report.data import Curve, PointResult, known
 
 US = 1e-6
 
@@ -84,8 +84,8 @@ def queueing_points(curves: list[Curve]) -> list[QueueingPoint]:
     the middlewares measured on the point's curve (its configuration)."""
     out = []
     for c in curves:
-        found = [(x, p, measured(p)) for x, p in zip(c.x, c.points, strict=True)]
-        found = [(x, p, m) for x, p, m in found if m is not None]
+        found = [(x, p, m) for x, p in zip(c.x, c.points, strict=True)
+                 if (m := measured(p)) is not None]
         if not found:
             continue
         capacity = max(m.throughput for _, _, m in found)
@@ -103,7 +103,7 @@ def demands(p: PointResult) -> network_model.Demands:
     mw = p.middleware
     assert mw is not None
     return network_model.Demands(
-        network=p.response_ms * 1e-3 - mw.mean_us("response") * US,
+        network=known(p.response_ms) * 1e-3 - mw.mean_us("response") * US,
         decode=mw.mean_us("decode") * US,
         worker_processing=mw.mean_us("worker_processing") * US,
         server_service=tuple(s.service.mean * US for s in mw.servers),
@@ -152,7 +152,7 @@ def _section(label: str, points: list[PointResult]) -> MvaSection:
     notes = network_model.assumptions(demands(last), pipeline=last.config["middleware"][
         "pipeline"], shares_cpus=shares_cpus(last.config))
     own = network_model.network(demands(last))
-    busy = [(s.name, last.middleware.throughput * s.demand / s.servers)
+    busy = [(s.name, known(last.middleware).throughput * s.demand / s.servers)
             for s in own.stations if s.kind != "delay"]
     return MvaSection(label, populations, tuple(points), basis, notes,
                       max(busy, key=lambda b: b[1]) if busy else None,

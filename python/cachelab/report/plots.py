@@ -7,14 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Literal
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from cachelab.report.data import STAGES, Curve, PointResult
+from cachelab.analysis.design import level_text
+from cachelab.report.data import STAGES, Curve, PointResult, known
 
-PERCENTILE_STYLES = {"p50": ":", "p90": "--", "p99": "-"}
+#: The line styles the plots use (matplotlib's names).
+LineStyle = Literal["-", "--", "-.", ":"]
+PERCENTILE_STYLES: dict[str, LineStyle] = {"p50": ":", "p90": "--", "p99": "-"}
 STAGE_COLOURS = {"network": "#9e9e9e", "decode": "#8dd3c7", "queue": "#fb8072",
                  "server": "#80b1d3", "worker": "#fdb462"}
 CPU_STACK = ("usr", "nice", "sys", "softirq", "irq", "iowait", "steal")
@@ -30,6 +34,17 @@ def x_axis(ax: Axes, xlabel: str, ticks: Sequence[str] | None, log_x: bool = Fal
     if log_x:
         ax.set_xscale("log")
     ax.grid(True, alpha=0.3)
+
+
+def point_axis(ax: Axes, shown: Sequence[PointResult]) -> None:
+    """One tick per point, in `shown`'s order, labelled with its factor levels (one line
+    per factor, in the sweep's order; "-" where a point does not set one), and the factors
+    named on the axis; a point without factors (a one-point experiment) is "base"."""
+    factors = list(dict.fromkeys(f for p in shown for f in p.factors))
+    ax.set_xticks(range(len(shown)), [
+        "\n".join(level_text(p.factors[f]) if f in p.factors else "-" for f in factors)
+        or "base" for p in shown])
+    ax.set_xlabel(" / ".join(factors) if factors else "point")
 
 
 def _legend(ax: Axes, n: int) -> None:
@@ -99,11 +114,10 @@ def plot_decomposition(ax: Axes, points: Sequence[PointResult]) -> None:
     xs = range(len(shown))
     bottom = [0.0] * len(shown)
     for stage in STAGES:
-        heights = [p.decomposition[stage] for p in shown]
+        heights = [known(p.decomposition)[stage] for p in shown]
         ax.bar(xs, heights, bottom=bottom, color=STAGE_COLOURS[stage], label=stage)
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-    ax.set_xticks(list(xs), [f"#{p.index + 1}" for p in shown])
-    ax.set_xlabel("point")
+    point_axis(ax, shown)
     ax.set_ylabel("mean time (µs)")
     ax.legend(fontsize="small", loc="upper left")
     ax.grid(True, axis="y", alpha=0.3)
@@ -135,8 +149,7 @@ def plot_server_service(ax: Axes, points: Sequence[PointResult]) -> None:
               if s < len(p.server_service_us)]
         ys = [p.server_service_us[s] for p in shown if s < len(p.server_service_us)]
         ax.bar(xs, ys, width=width, label=f"server {s + 1}")
-    ax.set_xticks(range(len(shown)), [f"#{p.index + 1}" for p in shown])
-    ax.set_xlabel("point")
+    point_axis(ax, shown)
     ax.set_ylabel("server service time (µs)")
     _legend(ax, servers)
     ax.grid(True, axis="y", alpha=0.3)
@@ -148,12 +161,11 @@ def plot_cpu(ax: Axes, points: Sequence[PointResult]) -> None:
     xs = range(len(shown))
     bottom = [0.0] * len(shown)
     for share in CPU_STACK:
-        heights = [p.cpu[share] for p in shown]
+        heights = [known(p.cpu)[share] for p in shown]
         ax.bar(xs, heights, bottom=bottom, color=CPU_COLOURS[share], label=share)
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     ax.set_ylim(0, 100)
-    ax.set_xticks(list(xs), [f"#{p.index + 1}" for p in shown])
-    ax.set_xlabel("point")
+    point_axis(ax, shown)
     ax.set_ylabel("CPU (% of all cores)")
     ax.legend(fontsize="small", loc="upper left", ncols=4)
     ax.grid(True, axis="y", alpha=0.3)
@@ -171,8 +183,7 @@ def plot_host_cpu(ax: Axes, points: Sequence[PointResult]) -> None:
         bars = ax.bar(xs, usr, width, label=f"{host} usr")
         ax.bar(xs, sys_, width, bottom=usr, color=bars.patches[0].get_facecolor(),
                alpha=0.45, label=f"{host} sys")
-    ax.set_xticks(list(range(len(shown))), [f"#{p.index + 1}" for p in shown])
-    ax.set_xlabel("point")
+    point_axis(ax, shown)
     ax.set_ylabel("CPU (% of one core)")
     ax.set_ylim(bottom=0)
     ax.legend(fontsize="x-small", loc="upper left", ncols=4)

@@ -12,14 +12,14 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from cachelab.analysis import factorial
-from cachelab.report.data import Curve
+from cachelab.report.data import Curve, known
 from cachelab.report.designs import Analysed
 from cachelab.report.distributions import OpDistribution
 from cachelab.report.models import MvaSection, QueueingPoint, utilisation
-from cachelab.report.plots import x_axis
+from cachelab.report.plots import LineStyle, x_axis
 
-MODEL_STYLES = {"measured": "-", "M/M/1": ":", "M/M/m": "--"}
-OP_STYLES = {"get": "-", "multiget": "-.", "set": "--"}
+MODEL_STYLES: dict[str, LineStyle] = {"measured": "-", "M/M/1": ":", "M/M/m": "--"}
+OP_STYLES: dict[str, LineStyle] = {"get": "-", "multiget": "-.", "set": "--"}
 
 
 def _legend(ax: Axes, handles: list, **kw) -> None:
@@ -109,20 +109,20 @@ def plot_mva(ax: Axes, section: MvaSection, metric: str) -> None:
     one standard deviation), and for throughput the bottleneck's bound (dotted)."""
     ns, b = section.populations, section.basis
     if metric == "throughput":
-        ax.errorbar(ns, [p.throughput for p in section.points],
-                    yerr=[p.throughput_std for p in section.points], marker="o",
+        ax.errorbar(ns, [known(p.throughput) for p in section.points],
+                    yerr=[known(p.throughput_std) for p in section.points], marker="o",
                     linestyle="none", color="black", capsize=3, label="measured")
         ax.plot(range(1, len(b.dense) + 1), [m.throughput for m in b.dense], color="C0",
                 label=f"MVA, demands at {b.name}")
         ax.axhline(b.bounds.max_throughput, color="C0", linestyle=":", linewidth=0.8,
                    label=f"bound: {b.bounds.bottleneck}")
         ax.set_ylabel("throughput (ops/s)")
-        top = max(max(p.throughput for p in section.points),
+        top = max(max(known(p.throughput) for p in section.points),
                   max(m.throughput for m in b.dense))
         ax.set_ylim(0, min(top, b.bounds.max_throughput) * 1.25)
     else:
-        ax.errorbar(ns, [p.response_ms for p in section.points],
-                    yerr=[p.response_std for p in section.points], marker="o",
+        ax.errorbar(ns, [known(p.response_ms) for p in section.points],
+                    yerr=[known(p.response_std) for p in section.points], marker="o",
                     linestyle="none", color="black", capsize=3, label="measured")
         ax.plot(range(1, len(b.dense) + 1), [m.response_time * 1e3 for m in b.dense],
                 color="C0", label=f"MVA, demands at {b.name}")
@@ -156,7 +156,7 @@ def plot_utilisation(ax: Axes, curves: Sequence[Curve], xlabel: str,
     """Utilisation against load: the workers (X S / m, solid), each server (X V_j S_j,
     dashed: requests in service there) and the host's CPUs (busy share, dotted)."""
     handles = []
-    styles = {"workers": "-", "host CPU": ":"}
+    styles: dict[str, LineStyle] = {"workers": "-", "host CPU": ":"}
     for i, c in enumerate(curves):
         colour = f"C{i % 10}"
         series: dict[str, list[tuple[float, float]]] = {}
@@ -169,8 +169,9 @@ def plot_utilisation(ax: Axes, curves: Sequence[Curve], xlabel: str,
                     alpha=1.0 if name in styles else 0.6)
         if series:
             handles.append(Line2D([], [], color=colour, label=c.label))
-    handles += [Line2D([], [], color="black", linestyle=s, label=n) for n, s in
-                (("workers", "-"), ("servers", "--"), ("host CPU", ":"))]
+    legend: list[tuple[str, LineStyle]] = [("workers", "-"), ("servers", "--"),
+                                           ("host CPU", ":")]
+    handles += [Line2D([], [], color="black", linestyle=s, label=n) for n, s in legend]
     ax.set_ylabel("utilisation")
     ax.set_ylim(bottom=0)
     x_axis(ax, xlabel, ticks, log_x)
@@ -183,8 +184,8 @@ def plot_latency_throughput(ax: Axes, curves: Sequence[Curve], qos_ms: float) ->
     handles = []
     for i, c in enumerate(curves):
         colour = f"C{i % 10}"
-        pts = sorted(c.points, key=lambda p: p.throughput)
-        xs = [p.throughput for p in pts]
+        pts = sorted(c.points, key=lambda p: known(p.throughput))
+        xs = [known(p.throughput) for p in pts]
         ax.plot(xs, [p.percentiles_ms["p99"] for p in pts], marker="o", color=colour)
         ax.plot(xs, [p.percentiles_ms["p50"] for p in pts], marker=".", color=colour,
                 linestyle="--")

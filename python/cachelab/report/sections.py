@@ -8,13 +8,14 @@ from dataclasses import dataclass
 
 from cachelab.analysis.errors import AnalysisError
 from cachelab.report import data, designs, distributions, models
+from cachelab.report.data import Curve, LawRow, QosRow, ReportData
 from cachelab.store import Store
 
 
 @dataclass(frozen=True)
 class Sections:
-    data: data.ReportData
-    curves: list[data.Curve]
+    data: ReportData
+    curves: list[Curve]
     ticks: list[str] | None
     x_path: str
     xlabel: str
@@ -26,8 +27,8 @@ class Sections:
     mva: list[models.MvaSection]
     mva_note: str | None
     distributions: list[distributions.OpDistribution]
-    qos: list[data.QosRow]
-    laws: list[data.LawRow]
+    qos: list[QosRow]
+    laws: list[LawRow]
 
     @property
     def mixed_ops(self) -> bool:
@@ -53,7 +54,7 @@ def build(s: Store) -> Sections:
         data=d, curves=found, ticks=ticks, x_path=x_path, xlabel=xlabel,
         log_x=data.log_x(found, ticks), designs=found_designs, design_note=note,
         queueing=models.queueing_points(found), mva=mva, mva_note=mva_note,
-        distributions=distributions.distributions(s.conn, found, d.settings),
+        distributions=distributions.distributions(s, found, d.settings),
         qos=data.qos_rows(found, d.settings["qos_target_ms"]),
         laws=data.interactive_rows(d),
     )

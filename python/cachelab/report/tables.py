@@ -4,18 +4,19 @@ unless a column says otherwise; ratios are predicted / measured."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from cachelab.export import Table
-from cachelab.report.data import STAGES
+from cachelab.report.data import STAGES, known
 from cachelab.report.models import utilisation
 from cachelab.report.sections import Sections
+from cachelab.store import Table
 
 
 def _point_means(sec: Sections) -> Table:
     rows = [(p.index, p.label, p.clients, p.runs, p.steady_runs, p.throughput,
              p.throughput_std, p.response_ms, p.response_std,
              *(p.percentiles_ms.get(k) for k in ("p50", "p90", "p99")), p.cv_within_max,
-             p.verdict.cv_between, p.verdict.stable, p.verdict.reason)
+             known(p.verdict).cv_between, known(p.verdict).stable, known(p.verdict).reason)
             for p in sec.data.points if p.measured]
     return Table("point_means", ("point", "label", "clients", "runs", "steady_runs",
                                  "throughput", "throughput_std", "response_ms",
@@ -33,9 +34,9 @@ def _decomposition(sec: Sections) -> Table:
 
 def _links(sec: Sections) -> Table:
     rows = [(p.index, p.label, p.link_bound.ops_per_s if p.link_bound else None,
-             p.link_bound.limit if p.link_bound else None, link["src"], link["dst"],
-             link["rtt_p50_us"], link["rtt_p99_us"], link["expected_rtt_us"],
-             link["mbit_forward"], link["mbit_reverse"])
+             p.link_bound.limit if p.link_bound else None, link.src, link.dst,
+             link.rtt_p50_us, link.rtt_p99_us, link.expected_rtt_us, link.mbit_forward,
+             link.mbit_reverse)
             for p in sec.data.points for link in p.links]
     return Table("links", ("point", "label", "link_bound", "set_by", "src", "dst",
                            "rtt_p50_us", "rtt_p99_us", "expected_rtt_us", "mbit_forward",
@@ -43,7 +44,7 @@ def _links(sec: Sections) -> Table:
 
 
 def _factorial(sec: Sections) -> Table:
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     for a in sec.designs.analysed if sec.designs else ():
         letters = a.design.letters
         for response, res in a.results.items():
@@ -64,7 +65,7 @@ def _factorial(sec: Sections) -> Table:
 
 
 def _factorial_runs(sec: Sections) -> Table:
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     for a in sec.designs.analysed if sec.designs else ():
         for response, (predicted, residual) in a.residuals.items():
             y = a.design.response(response)
@@ -76,7 +77,7 @@ def _factorial_runs(sec: Sections) -> Table:
 
 
 def _queueing(sec: Sections) -> Table:
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     for q in sec.queueing:
         for row in (q.mm1, q.mmm):
             rows.append((
@@ -95,7 +96,7 @@ def _queueing(sec: Sections) -> Table:
 
 
 def _mva(sec: Sections) -> Table:
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     for s in sec.mva:
         for p, m in zip(s.points, s.basis.predicted, strict=True):
             rows.append((s.curve, s.basis.name, m.clients, p.index, p.throughput,
@@ -107,7 +108,7 @@ def _mva(sec: Sections) -> Table:
 
 
 def _mva_stations(sec: Sections) -> Table:
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     for s in sec.mva:
         b = s.basis
         rows += [(s.curve, b.name, st.name, st.kind, st.servers, st.visits,
@@ -118,7 +119,7 @@ def _mva_stations(sec: Sections) -> Table:
 
 
 def _histograms(sec: Sections) -> Table:
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     for dist in sec.distributions:
         for side, h in (("client", dist.client), ("middleware", dist.middleware)):
             if h is None:

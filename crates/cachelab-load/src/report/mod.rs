@@ -7,9 +7,11 @@ mod runs;
 #[cfg(test)]
 mod test_support;
 mod text;
+mod timing;
 
 pub use runs::{build, build_runs, Measured};
 pub use text::{fell_behind_warning, format_summary, hdr_log};
+pub use timing::{ClientCpu, Clocks, TimingHistograms, TimingReport, CLIENT_SATURATED_SHARE};
 
 use cachelab_stats::{LatencyHistogram, Welford};
 use serde::{Deserialize, Serialize};
@@ -17,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{AddressFamily, Config, DataSize, Requests};
 use crate::cycle::GetKeys;
 use crate::keys::KeyPattern;
-use crate::record::{OpStats, Recorder, SecondOp};
+use crate::record::{OpStats, SecondOp};
 use crate::workload::Op;
 
 /// Bumped whenever a field changes meaning or disappears.
@@ -44,6 +46,13 @@ pub struct Report {
     pub open_loop: Option<OpenLoopReport>,
     pub series: Vec<Second>,
     pub histograms: Histograms,
+    /// Where the requests' time went and on which clock (wire time, response time to the
+    /// kernel's receipt, the client's own delays). Absent from reports before it existed.
+    #[serde(default)]
+    pub timing: Option<TimingReport>,
+    /// The load generator's own CPU over the run.
+    #[serde(default)]
+    pub client_cpu: Option<ClientCpu>,
     /// Every run of `--run-count`, in order (one entry for a single run). With several,
     /// the fields above are their aggregate (see [`runs`]).
     #[serde(default)]
@@ -62,6 +71,10 @@ pub struct RunReport {
     pub totals: Totals,
     pub open_loop: Option<OpenLoopReport>,
     pub histograms: Histograms,
+    #[serde(default)]
+    pub timing: Option<TimingReport>,
+    #[serde(default)]
+    pub client_cpu: Option<ClientCpu>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -127,6 +140,16 @@ pub struct Configuration {
     pub print_all_runs: bool,
     #[serde(default)]
     pub print_percentiles: Vec<f64>,
+    /// `--timestamps`: `kernel` or `user` (reports before the option: `user`).
+    #[serde(default = "user_clock")]
+    pub timestamps: String,
+    /// `--start-at`, Unix ms.
+    #[serde(default)]
+    pub start_at_unix_ms: Option<u64>,
+}
+
+fn user_clock() -> String {
+    "user".into()
 }
 
 fn one() -> u32 {
@@ -142,6 +165,9 @@ pub struct SizeWeightReport {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Run {
     pub started_unix_ms: u64,
+    /// With `--start-at`: how late the run's clock started after the instant, in µs.
+    #[serde(default)]
+    pub start_late_us: Option<u64>,
     pub duration_s: f64,
     pub window_start_s: f64,
     pub window_end_s: f64,
@@ -362,17 +388,20 @@ fn configuration(config: &Config) -> Configuration {
         run_count: config.run_count,
         print_all_runs: config.print_all_runs,
         print_percentiles: config.print_percentiles.clone(),
+        timestamps: config.timestamps.name().into(),
+        start_at_unix_ms: config.start_at_unix_ms,
     }
 }
 
 /// Builds one run's report, without `runs`. `duration_ns` is the whole run; the window is
 /// clipped to it.
-fn build_one(
-    config: &Config,
-    recorder: &Recorder,
-    started_unix_ms: u64,
-    duration_ns: u64,
-) -> Report {
+fn build_one(config: &Config, m: &Measured) -> Report {
+    let Measured {
+        recorder,
+        started_unix_ms,
+        start_late_us,
+        duration_ns,
+    } = *m;
     let start_ns = recorder.window.start_ns.min(duration_ns);
     let end_ns = recorder.window.end_ns.min(duration_ns).max(start_ns);
     let window_s = (end_ns - start_ns) as f64 / 1e9;
@@ -431,6 +460,7 @@ fn build_one(
         configuration: configuration(config),
         run: Run {
             started_unix_ms,
+            start_late_us,
             duration_s: duration_ns as f64 / 1e9,
             window_start_s: start_ns as f64 / 1e9,
             window_end_s: end_ns as f64 / 1e9,
@@ -454,6 +484,8 @@ fn build_one(
             multiget: encode(&recorder.ops[Op::MultiGet.index()].latency),
             total: encode(&total.latency),
         },
+        timing: Some(timing::timing(&recorder.timing, config.timestamps)),
+        client_cpu: Some(timing::client_cpu(&recorder.cpu)),
         runs: Vec::new(),
     }
 }
@@ -461,7 +493,7 @@ fn build_one(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Window;
+    use crate::record::{Recorder, Window};
     use crate::report::test_support::{config, hit, S};
     use crate::workload::Outcome;
 

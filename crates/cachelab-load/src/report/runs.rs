@@ -30,6 +30,8 @@ const NS_PER_S: u64 = 1_000_000_000;
 pub struct Measured<'a> {
     pub recorder: &'a Recorder,
     pub started_unix_ms: u64,
+    /// `--start-at`: how late the clock started, in µs.
+    pub start_late_us: Option<u64>,
     /// From the start of the run's clock until its last connection finished.
     pub duration_ns: u64,
 }
@@ -46,6 +48,7 @@ pub fn build(
         &[Measured {
             recorder,
             started_unix_ms,
+            start_late_us: None,
             duration_ns,
         }],
     )
@@ -60,6 +63,8 @@ fn entry(index: usize, first_second: u64, report: &Report) -> RunReport {
         totals: report.totals,
         open_loop: report.open_loop,
         histograms: report.histograms.clone(),
+        timing: report.timing.clone(),
+        client_cpu: report.client_cpu,
     }
 }
 
@@ -75,10 +80,7 @@ fn mean(values: impl Iterator<Item = f64>) -> f64 {
 /// The report of `runs` (at least one), made back to back with the same configuration.
 pub fn build_runs(config: &Config, runs: &[Measured]) -> Report {
     assert!(!runs.is_empty(), "a report needs a run");
-    let reports: Vec<Report> = runs
-        .iter()
-        .map(|m| build_one(config, m.recorder, m.started_unix_ms, m.duration_ns))
-        .collect();
+    let reports: Vec<Report> = runs.iter().map(|m| build_one(config, m)).collect();
     if let [single] = reports.as_slice() {
         let mut report = single.clone();
         report.runs = vec![entry(0, 0, single)];
@@ -92,7 +94,15 @@ pub fn build_runs(config: &Config, runs: &[Measured]) -> Report {
         r.series.clear();
         merged.merge(&r);
     }
-    let mut report = build_one(config, &merged, runs[0].started_unix_ms, u64::MAX);
+    let mut report = build_one(
+        config,
+        &Measured {
+            recorder: &merged,
+            started_unix_ms: runs[0].started_unix_ms,
+            start_late_us: runs[0].start_late_us,
+            duration_ns: u64::MAX,
+        },
+    );
 
     let mut entries = Vec::with_capacity(runs.len());
     let mut series = Vec::new();
@@ -201,11 +211,13 @@ mod tests {
             Measured {
                 recorder: &a,
                 started_unix_ms: 1000,
+                start_late_us: None,
                 duration_ns: 2 * S + 1,
             },
             Measured {
                 recorder: &b,
                 started_unix_ms: 5000,
+                start_late_us: None,
                 duration_ns: 2 * S,
             },
         ];

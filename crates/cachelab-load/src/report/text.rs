@@ -2,7 +2,10 @@
 
 use cachelab_stats::LatencyHistogram;
 
-use super::{Histograms, OpenLoopReport, Report, Run, RunReport, Summary, Totals, LATE_LAG_US};
+use super::{
+    ClientCpu, Histograms, LatencyMs, OpenLoopReport, Report, Run, RunReport, Summary,
+    TimingReport, Totals, LATE_LAG_US,
+};
 use crate::percentiles::label;
 
 /// The human summary, memtier-like: one row per operation type, with the
@@ -24,6 +27,7 @@ pub fn format_summary(report: &Report) -> String {
         out += "\n";
         out += &table(&report.summary, &report.histograms, &c.print_percentiles);
         out += &whole_run("whole run", &report.totals, report.open_loop.as_ref());
+        out += &timing(report.timing.as_ref(), report.client_cpu.as_ref());
         return out;
     }
     out += &format!("{} runs, one second apart\n", report.runs.len());
@@ -45,6 +49,7 @@ pub fn format_summary(report: &Report) -> String {
             out += &format!("\nRUN #{} RESULTS\n", r.index);
             out += &table(&r.summary, &r.histograms, &c.print_percentiles);
             out += &whole_run("whole run", &r.totals, r.open_loop.as_ref());
+            out += &timing(r.timing.as_ref(), r.client_cpu.as_ref());
         }
     }
     let rate = |r: &&RunReport| r.summary.total.ops_per_sec;
@@ -69,6 +74,7 @@ pub fn format_summary(report: &Report) -> String {
     );
     out += &table(&report.summary, &report.histograms, &c.print_percentiles);
     out += &whole_run("all runs", &report.totals, report.open_loop.as_ref());
+    out += &timing(report.timing.as_ref(), report.client_cpu.as_ref());
     out
 }
 
@@ -135,6 +141,60 @@ fn whole_run(what: &str, t: &Totals, open_loop: Option<&OpenLoopReport>) -> Stri
         out += &format!(
             "send lag (actual - scheduled send time): avg {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms, max {:.3} ms; {} requests over {} ms late\n",
             l.avg, l.p99, l.p999, l.max, o.late_requests, LATE_LAG_US / 1000
+        );
+    }
+    out
+}
+
+/// Where the time went (and on which clock), and the client's CPU.
+fn timing(t: Option<&TimingReport>, cpu: Option<&ClientCpu>) -> String {
+    let mut out = String::new();
+    if let Some(t) = t {
+        let line = |name: &str, clock: Option<&String>, l: Option<&LatencyMs>| match (clock, l) {
+            (Some(clock), Some(l)) => format!(
+                "  {name:<13}{:>9.3}{:>9.3}{:>9.3}{:>9.3}{:>9.3}  {clock}\n",
+                l.avg, l.p50, l.p99, l.p999, l.max
+            ),
+            _ => format!("  {name:<13}{:>9}  (no kernel timestamps)\n", "-"),
+        };
+        out += &format!(
+            "timing (ms)       avg      p50      p99    p99.9      max  clock; latency above: {}\n",
+            t.clocks.latency
+        );
+        out += &line("wire", t.clocks.wire.as_ref(), t.wire_ms.as_ref());
+        out += &line(
+            "response",
+            t.clocks.response.as_ref(),
+            t.response_ms.as_ref(),
+        );
+        out += &line(
+            "user latency",
+            Some(&t.clocks.user_latency),
+            Some(&t.user_latency_ms),
+        );
+        out += &line(
+            "send delay",
+            t.clocks.send_delay.as_ref(),
+            t.send_delay_ms.as_ref(),
+        );
+        out += &line(
+            "read delay",
+            t.clocks.read_delay.as_ref(),
+            t.read_delay_ms.as_ref(),
+        );
+        if let Some(why) = &t.fallback {
+            out += &format!("kernel timestamps unavailable: {why}\n");
+        }
+    }
+    if let Some(c) = cpu {
+        out += &format!(
+            "client CPU: {:.3} s user + {:.3} s system over {} thread(s), {:.0}% of their time (busiest thread {:.0}%){}\n",
+            c.user_s,
+            c.system_s,
+            c.threads,
+            100.0 * c.share,
+            100.0 * c.busiest_thread_share,
+            if c.saturated { ": SATURATED, the throughput may be the client's" } else { "" }
         );
     }
     out
@@ -235,6 +295,7 @@ mod tests {
         let measured = |r| crate::report::Measured {
             recorder: r,
             started_unix_ms: 0,
+            start_late_us: None,
             duration_ns: S,
         };
         let report = crate::report::build_runs(&c, &[measured(&slow), measured(&fast)]);

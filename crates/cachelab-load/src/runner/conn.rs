@@ -10,25 +10,33 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 use std::time::Duration;
 
 use cachelab_protocol::ReplyError;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
-use super::clock::Clock;
+use super::clock::{realtime_offset_ns, Clock};
+use super::stamping;
 use super::ticker::Ticker;
 use crate::config::Protocol;
 use crate::record::Recorder;
 use crate::schedule::Schedule;
+use crate::stamps::{assign_transmit, unwrap_key, wire_ns, AwaitsTransmit, Stamp};
+use crate::timing::{Times, TimestampMode, Wire};
 use crate::workload::{read_reply, Generator, Sent};
 
 /// Read buffer size to start with; it grows for large multi-get replies.
 const READ_BUFFER: usize = 64 * 1024;
 /// Free space kept before each read, so a read is never tiny.
 const MIN_READ_SPACE: usize = 16 * 1024;
+/// Writes whose transmit stamps may wait on the error queue before it is drained. The
+/// queue is charged to the socket's receive buffer: left to grow (a server that stalls
+/// while requests go on being sent) it would shrink the window the server may send in.
+const STAMPS_QUEUED_MAX: u32 = 16;
 /// Reconnection backoff: first wait and cap.
 const BACKOFF_FIRST: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
@@ -50,6 +58,8 @@ pub struct Shared {
     /// Open loop: the thread's one timer, which wakes each connection when it is due; with
     /// `--busy-poll-us` (either loop) it also spins while replies are awaited.
     pub ticker: Option<Ticker>,
+    /// `--timestamps`: kernel timestamps are switched on for every connection.
+    pub timestamps: TimestampMode,
 }
 
 /// Why the watchdog interrupted a connection.
@@ -79,7 +89,24 @@ impl Watch {
 
 struct Pending {
     sent: Sent,
+    /// The intended send time: the scheduled time (open loop), or just before the write
+    /// that carries the request (closed loop).
     start_ns: u64,
+    /// The offset of the request's last byte in the connection's stream.
+    last_byte: u64,
+    /// The offset of the last byte of the write that carried it (None until written).
+    write_end: Option<u64>,
+    /// The kernel's transmit stamp of that byte, once read from the error queue.
+    transmitted: Stamp,
+}
+
+impl AwaitsTransmit for Pending {
+    fn write_end(&self) -> Option<u64> {
+        self.write_end
+    }
+    fn transmitted(&mut self) -> &mut Stamp {
+        &mut self.transmitted
+    }
 }
 
 enum End {
@@ -103,6 +130,16 @@ pub struct Connection {
     /// This connection's slot in the thread's ticker.
     slot: usize,
     pending: VecDeque<Pending>,
+    /// Bytes composed on this session's socket (the transmit stamps' keys count them).
+    composed: u64,
+    /// Bytes written on this session's socket.
+    written_total: u64,
+    /// The kernel stamps this session's socket.
+    stamping: bool,
+    /// This session's socket.
+    fd: RawFd,
+    /// Writes since the error queue was last drained.
+    stamps_queued: u32,
     wbuf: Vec<u8>,
     written: usize,
     rbuf: Vec<u8>,
@@ -148,6 +185,11 @@ impl Connection {
             schedule,
             slot,
             pending: VecDeque::new(),
+            composed: 0,
+            written_total: 0,
+            stamping: false,
+            fd: -1,
+            stamps_queued: 0,
             wbuf: Vec::with_capacity(4096),
             written: 0,
             rbuf: vec![0; READ_BUFFER],
@@ -243,8 +285,16 @@ impl Connection {
                     && self.session_left != Some(0)
                     && now < shared.stop_issuing_ns
                 {
+                    let before = self.wbuf.len();
                     let sent = self.gen.compose(&mut self.wbuf);
-                    self.pending.push_back(Pending { sent, start_ns: 0 });
+                    self.composed += (self.wbuf.len() - before) as u64;
+                    self.pending.push_back(Pending {
+                        sent,
+                        start_ns: 0,
+                        last_byte: self.composed - 1,
+                        write_end: None,
+                        transmitted: Stamp::default(),
+                    });
                     self.budget = self.budget.map(|n| n - 1);
                     self.session_left = self.session_left.map(|n| n - 1);
                 }
@@ -257,10 +307,15 @@ impl Connection {
                 {
                     let due = schedule.advance(self.gen.rng());
                     shared.recorder.borrow_mut().scheduled(due);
+                    let before = self.wbuf.len();
                     let sent = self.gen.compose(&mut self.wbuf);
+                    self.composed += (self.wbuf.len() - before) as u64;
                     self.pending.push_back(Pending {
                         sent,
                         start_ns: due,
+                        last_byte: self.composed - 1,
+                        write_end: None,
+                        transmitted: Stamp::default(),
                     });
                     self.budget = self.budget.map(|n| n - 1);
                     self.session_left = self.session_left.map(|n| n - 1);
@@ -284,8 +339,66 @@ impl Connection {
         }
     }
 
+    /// `n` more bytes went to the socket in one write: the requests whose last byte they
+    /// hold were carried by it (its transmit stamp is theirs).
+    fn wrote(&mut self, n: usize) {
+        self.written += n;
+        if n == 0 {
+            return;
+        }
+        self.written_total += n as u64;
+        let end = self.written_total - 1;
+        for p in self.pending.iter_mut().rev() {
+            if p.write_end.is_some() {
+                break;
+            }
+            if p.last_byte <= end {
+                p.write_end = Some(end);
+            }
+        }
+        if self.stamping {
+            self.stamps_queued += 1;
+            if self.stamps_queued >= STAMPS_QUEUED_MAX {
+                self.drain_transmit_stamps();
+            }
+        }
+    }
+
+    /// Reads the transmit stamps queued on the error queue and gives each to the requests
+    /// its write carried.
+    fn drain_transmit_stamps(&mut self) {
+        let last = self.composed.saturating_sub(1);
+        let pending = &mut self.pending;
+        stamping::drain_transmit_stamps(self.fd, |key, stamp| {
+            assign_transmit(pending.iter_mut(), unwrap_key(key, last), stamp);
+        });
+        self.stamps_queued = 0;
+    }
+
+    /// Switches kernel timestamps on for a new socket, before anything is written on it.
+    fn start_stamping(&mut self, shared: &Shared, fd: RawFd) {
+        self.composed = 0;
+        self.written_total = 0;
+        self.stamping = false;
+        self.fd = fd;
+        self.stamps_queued = 0;
+        if shared.timestamps == TimestampMode::Kernel {
+            let refused = stamping::enable(fd)
+                .err()
+                .map(|e| format!("SO_TIMESTAMPING: {e}"));
+            self.stamping = refused.is_none();
+            shared
+                .recorder
+                .borrow_mut()
+                .timing
+                .connection(refused.as_deref());
+        }
+    }
+
     async fn session(&mut self, shared: &Shared, stream: TcpStream) -> End {
-        let (mut rd, mut wr) = stream.into_split();
+        let fd = stream.as_raw_fd();
+        self.start_stamping(shared, fd);
+        let (rd, mut wr) = stream.into_split();
         self.wbuf.clear();
         self.written = 0;
         self.rstart = 0;
@@ -296,7 +409,7 @@ impl Connection {
             self.issue(shared, now);
             if self.written < self.wbuf.len() {
                 match wr.try_write(&self.wbuf[self.written..]) {
-                    Ok(n) => self.written += n,
+                    Ok(n) => self.wrote(n),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(_) => return End::Broken,
                 }
@@ -344,18 +457,31 @@ impl Connection {
                         }
                     }
                 }
-                read = rd.read(&mut self.rbuf[self.rend..]) => match read {
-                    Ok(0) | Err(_) => return End::Broken,
-                    Ok(n) => {
-                        self.rend += n;
-                        if self.parse_replies(shared).is_err() {
-                            return End::Broken;
+                ready = rd.readable() => {
+                    if ready.is_err() {
+                        return End::Broken;
+                    }
+                    let read = if self.stamping {
+                        let protocol = shared.protocol;
+                        rd.as_ref().try_io(Interest::READABLE, || self.read_stamped(protocol, fd))
+                    } else {
+                        rd.try_read(&mut self.rbuf[self.rend..]).map(|n| (n, Stamp::default()))
+                    };
+                    match read {
+                        Ok((0, _)) => return End::Broken,
+                        Ok((n, received)) => {
+                            self.rend += n;
+                            if self.parse_replies(shared, received).is_err() {
+                                return End::Broken;
+                            }
                         }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(_) => return End::Broken,
                     }
                 },
                 written = wr.write(&self.wbuf[self.written..]), if want_write => match written {
                     Ok(n) => {
-                        self.written += n;
+                        self.wrote(n);
                         if self.written == self.wbuf.len() {
                             self.wbuf.clear();
                             self.written = 0;
@@ -370,10 +496,44 @@ impl Connection {
         }
     }
 
-    /// Parses every complete reply in the read buffer, in request order.
-    fn parse_replies(&mut self, shared: &Shared) -> Result<(), ReplyError> {
+    /// Reads with the kernel's receive stamp. A read's stamp is that of the last segment
+    /// it took bytes from, so when a second reply may be queued behind the first (more
+    /// than one request outstanding), the queued bytes are peeked at and only the first
+    /// reply is read: its stamp is then its own, not a later reply's.
+    fn read_stamped(&mut self, protocol: Protocol, fd: RawFd) -> io::Result<(usize, Stamp)> {
+        let mut want = self.rbuf.len() - self.rend;
+        if self.pending.len() > 1 {
+            let front = self.pending.front().expect("pending").sent;
+            let (peeked, _) = stamping::peek(fd, &mut self.rbuf[self.rend..])?;
+            if let Ok((_, used)) =
+                read_reply(protocol, front, &self.rbuf[self.rstart..self.rend + peeked])
+            {
+                // rstart..rend holds only an incomplete reply: the first reply ends in
+                // the peeked bytes.
+                want = (self.rstart + used).saturating_sub(self.rend).max(1);
+            }
+        }
+        stamping::recv(fd, &mut self.rbuf[self.rend..self.rend + want])
+    }
+
+    /// Parses every complete reply in the read buffer, in request order. `received` is
+    /// the kernel's stamp of the read that brought the last bytes.
+    fn parse_replies(&mut self, shared: &Shared, received: Stamp) -> Result<(), ReplyError> {
         // Every reply in this read arrived together: one clock reading serves them all.
         let done_ns = shared.clock.now();
+        let mut offset = 0;
+        let mut received_ns = None;
+        if self.stamping {
+            // The transmit stamps of the requests answered here are on the error queue
+            // (queued when their segments went to the device, before any answer).
+            if self.stamps_queued > 0 {
+                self.drain_transmit_stamps();
+            }
+            offset = realtime_offset_ns();
+            received_ns = received
+                .software_ns
+                .map(|ns| shared.clock.at_realtime(ns, offset));
+        }
         let mut recorder = shared.recorder.borrow_mut();
         while self.rstart < self.rend {
             let Some(front) = self.pending.front() else {
@@ -385,7 +545,18 @@ impl Connection {
                 &self.rbuf[self.rstart..self.rend],
             ) {
                 Ok((outcome, used)) => {
-                    recorder.completed(front.sent.op, front.start_ns, done_ns, outcome);
+                    let times = Times {
+                        intended_ns: front.start_ns,
+                        transmitted_ns: front
+                            .transmitted
+                            .software_ns
+                            .map(|ns| shared.clock.at_realtime(ns, offset)),
+                        received_ns,
+                        wire: wire_ns(front.transmitted, received)
+                            .map(|(ns, hardware)| Wire { ns, hardware }),
+                        read_ns: done_ns,
+                    };
+                    recorder.answered(front.sent.op, &times, shared.timestamps, outcome);
                     self.pending.pop_front();
                     self.rstart += used;
                 }

@@ -5,6 +5,7 @@
 
 mod clock;
 mod conn;
+mod stamping;
 mod thread;
 mod ticker;
 mod timer;
@@ -18,8 +19,9 @@ use thiserror::Error;
 
 use crate::config::{AddressFamily, Config};
 use crate::record::{Recorder, Window};
+use crate::start::StartError;
 
-pub use clock::monotonic_ns;
+pub use clock::{monotonic_ns, realtime_ns};
 
 /// How long, after `--test-time`, outstanding requests may still be answered before they
 /// count as timeouts and the run ends (never more than `--reply-timeout`).
@@ -39,6 +41,8 @@ pub enum RunError {
     },
     #[error("cannot start a load thread: {0}")]
     Thread(std::io::Error),
+    #[error("{0} (connecting took until then)")]
+    StartMissed(StartError),
 }
 
 /// What a run measured.
@@ -46,6 +50,8 @@ pub enum RunError {
 pub struct RunResult {
     pub recorder: Recorder,
     pub started_unix_ms: u64,
+    /// `--start-at`: how late the clock started after the instant asked for, in µs.
+    pub start_late_us: Option<u64>,
     /// From the start of the clock until every connection finished.
     pub duration_ns: u64,
 }
@@ -127,6 +133,19 @@ pub fn run(config: &Config) -> Result<RunResult, RunError> {
     }
     // Every thread has connected (or failed): start the clock and release them.
     barrier.wait();
+    let start_late_us = match config.start_at_unix_ms {
+        Some(at) => match wait_until_unix_ms(at) {
+            Ok(late) => Some(late),
+            Err(error) => {
+                failure
+                    .lock()
+                    .expect("failure lock")
+                    .get_or_insert(RunError::StartMissed(error));
+                None
+            }
+        },
+        None => None,
+    };
     let started_unix_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
@@ -147,6 +166,31 @@ pub fn run(config: &Config) -> Result<RunResult, RunError> {
     Ok(RunResult {
         recorder: merged,
         started_unix_ms,
+        start_late_us,
         duration_ns,
     })
+}
+
+/// Sleeps until the wall clock reads `at_ms` (Unix ms); returns how late it woke, in µs.
+/// An instant within the slack in the past returns at once ([`crate::start`]).
+fn wait_until_unix_ms(at_ms: u64) -> Result<u64, StartError> {
+    let at_ns = at_ms * 1_000_000;
+    crate::start::wait_for(at_ms, realtime_ns() / 1_000_000)?;
+    let ts = libc::timespec {
+        tv_sec: (at_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (at_ns % 1_000_000_000) as libc::c_long,
+    };
+    // An absolute sleep on the wall clock: it ends on the instant even if the clock is
+    // adjusted meanwhile, and a signal only makes us sleep again.
+    // SAFETY: a valid timespec; the remainder is not used with TIMER_ABSTIME.
+    while unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_REALTIME,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    } == libc::EINTR
+    {}
+    Ok(realtime_ns().saturating_sub(at_ns) / 1000)
 }

@@ -7,16 +7,29 @@ use std::time::Duration;
 
 use tokio::task::{JoinHandle, LocalSet};
 
-use super::clock::Clock;
+use super::clock::{monotonic_ns, Clock};
 use super::conn::{connect, Connection, Kill, Shared, Watch};
 use super::ticker::Ticker;
 use super::{RunError, ThreadPlan, DRAIN_GRACE};
-use crate::record::Recorder;
+use crate::record::{CpuUsage, Recorder};
 use crate::schedule::Schedule;
 use crate::workload::{Generator, Values};
 
 /// How often the watchdog looks at its connections.
 const WATCHDOG_TICK: Duration = Duration::from_millis(10);
+
+/// This thread's user and system CPU time so far, in ns.
+fn thread_cpu_ns() -> (u64, u64) {
+    // SAFETY: rusage is plain data, written whole by getrusage.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_THREAD with a valid, writable rusage.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    if rc != 0 {
+        return (0, 0);
+    }
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    (ns(usage.ru_utime), ns(usage.ru_stime))
+}
 
 fn fail(plan: &ThreadPlan, error: RunError) {
     plan.failure
@@ -58,6 +71,8 @@ pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
             libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
         }
     }
+    let cpu_before = thread_cpu_ns();
+    let wall_before = monotonic_ns();
     let test_ns = config.test_time.map(|t| t.as_nanos() as u64);
     let clock = Clock::starting_at(plan.origin_ns.load(Ordering::SeqCst));
     let busy_poll_ns = config.busy_poll.as_nanos() as u64;
@@ -87,6 +102,7 @@ pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
         reply_timeout: config.reply_timeout,
         reconnect_interval: config.reconnect_interval,
         ticker,
+        timestamps: config.timestamps,
     });
     let hard_deadline =
         test_ns.map(|t| t + DRAIN_GRACE.min(config.reply_timeout).as_nanos() as u64);
@@ -115,7 +131,13 @@ pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
         }
         watchdog(&shared, &watched, hard_deadline, reply_timeout_ns).await;
     });
-    let recorder = shared.recorder.replace(Recorder::new(plan.window));
+    let mut recorder = shared.recorder.replace(Recorder::new(plan.window));
+    let cpu_after = thread_cpu_ns();
+    recorder.cpu = CpuUsage::thread(
+        cpu_after.0.saturating_sub(cpu_before.0),
+        cpu_after.1.saturating_sub(cpu_before.1),
+        monotonic_ns() - wall_before,
+    );
     Some(recorder)
 }
 

@@ -11,9 +11,10 @@ use bytes::BufMut;
 
 use super::meta_flags::{check_flags, decode_base64_key, FlagSummary, MAX_META_TOKENS};
 use super::{check_key, put_u64, LineAt, Request};
-use crate::error::{Discard, Invalid, ParseError, RequestError};
-use crate::limits::{Limits, MAX_KEY_LEN};
+use crate::error::{Discard, Invalid, ParseError, RequestError, Unlink};
+use crate::limits::{Limits, MAX_KEY_LEN, MEMCACHED_MAX_LINE};
 use crate::line::tokens;
+use crate::number::strtol32;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MetaCmd {
@@ -245,16 +246,36 @@ pub(super) fn parse<'a>(
         // memcached read the length before this rule: it swallows the data block.
         (Err(error), Some(length)) => {
             return Err(ParseError::Invalid(Invalid {
-                error,
-                consumed: at.line_len,
                 then: Discard::Bytes(length + 2),
+                ..Invalid::answered(error, at.line_len)
             }))
         }
     };
     let data = match length {
-        Some(length) => Some(at.data_block(length, limits)?),
+        Some(length) if at.too_large(length, limits) => {
+            // memcached drops the key's current value, whatever the mode.
+            let unlink = Unlink {
+                key: at.span(key),
+                base64: summary.base64,
+            };
+            return Err(at.refuse_too_large(length, false, Some(unlink)));
+        }
+        // An ms reports a bad data chunk whatever its q flag says.
+        Some(length) => Some(at.data_block(length, false)?),
         None => None,
     };
+    if at.line_len > MEMCACHED_MAX_LINE
+        && forwarded_line_len(cmd, key, length, flags) > MEMCACHED_MAX_LINE
+    {
+        // Even with single spaces (and without q) the line is longer than memcached is
+        // sure to read: it would close the server connection. memcached closes the
+        // client's connection on such a line when it comes in pieces; so do we.
+        return Err(ParseError::Invalid(Invalid {
+            then: Discard::Close,
+            silent: true,
+            ..Invalid::answered(RequestError::LineTooLongForServer, at.line_len)
+        }));
+    }
     let meta = Meta {
         cmd,
         key,
@@ -267,6 +288,22 @@ pub(super) fn parse<'a>(
         Request::Meta(meta),
         data.map_or(at.line_len, |(_, total)| total),
     ))
+}
+
+/// The length of the line a proxy forwards for this request: composed with single
+/// spaces and without its q flags ([`Meta::compose_loud`]), CRLF included.
+fn forwarded_line_len(cmd: MetaCmd, key: &[u8], length: Option<u64>, flags: &[u8]) -> usize {
+    let key_len = if cmd == MetaCmd::Noop {
+        0
+    } else {
+        1 + key.len()
+    };
+    let length_len = length.map_or(0, |n| 1 + itoa::Buffer::new().format(n).len());
+    let flags_len: usize = tokens(flags)
+        .filter(|flag| flag[0] != b'q')
+        .map(|flag| 1 + flag.len())
+        .sum();
+    cmd.name().len() + key_len + length_len + flags_len + 2
 }
 
 /// `me <key> [b]`: memcached reads no flags, only whether the token after the key is
@@ -285,14 +322,10 @@ fn debug_flags<'a>(
     })
 }
 
-/// An ms data length as memcached's `safe_strtol` reads it (an optional sign), refused
+/// An ms data length as memcached's `safe_strtol` reads it (`4294967298` is 2), refused
 /// when negative or so large that memcached's length plus its CRLF overflows.
 fn set_length(token: &[u8]) -> Option<u64> {
-    let text = std::str::from_utf8(token).ok()?;
-    if !text.bytes().skip(1).all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let n: i32 = text.parse().ok()?;
+    let n = strtol32(token)?;
     (0..=i32::MAX - 2).contains(&n).then_some(n as u64)
 }
 
@@ -462,16 +495,30 @@ mod tests {
     }
 
     #[test]
-    fn a_value_over_the_limit_is_refused_and_its_block_skipped() {
+    fn a_value_over_the_limit_is_refused_its_block_skipped_and_its_key_unlinked() {
         let limits = Limits {
             max_value_len: 4,
             ..Limits::default()
         };
-        let Err(ParseError::Invalid(inv)) = parse_request(b"ms k 10\r\n", &limits) else {
+        let input = b"ms aGVsbG8= 10 b MA q\r\n";
+        let Err(ParseError::Invalid(inv)) = parse_request(input, &limits) else {
             panic!()
         };
         assert_eq!(inv.error, RequestError::ValueTooLarge);
-        assert_eq!(inv.then, Discard::Bytes(12));
+        assert_eq!((inv.then, inv.silent), (Discard::Bytes(12), false));
+        let unlink = inv.unlink.expect("memcached unlinks in every mode");
+        assert_eq!(
+            (unlink.key.get(input), unlink.base64),
+            (&b"aGVsbG8="[..], true)
+        );
+    }
+
+    #[test]
+    fn an_ms_length_is_read_as_memcached_reads_it() {
+        assert_eq!(meta(b"ms k 4294967298\r\nhi\r\n").0.data, Some(&b"hi"[..]));
+        let inv = rejection(b"ms k 1 q\r\nxyz\r\n");
+        assert_eq!(inv.error, RequestError::BadDataChunk);
+        assert!(!inv.silent, "an ms reports a bad chunk even when quiet");
     }
 
     #[test]
@@ -493,6 +540,36 @@ mod tests {
                 "{:?}",
                 String::from_utf8_lossy(input)
             );
+        }
+    }
+
+    #[test]
+    fn a_line_memcached_may_close_on_is_refused_by_closing_even_after_compaction() {
+        let spaced = format!("mg k v{}\r\n", " ".repeat(3000));
+        assert_eq!(
+            meta(spaced.as_bytes()).0.key,
+            b"k",
+            "spaces collapse when composed"
+        );
+        let junk = format!("mg k v{}\r\n", "x".repeat(3000));
+        let inv = rejection(junk.as_bytes());
+        assert_eq!(inv.error, RequestError::LineTooLongForServer);
+        assert_eq!((inv.then, inv.reply()), (Discard::Close, None));
+    }
+
+    #[test]
+    fn a_forwarded_line_is_measured_as_composed() {
+        for input in [
+            &b"ms k 2  q T9\r\nhi\r\n"[..],
+            b"mg k  v   O1 qq\r\n",
+            b"mn\r\n",
+        ] {
+            let (m, _) = meta(input);
+            let mut loud = Vec::new();
+            m.compose_loud(&mut loud);
+            let line = loud.iter().position(|b| *b == b'\n').unwrap() + 1;
+            let length = m.data.map(|d| d.len() as u64);
+            assert_eq!(forwarded_line_len(m.cmd, m.key, length, m.flags), line);
         }
     }
 

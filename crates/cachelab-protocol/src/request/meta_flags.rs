@@ -11,6 +11,7 @@
 use super::meta::MetaCmd;
 use crate::error::RequestError;
 use crate::line::tokens;
+use crate::number::{strtol32, strtoul32, strtoull};
 
 /// memcached's `MFLAG_MAX_OPT_LENGTH`: a meta line of more tokens than this (its count
 /// includes the tokenizer's empty terminal token) is refused before its flags are read.
@@ -56,9 +57,9 @@ pub fn check_flags(cmd: MetaCmd, key: &[u8], flags: &[u8]) -> Result<FlagSummary
             }
             b'N' | b'T' | b'R' if !is_i32(arg) => soft = Some(RequestError::BadToken),
             b'C' if !is_u64(arg) => soft = Some(RequestError::BadToken),
-            // memcached reads F as an unsigned long and truncates it to 32 bits, so any
-            // u64 passes; its error has no reason of its own: the last one stands.
-            b'F' if !is_u64(arg) => soft = Some(soft.unwrap_or(RequestError::BadFormat)),
+            // memcached reads F with safe_strtoul into 32 bits; its error has no
+            // reason of its own: the last one stands.
+            b'F' if !is_u32(arg) => soft = Some(soft.unwrap_or(RequestError::BadFormat)),
             b'M' if token.len() != 2 => soft = Some(RequestError::BadModeLength),
             b'J' if !is_u64(arg) => soft = Some(RequestError::BadInitial),
             b'D' if !is_u64(arg) => soft = Some(RequestError::BadDeltaFlag),
@@ -106,23 +107,20 @@ pub fn decode_base64_key(key: &[u8]) -> Option<Vec<u8>> {
         .filter(|decoded| !decoded.is_empty())
 }
 
-/// `strtol` as memcached's `safe_strtol` takes it: an optional sign, digits, within i32.
+/// `safe_strtol`: a number memcached reads into an `int32_t` (wrapping, see
+/// [`crate::number`]).
 fn is_i32(arg: &[u8]) -> bool {
-    std::str::from_utf8(arg)
-        .ok()
-        .filter(|s| s.bytes().skip(1).all(|b| b.is_ascii_digit()))
-        .and_then(|s| s.parse::<i32>().ok())
-        .is_some()
+    strtol32(arg).is_some()
 }
 
-/// `safe_strtoull`: digits (an optional `+`), within u64; a minus sign is refused.
+/// `safe_strtoull`.
 fn is_u64(arg: &[u8]) -> bool {
-    let digits = arg.strip_prefix(b"+").unwrap_or(arg);
-    !digits.is_empty()
-        && digits.iter().all(u8::is_ascii_digit)
-        && std::str::from_utf8(digits)
-            .ok()
-            .is_some_and(|s| s.parse::<u64>().is_ok())
+    strtoull(arg).is_some()
+}
+
+/// `safe_strtoul`, the client flags.
+fn is_u32(arg: &[u8]) -> bool {
+    strtoul32(arg).is_some()
 }
 
 #[cfg(test)]
@@ -174,7 +172,7 @@ mod tests {
         assert_eq!(check(MetaCmd::Get, "T"), Err(RequestError::BadToken));
         assert!(check(MetaCmd::Get, "T-1 N+5 R0").is_ok());
         assert_eq!(
-            check(MetaCmd::Get, "T4294967296"),
+            check(MetaCmd::Get, "T99999999999999999999"),
             Err(RequestError::BadToken)
         );
         assert_eq!(check(MetaCmd::Set, "C-1"), Err(RequestError::BadToken));
@@ -187,6 +185,15 @@ mod tests {
         assert_eq!(check(MetaCmd::Get, "Jx"), Err(RequestError::BadInitial));
         assert_eq!(check(MetaCmd::Get, "Dx"), Err(RequestError::BadDeltaFlag));
         assert_eq!(check(MetaCmd::Get, "MSS"), Err(RequestError::BadModeLength));
+    }
+
+    #[test]
+    fn numeric_flags_are_read_as_memcached_reads_them() {
+        // 32-bit times wrap; -0 is a cas of 0; a tab ends a number.
+        assert!(check(MetaCmd::Get, "T4294967296").is_ok());
+        assert!(check(MetaCmd::Set, "C-0 F4294967297").is_ok());
+        assert!(check(MetaCmd::Set, "T1\tx").is_ok());
+        assert_eq!(check(MetaCmd::Set, "F-1"), Err(RequestError::BadFormat));
     }
 
     #[test]

@@ -6,14 +6,15 @@ mod meta;
 pub mod meta_flags;
 mod misc;
 mod retrieval;
+mod stats;
 mod storage;
 mod touch;
 
 use bytes::BufMut;
 
-use crate::error::{Discard, Invalid, ParseError, RequestError};
+use crate::error::{Discard, Invalid, ParseError, RequestError, Span, Unlink};
 use crate::limits::Limits;
-use crate::line::{scan_line, tokens, LineScan};
+use crate::line::{scan_line, LineScan, Words};
 
 pub use arith::{Arith, ArithOp};
 pub use delete::Delete;
@@ -111,50 +112,138 @@ pub fn parse_request<'a>(
         }
         LineScan::TooLong => {
             return Err(ParseError::Invalid(Invalid {
-                error: RequestError::LineTooLong,
-                consumed: limits.max_line_len + 2,
                 then: Discard::ThroughNewline,
+                ..Invalid::answered(RequestError::LineTooLong, limits.max_line_len + 2)
             }))
         }
     };
     if memchr::memchr(0, line).is_some() {
         return Err(ParseError::invalid(RequestError::NulInLine, line_len));
     }
-    let Some(command) = tokens(line).next() else {
+    let words = Words::new(line);
+    let command = words.get(0);
+    // memcached knows no command shorter than two bytes.
+    if command.len() < 2 {
         return Err(ParseError::invalid(RequestError::EmptyLine, line_len));
-    };
+    }
     let args_start = command.as_ptr() as usize - line.as_ptr() as usize + command.len();
     let args = &line[args_start..];
     let at = LineAt { buf, line_len };
     let parsed = match command {
-        b"get" => retrieval::parse(args, false, limits),
-        b"gets" => retrieval::parse(args, true, limits),
-        b"set" => return storage::parse(StoreOp::Set, args, at, limits),
-        b"add" => return storage::parse(StoreOp::Add, args, at, limits),
-        b"replace" => return storage::parse(StoreOp::Replace, args, at, limits),
-        b"append" => return storage::parse(StoreOp::Append, args, at, limits),
-        b"prepend" => return storage::parse(StoreOp::Prepend, args, at, limits),
-        b"cas" => return storage::parse(StoreOp::Cas, args, at, limits),
+        b"get" | b"bget" => retrieval::parse(&words, args, false, limits),
+        b"gets" => retrieval::parse(&words, args, true, limits),
+        b"set" => return storage::parse(StoreOp::Set, &words, at, limits),
+        b"add" => return storage::parse(StoreOp::Add, &words, at, limits),
+        b"replace" => return storage::parse(StoreOp::Replace, &words, at, limits),
+        b"append" => return storage::parse(StoreOp::Append, &words, at, limits),
+        b"prepend" => return storage::parse(StoreOp::Prepend, &words, at, limits),
+        b"cas" => return storage::parse(StoreOp::Cas, &words, at, limits),
         b"mg" => return meta::parse(MetaCmd::Get, args, at, limits),
         b"ms" => return meta::parse(MetaCmd::Set, args, at, limits),
         b"md" => return meta::parse(MetaCmd::Delete, args, at, limits),
         b"ma" => return meta::parse(MetaCmd::Arith, args, at, limits),
         b"me" => return meta::parse(MetaCmd::Debug, args, at, limits),
         b"mn" => return meta::parse(MetaCmd::Noop, args, at, limits),
-        b"delete" => delete::parse(args, limits),
-        b"incr" => arith::parse(ArithOp::Incr, args, limits),
-        b"decr" => arith::parse(ArithOp::Decr, args, limits),
-        b"touch" => touch::parse(args, limits),
-        b"flush_all" => misc::parse_flush_all(args),
-        b"stats" => Ok(Request::Stats(trim_spaces(args))),
+        b"delete" => delete::parse(&words, limits),
+        b"incr" => arith::parse(ArithOp::Incr, &words, limits),
+        b"decr" => arith::parse(ArithOp::Decr, &words, limits),
+        b"touch" => touch::parse(&words, limits),
+        b"flush_all" => misc::parse_flush_all(&words),
+        b"stats" => stats::parse(&words, trim_spaces(args)),
+        // memcached reads no arguments of these two.
         b"version" => Ok(Request::Version),
-        b"verbosity" => misc::parse_verbosity(args),
         b"quit" => Ok(Request::Quit),
-        _ => Err(RequestError::UnknownCommand),
+        b"verbosity" => misc::parse_verbosity(&words),
+        _ if closes_as_http(&words) => {
+            return Err(ParseError::Invalid(Invalid {
+                then: Discard::Close,
+                silent: true,
+                ..Invalid::answered(RequestError::HttpRequest, line_len)
+            }))
+        }
+        _ => Err(Refused::from(RequestError::UnknownCommand)),
     };
     parsed
         .map(|request| (request, line_len))
-        .map_err(|error| ParseError::invalid(error, line_len))
+        .map_err(|refused| {
+            ParseError::Invalid(Invalid {
+                silent: refused.silent,
+                ..Invalid::answered(refused.error, line_len)
+            })
+        })
+}
+
+/// A command line refused: the error, and whether the client's `noreply` silences it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Refused {
+    error: RequestError,
+    silent: bool,
+}
+
+impl Refused {
+    /// memcached's classic commands read `noreply` first, and every error they find after
+    /// that is silenced by it.
+    fn after_noreply(error: RequestError, noreply: bool) -> Refused {
+        Refused {
+            error,
+            silent: noreply,
+        }
+    }
+}
+
+impl From<RequestError> for Refused {
+    fn from(error: RequestError) -> Self {
+        Refused {
+            error,
+            silent: false,
+        }
+    }
+}
+
+/// memcached's tokens check as `WANT_TOKENS`: a known command with too few or too many
+/// tokens is answered `ERROR`, before `noreply` is read (so never silenced).
+fn want_tokens(words: &Words, allowed: &[usize]) -> Result<(), Refused> {
+    if allowed.contains(&words.ntokens()) {
+        Ok(())
+    } else {
+        Err(RequestError::UnknownCommand.into())
+    }
+}
+
+/// `WANT_TOKENS_MIN`: at least `min`.
+fn want_min_tokens(words: &Words, min: usize) -> Result<(), Refused> {
+    if words.ntokens() >= min {
+        Ok(())
+    } else {
+        Err(RequestError::UnknownCommand.into())
+    }
+}
+
+/// memcached closes the connection, without a reply, on an unknown command whose last
+/// token (as far as its tokenizer reads) starts with `HTTP/`: someone spoke HTTP to it.
+/// It looks for that only after its dispatch found nothing, and its dispatch answers
+/// every other command starting with g, s, a, c, i, d or t (or a two-byte one starting
+/// with m) itself, with `ERROR` when unknown.
+fn closes_as_http(words: &Words) -> bool {
+    /// The commands memcached 1.6.18 (as Debian builds it) dispatches by full name.
+    const BY_NAME: &[&[u8]] = &[
+        b"replace",
+        b"prepend",
+        b"bget",
+        b"flush_all",
+        b"version",
+        b"quit",
+        b"lru_crawler",
+        b"watch",
+        b"verbosity",
+        b"lru",
+        b"extstore",
+        b"refresh_certs",
+    ];
+    let command = words.get(0);
+    let by_letter = matches!(command[0], b'g' | b's' | b'a' | b'c' | b'i' | b'd' | b't')
+        || (command[0] == b'm' && command.len() == 2);
+    !by_letter && !BY_NAME.contains(&command) && words.last().starts_with(b"HTTP/")
 }
 
 /// Where a command line ends inside the buffer (storage commands read data after it).
@@ -165,60 +254,71 @@ struct LineAt<'a> {
 }
 
 impl<'a> LineAt<'a> {
+    /// Whether a value of `length` bytes is over the limit: memcached refuses it before
+    /// reading it (`SERVER_ERROR object too large for cache`) and swallows its block.
+    fn too_large(&self, length: u64, limits: &Limits) -> bool {
+        length > limits.max_value_len as u64
+    }
+
+    /// The refusal of a value over the limit: the line answered, `length` + 2 more bytes
+    /// swallowed, and the key's current value dropped.
+    fn refuse_too_large(&self, length: u64, silent: bool, unlink: Option<Unlink>) -> ParseError {
+        ParseError::Invalid(Invalid {
+            then: Discard::Bytes(length + 2),
+            silent,
+            unlink,
+            ..Invalid::answered(RequestError::ValueTooLarge, self.line_len)
+        })
+    }
+
     /// The `length`-byte data block announced on this line, and the bytes the whole
-    /// request takes (line, block, CRLF). A block over the value limit is swallowed, as
-    /// memcached does, so the connection stays in step; a block longer or shorter than
-    /// announced is dropped and the stream resynchronises at the next newline after it.
-    fn data_block(&self, length: u64, limits: &Limits) -> Result<(&'a [u8], usize), ParseError> {
-        if length > limits.max_value_len as u64 {
-            return Err(ParseError::Invalid(Invalid {
-                error: RequestError::ValueTooLarge,
-                consumed: self.line_len,
-                then: Discard::Bytes(length + 2),
-            }));
-        }
+    /// request takes (line, block, CRLF). memcached reads exactly `length` + 2 bytes and
+    /// then wants the last two to be `\r\n`; if they are not, it answers `bad data chunk`
+    /// (`silent` when the client's noreply silences it) and reads the next command from
+    /// the byte after them. So do we: a block longer than announced leaves its tail to be
+    /// read as a command, as it is by memcached.
+    fn data_block(&self, length: u64, silent: bool) -> Result<(&'a [u8], usize), ParseError> {
         let data_end = self.line_len + length as usize;
         let total = data_end + 2;
         if self.buf.len() < total {
             return Err(ParseError::Incomplete);
         }
         if &self.buf[data_end..total] != b"\r\n" {
-            return Err(match memchr::memchr(b'\n', &self.buf[data_end..]) {
-                Some(i) => ParseError::invalid(RequestError::BadDataChunk, data_end + i + 1),
-                None => ParseError::Invalid(Invalid {
-                    error: RequestError::BadDataChunk,
-                    consumed: self.buf.len(),
-                    then: Discard::ThroughNewline,
-                }),
-            });
+            return Err(ParseError::Invalid(Invalid {
+                silent,
+                ..Invalid::answered(RequestError::BadDataChunk, total)
+            }));
         }
         Ok((&self.buf[self.line_len..data_end], total))
     }
+
+    /// Where `key` (a token of this line) lies in the buffer.
+    fn span(&self, key: &[u8]) -> Span {
+        Span::of(self.buf, key)
+    }
 }
 
-/// Checks a key against the protocol's rules: not empty, within the limit, and free of
-/// control characters (space already separates tokens).
-fn check_key(key: &[u8], limits: &Limits) -> Result<(), RequestError> {
+/// memcached's one rule for a key: at most `KEY_MAX_LENGTH` (250) bytes.
+fn check_key_length(key: &[u8], limits: &Limits) -> Result<(), RequestError> {
     if key.len() > limits.max_key_len {
         return Err(RequestError::KeyTooLong);
     }
+    Ok(())
+}
+
+/// The proxy's own rule, checked after all of memcached's: no control characters in a
+/// key (space already separates tokens).
+fn check_key_bytes(key: &[u8]) -> Result<(), RequestError> {
     if key.iter().any(|&b| b < 0x21 || b == 0x7f) {
         return Err(RequestError::BadKey);
     }
     Ok(())
 }
 
-/// Reads the optional trailing `noreply`; anything else there is a format error.
-fn trailing_noreply<'a>(mut rest: impl Iterator<Item = &'a [u8]>) -> Result<bool, RequestError> {
-    let noreply = match rest.next() {
-        None => false,
-        Some(b"noreply") => true,
-        Some(_) => return Err(RequestError::BadFormat),
-    };
-    if rest.next().is_some() {
-        return Err(RequestError::BadFormat);
-    }
-    Ok(noreply)
+/// Both rules, memcached's first (the meta commands).
+fn check_key(key: &[u8], limits: &Limits) -> Result<(), RequestError> {
+    check_key_length(key, limits)?;
+    check_key_bytes(key)
 }
 
 fn trim_spaces(s: &[u8]) -> &[u8] {
@@ -316,6 +416,50 @@ mod tests {
             parse(b"verbosity 1 noreply\r\n"),
             Ok((Request::Verbosity { noreply: true }, 21))
         );
+    }
+
+    #[test]
+    fn a_command_shorter_than_two_bytes_is_error() {
+        assert_eq!(rejected(b"x\r\n").error.reply_line(), b"ERROR\r\n");
+        assert_eq!(rejected(b"\r\r\n").error.reply_line(), b"ERROR\r\n");
+    }
+
+    #[test]
+    fn an_http_request_line_closes_the_connection_without_a_reply() {
+        for input in [
+            &b"GET / HTTP/1.1\r\n"[..],
+            b"HTTP/1.0\r\n",
+            b"mxx HTTP/1.1\r\n",
+            b"xx a b c d e f g h i j k l m n o p q r s t u HTTP/1.1 z\r\n",
+        ] {
+            let inv = rejected(input);
+            assert_eq!(inv.error, RequestError::HttpRequest, "{input:?}");
+            assert_eq!((inv.then, inv.reply()), (Discard::Close, None));
+        }
+    }
+
+    #[test]
+    fn http_is_recognised_only_where_memcached_looks_for_it() {
+        // A command memcached dispatches by its first letter, a last token past the
+        // tokenizer's reach, or HTTP/ not last: ERROR, and the connection stays.
+        for input in [
+            &b"gxx HTTP/1.1\r\n"[..],
+            b"sxx HTTP/1.1\r\n",
+            b"GET / HTTP/1.1 x\r\n",
+            b"xx a b c d e f g h i j k l m n o p q r s t u v HTTP/1.1 z\r\n",
+        ] {
+            assert_eq!(
+                rejected(input).error,
+                RequestError::UnknownCommand,
+                "{input:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn version_and_quit_ignore_their_arguments() {
+        assert_eq!(parse(b"version x\r\n"), Ok((Request::Version, 11)));
+        assert_eq!(parse(b"quit now\r\n"), Ok((Request::Quit, 10)));
     }
 
     #[test]

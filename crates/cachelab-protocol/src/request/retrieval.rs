@@ -1,11 +1,10 @@
-//! `get <key>*` and `gets <key>*`.
+//! `get <key>*` and `gets <key>*` (and `bget`, memcached's ancient alias of `get`).
 
 use bytes::BufMut;
 
-use super::{check_key, Request};
-use crate::error::RequestError;
+use super::{check_key_bytes, check_key_length, want_min_tokens, Refused, Request};
 use crate::limits::Limits;
-use crate::line::tokens;
+use crate::line::{tokens, Words};
 
 /// The keys of a retrieval request, kept as the original space-separated text so that
 /// parsing allocates nothing; iterate with [`Keys::iter`].
@@ -63,18 +62,23 @@ impl Get<'_> {
     }
 }
 
+/// memcached wants at least one key (else `ERROR`), and answers a key over the limit
+/// anywhere in the list with `CLIENT_ERROR bad command line format` alone, whatever it
+/// found for the keys before it. The proxy's own key rule comes after.
 pub(super) fn parse<'a>(
+    words: &Words<'a>,
     args: &'a [u8],
     cas: bool,
     limits: &Limits,
-) -> Result<Request<'a>, RequestError> {
+) -> Result<Request<'a>, Refused> {
+    want_min_tokens(words, 3)?;
     let mut count = 0;
     for key in tokens(args) {
-        check_key(key, limits)?;
+        check_key_length(key, limits)?;
         count += 1;
     }
-    if count == 0 {
-        return Err(RequestError::BadFormat);
+    for key in tokens(args) {
+        check_key_bytes(key)?;
     }
     Ok(Request::Get(Get {
         keys: Keys { raw: args, count },
@@ -120,9 +124,18 @@ mod tests {
     }
 
     #[test]
-    fn get_without_key_is_a_format_error() {
-        assert_eq!(error_of(b"get\r\n"), RequestError::BadFormat);
-        assert_eq!(error_of(b"get   \r\n"), RequestError::BadFormat);
+    fn get_without_a_key_is_error_as_in_memcached() {
+        for input in [&b"get\r\n"[..], b"get   \r\n", b"gets\r\n", b"bget\r\n"] {
+            assert_eq!(error_of(input), RequestError::UnknownCommand);
+        }
+    }
+
+    #[test]
+    fn bget_is_get() {
+        assert_eq!(
+            keys_of(b"bget a b\r\n"),
+            (vec![b"a".to_vec(), b"b".to_vec()], false)
+        );
     }
 
     #[test]
@@ -138,10 +151,30 @@ mod tests {
     }
 
     #[test]
-    fn one_bad_key_rejects_the_whole_multi_get() {
-        let mut line = b"get a ".to_vec();
+    fn one_long_key_anywhere_rejects_the_whole_multi_get_with_one_line() {
+        let mut line = b"get".to_vec();
+        for i in 0..40 {
+            line.extend(format!(" k{i}").bytes());
+        }
+        line.push(b' ');
         line.extend([b'k'; 251]);
         line.extend(b" b\r\n");
+        assert_eq!(error_of(&line), RequestError::KeyTooLong);
+        let Err(ParseError::Invalid(inv)) = parse_request(&line, &Limits::default()) else {
+            panic!()
+        };
+        assert_eq!(
+            inv.error.reply_line(),
+            b"CLIENT_ERROR bad command line format\r\n"
+        );
+        assert_eq!(inv.consumed, line.len());
+    }
+
+    #[test]
+    fn a_long_key_is_memcacheds_error_even_after_a_key_with_a_control_character() {
+        let mut line = b"get a\x01 ".to_vec();
+        line.extend([b'k'; 251]);
+        line.extend(b"\r\n");
         assert_eq!(error_of(&line), RequestError::KeyTooLong);
     }
 

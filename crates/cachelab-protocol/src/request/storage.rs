@@ -4,14 +4,17 @@
 
 use bytes::BufMut;
 
-use super::{check_key, put_i64, put_noreply, put_u64, trailing_noreply, LineAt, Request};
-use crate::error::{Discard, Invalid, ParseError, RequestError};
+use super::{
+    check_key_bytes, check_key_length, put_i64, put_noreply, put_u64, want_tokens, LineAt, Refused,
+    Request,
+};
+use crate::error::{Invalid, ParseError, RequestError, Unlink};
 use crate::limits::Limits;
-use crate::line::{parse_i64, parse_u32, parse_u64, tokens};
+use crate::line::Words;
+use crate::number::{strtol32, strtoul32, strtoull};
 
-/// memcached refuses a data length whose length plus its CRLF overflows an i32 (and
-/// then reads the block as a command), so the proxy refuses it too.
-const MAX_DATA_LEN: u64 = i32::MAX as u64 - 2;
+/// memcached refuses a data length whose length plus its CRLF overflows an `int`.
+const MAX_DATA_LEN: i32 = i32::MAX - 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StoreOp {
@@ -41,6 +44,7 @@ pub struct Store<'a> {
     pub op: StoreOp,
     pub key: &'a [u8],
     pub flags: u32,
+    /// As memcached reads it: a 32-bit number (`4294967306` is 10), widened.
     pub exptime: i64,
     pub data: &'a [u8],
     /// Present exactly when `op` is [`StoreOp::Cas`].
@@ -76,23 +80,40 @@ impl Store<'_> {
     }
 }
 
+/// Parses a storage command as memcached 1.6.18's `process_update_command` does, in its
+/// order: the token count (`ERROR`), then `noreply`, the key's length, the numbers and
+/// the length's range (each `CLIENT_ERROR bad command line format`); none of these
+/// swallows the data block, which memcached then reads as a command, and so do we. A
+/// value over the limit is refused with its block swallowed; a block not followed by
+/// `\r\n` is refused after exactly its announced bytes. The client's noreply silences
+/// every error after the token count. Last, the proxy's own key rule.
 pub(super) fn parse<'a>(
     op: StoreOp,
-    args: &'a [u8],
+    words: &Words<'a>,
     at: LineAt<'a>,
     limits: &Limits,
 ) -> Result<(Request<'a>, usize), ParseError> {
-    let header = parse_header(op, args, limits).map_err(|error| {
-        // If the length is readable, the client did send that data block: swallow it too,
-        // so it is not read as a command (memcached answers it with a second ERROR).
-        let then = announced_length(args).map_or(Discard::Nothing, |n| Discard::Bytes(n + 2));
+    let header = parse_header(op, words, limits).map_err(|refused| {
         ParseError::Invalid(Invalid {
-            error,
-            consumed: at.line_len,
-            then,
+            silent: refused.silent,
+            ..Invalid::answered(refused.error, at.line_len)
         })
     })?;
-    let (data, total) = at.data_block(header.length, limits)?;
+    let noreply = header.noreply;
+    if at.too_large(header.length, limits) {
+        let unlink = (op == StoreOp::Set && check_key_bytes(header.key).is_ok()).then(|| Unlink {
+            key: at.span(header.key),
+            base64: false,
+        });
+        return Err(at.refuse_too_large(header.length, noreply, unlink));
+    }
+    let (data, total) = at.data_block(header.length, noreply)?;
+    if let Err(error) = check_key_bytes(header.key) {
+        return Err(ParseError::Invalid(Invalid {
+            silent: noreply,
+            ..Invalid::answered(error, total)
+        }));
+    }
     Ok((
         Request::Store(Store {
             op,
@@ -101,18 +122,10 @@ pub(super) fn parse<'a>(
             exptime: header.exptime,
             data,
             cas_unique: header.cas_unique,
-            noreply: header.noreply,
+            noreply,
         }),
         total,
     ))
-}
-
-/// The `<bytes>` token of a storage command line, if it is a valid length.
-fn announced_length(args: &[u8]) -> Option<u64> {
-    tokens(args)
-        .nth(3)
-        .and_then(parse_u64)
-        .filter(|n| *n <= MAX_DATA_LEN)
 }
 
 struct Header<'a> {
@@ -126,33 +139,32 @@ struct Header<'a> {
 
 fn parse_header<'a>(
     op: StoreOp,
-    args: &'a [u8],
+    words: &Words<'a>,
     limits: &Limits,
-) -> Result<Header<'a>, RequestError> {
-    let mut toks = tokens(args);
-    let (Some(key), Some(flags), Some(exptime), Some(length)) =
-        (toks.next(), toks.next(), toks.next(), toks.next())
-    else {
-        return Err(RequestError::BadFormat);
-    };
-    check_key(key, limits)?;
-    let flags = parse_u32(flags).ok_or(RequestError::BadFlags)?;
-    let exptime = parse_i64(exptime).ok_or(RequestError::BadExptime)?;
-    let length = parse_u64(length)
-        .filter(|n| *n <= MAX_DATA_LEN)
-        .ok_or(RequestError::BadLength)?;
-    let cas_unique = if op == StoreOp::Cas {
-        let token = toks.next().ok_or(RequestError::BadFormat)?;
-        Some(parse_u64(token).ok_or(RequestError::BadCas)?)
+) -> Result<Header<'a>, Refused> {
+    let cas = op == StoreOp::Cas;
+    // A last token other than noreply is ignored, as memcached ignores it.
+    want_tokens(words, if cas { &[7, 8] } else { &[6, 7] })?;
+    let noreply = words.noreply();
+    let refuse = |error| Refused::after_noreply(error, noreply);
+    let key = words.get(1);
+    check_key_length(key, limits).map_err(refuse)?;
+    let flags = strtoul32(words.get(2)).ok_or(refuse(RequestError::BadFlags))?;
+    let exptime = strtol32(words.get(3)).ok_or(refuse(RequestError::BadExptime))?;
+    let length = strtol32(words.get(4)).ok_or(refuse(RequestError::BadLength))?;
+    let cas_unique = if cas {
+        Some(strtoull(words.get(5)).ok_or(refuse(RequestError::BadCas))?)
     } else {
         None
     };
-    let noreply = trailing_noreply(toks)?;
+    if !(0..=MAX_DATA_LEN).contains(&length) {
+        return Err(refuse(RequestError::BadLength));
+    }
     Ok(Header {
         key,
         flags,
-        exptime,
-        length,
+        exptime: i64::from(exptime),
+        length: length as u64,
         cas_unique,
         noreply,
     })
@@ -162,6 +174,7 @@ fn parse_header<'a>(
 mod tests {
     use super::*;
     use crate::parse_request;
+    use crate::Discard;
 
     fn parse(input: &[u8]) -> Result<(Request<'_>, usize), ParseError> {
         parse_request(input, &Limits::default())
@@ -218,8 +231,12 @@ mod tests {
     #[test]
     fn cas_requires_its_unique() {
         assert_eq!(store_of(b"cas k 0 0 1 99\r\nx\r\n").cas_unique, Some(99));
-        assert_eq!(rejected(b"cas k 0 0 1\r\n").error, RequestError::BadFormat);
+        assert_eq!(
+            rejected(b"cas k 0 0 1\r\n").error,
+            RequestError::UnknownCommand
+        );
         assert_eq!(rejected(b"cas k 0 0 1 x\r\n").error, RequestError::BadCas);
+        assert_eq!(rejected(b"cas k 0 0 1 -1\r\n").error, RequestError::BadCas);
     }
 
     #[test]
@@ -237,79 +254,126 @@ mod tests {
     }
 
     #[test]
-    fn malformed_set_line_without_a_readable_length_drops_only_the_line() {
-        for (input, error) in [
-            (&b"set k 0 0\r\n"[..], RequestError::BadFormat),
-            (b"set k 0 0 -1\r\n", RequestError::BadLength),
-            (b"set k 0 0 x\r\n", RequestError::BadLength),
+    fn a_wrong_token_count_is_error_and_the_block_is_read_as_a_command() {
+        for input in [
+            &b"set k 0 0\r\n"[..],
+            b"set k 0 0 1 noreply extra\r\n",
+            b"cas k 0 0 1 2 noreply extra\r\n",
+            b"append k 0\r\n",
         ] {
             let inv = rejected(input);
-            assert_eq!(inv.error, error, "{input:?}");
-            assert_eq!(inv.consumed, input.len());
-            assert_eq!(inv.then, Discard::Nothing);
+            assert_eq!(inv.error.reply_line(), b"ERROR\r\n", "{input:?}");
+            assert_eq!(
+                (inv.consumed, inv.then, inv.silent),
+                (input.len(), Discard::Nothing, false)
+            );
         }
     }
 
     #[test]
-    fn malformed_set_line_with_a_readable_length_also_swallows_its_data_block() {
+    fn a_malformed_line_is_refused_without_swallowing_its_block() {
+        let long_key = format!("set {} 0 0 1\r\n", "k".repeat(251));
         for (input, error) in [
-            (&b"set k x 0 1\r\n"[..], RequestError::BadFlags),
-            (b"set k 4294967296 0 1\r\n", RequestError::BadFlags),
+            (long_key.as_bytes(), RequestError::KeyTooLong),
+            (b"set k x 0 1\r\n", RequestError::BadFlags),
+            (b"set k -1 0 1\r\n", RequestError::BadFlags),
             (b"set k 0 x 1\r\n", RequestError::BadExptime),
-            (b"set k 0 0 1 maybe\r\n", RequestError::BadFormat),
-            (b"set k 0 0 1 noreply extra\r\n", RequestError::BadFormat),
+            (b"set k 0 0 x\r\n", RequestError::BadLength),
+            (b"set k 0 0 -1\r\n", RequestError::BadLength),
+            (b"set k 0 0 2147483646\r\n", RequestError::BadLength),
             (b"cas k 0 0 1 x\r\n", RequestError::BadCas),
         ] {
             let inv = rejected(input);
             assert_eq!(inv.error, error, "{input:?}");
-            assert_eq!(inv.consumed, input.len());
-            assert_eq!(inv.then, Discard::Bytes(3));
+            assert_eq!(
+                inv.error.reply_line(),
+                b"CLIENT_ERROR bad command line format\r\n"
+            );
+            assert_eq!((inv.consumed, inv.then), (input.len(), Discard::Nothing));
         }
     }
 
     #[test]
-    fn data_block_longer_than_announced_is_dropped_through_the_next_newline() {
+    fn noreply_silences_the_errors_memcached_finds_after_reading_it() {
+        assert!(rejected(b"set k x 0 1 noreply\r\n").silent);
+        assert!(
+            rejected(b"set k 0 0 noreply\r\n").silent,
+            "noreply as the length"
+        );
+        assert!(rejected(b"set k 0 0 1 noreply\r\nxyz\r\n").silent);
+        assert!(
+            !rejected(b"set k 0 0 1 noreply x\r\n").silent,
+            "ERROR is never silenced"
+        );
+    }
+
+    #[test]
+    fn a_token_after_the_length_other_than_noreply_is_ignored() {
+        let s = store_of(b"set k 0 0 1 norepl\r\nx\r\n");
+        assert!(!s.noreply);
+        assert_eq!(store_of(b"cas k 0 0 1 5 foo\r\nx\r\n").cas_unique, Some(5));
+    }
+
+    #[test]
+    fn numbers_are_read_as_memcached_reads_them() {
+        let s = store_of(b"set k 4294967297 4294967306 +1\r\nx\r\n");
+        assert_eq!((s.flags, s.exptime), (1, 10));
+        let s = store_of(b"set k 1\tz 0 4294967298\r\nxy\r\n");
+        assert_eq!((s.flags, s.data), (1, &b"xy"[..]));
+        assert_eq!(store_of(b"set k -0 -5 1\r\nx\r\n").exptime, -5);
+    }
+
+    #[test]
+    fn a_block_not_ending_in_crlf_is_refused_after_exactly_its_announced_bytes() {
         let input = b"set k 0 0 3\r\nabcdef\r\nget k\r\n";
         let inv = rejected(input);
         assert_eq!(inv.error, RequestError::BadDataChunk);
-        assert_eq!(&input[inv.consumed..], b"get k\r\n");
+        assert_eq!(&input[inv.consumed..], b"f\r\nget k\r\n");
+        assert_eq!(inv.then, Discard::Nothing);
+        let short = b"set k 0 0 5\r\nab\r\nquit\r\n";
+        assert_eq!(&short[rejected(short).consumed..], b"t\r\n");
     }
 
     #[test]
-    fn data_block_shorter_than_announced_resyncs_at_the_newline_after_the_block() {
-        // 5 announced, "ab\r\n" sent, then the next command: the block swallows
-        // "ab\r\nq", the terminator is wrong, and we drop through the next newline.
-        let input = b"set k 0 0 5\r\nab\r\nquit\r\nget k\r\n";
-        let inv = rejected(input);
-        assert_eq!(inv.error, RequestError::BadDataChunk);
-        assert_eq!(&input[inv.consumed..], b"get k\r\n");
+    fn a_bad_block_waits_until_its_announced_bytes_are_in() {
+        assert_eq!(parse(b"set k 0 0 1\r\nab"), Err(ParseError::Incomplete));
     }
 
     #[test]
-    fn bad_terminator_without_newline_yet_discards_until_one_arrives() {
-        let inv = rejected(b"set k 0 0 1\r\nabc");
-        assert_eq!(inv.error, RequestError::BadDataChunk);
-        assert_eq!(inv.consumed, 16);
-        assert_eq!(inv.then, Discard::ThroughNewline);
-    }
-
-    #[test]
-    fn value_over_the_limit_is_rejected_and_its_block_swallowed() {
+    fn value_over_the_limit_is_refused_its_block_swallowed_and_a_sets_key_unlinked() {
         let limits = Limits {
             max_value_len: 10,
             ..Limits::default()
         };
-        let input = b"set k 0 0 11\r\n";
+        let input = b"set key 0 0 11\r\n";
         let Err(ParseError::Invalid(inv)) = parse_request(input, &limits) else {
             panic!()
         };
         assert_eq!(inv.error, RequestError::ValueTooLarge);
+        assert_eq!(
+            inv.error.reply_line(),
+            b"SERVER_ERROR object too large for cache\r\n"
+        );
         assert_eq!(inv.consumed, input.len());
         assert_eq!(inv.then, Discard::Bytes(13));
+        assert_eq!(inv.unlink.map(|u| u.key.get(input)), Some(&b"key"[..]));
+        let Err(ParseError::Invalid(add)) = parse_request(b"add k 0 0 11 noreply\r\n", &limits)
+        else {
+            panic!()
+        };
+        assert_eq!((add.unlink, add.silent), (None, true), "only set unlinks");
         assert!(matches!(
             parse_request(b"set k 0 0 10\r\n0123456789\r\n", &limits),
             Ok((Request::Store(_), 26))
         ));
+    }
+
+    #[test]
+    fn a_key_with_a_control_character_is_refused_after_its_block() {
+        let input = b"set a\x01b 0 0 1\r\nx\r\nget k\r\n";
+        let inv = rejected(input);
+        assert_eq!(inv.error, RequestError::BadKey);
+        assert_eq!(&input[inv.consumed..], b"get k\r\n");
     }
 
     #[test]

@@ -6,12 +6,17 @@
 //! text protocol, RESP is self-describing, so parsing a reply needs no knowledge of the
 //! request it answers.
 //!
-//! The parser errors are the memcached side's [`ReplyError`](crate::ReplyError):
+//! A proxy reads its clients' commands with [`parse_command`], which frames arrays of
+//! bulk strings and inline commands exactly as Redis does, with explicit
+//! [`RespLimits`] and Redis's own protocol error texts ([`RespRequestError`]).
+//!
+//! The reply parser's errors are the memcached side's [`ReplyError`](crate::ReplyError):
 //! `Incomplete` asks for more bytes, `Malformed` means the stream can no longer be
 //! trusted to be in step.
 
 mod compose;
 mod reply;
+mod request;
 
 pub use compose::{
     compose_command, compose_get, compose_mget, compose_set, put_array_header, put_bulk,
@@ -19,4 +24,8 @@ pub use compose::{
 pub use reply::{
     compose_resp_value, parse_resp_reply, RespElements, RespReply, RespValue, MAX_BULK_LEN,
     MAX_DEPTH,
+};
+pub use request::{
+    compose_inline, parse_command, Command, RespInvalid, RespLimits, RespParseError,
+    RespRequestError, DEFAULT_MAX_ARGS, MAX_INLINE_LEN,
 };

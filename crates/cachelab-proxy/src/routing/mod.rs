@@ -10,6 +10,8 @@
 //!   reply naming keys the request did not ask for was read out of step).
 //! - [`ring`] and [`hash`]: twemproxy's distributions (ketama, modula, random) and key
 //!   hashes, bit for bit.
+//! - [`redis`]: the same for Redis pools: the command table, refusals, placement,
+//!   multi-key splits and merges.
 //!
 //! In a `replicate` pool (the spec's section 1), reads are assigned round-robin at
 //! decode time, so assignment order equals arrival order; a split multi-GET (`-s`) of k
@@ -21,6 +23,7 @@ pub mod answers;
 pub mod hash;
 pub mod merge;
 pub mod plan;
+pub mod redis;
 pub mod ring;
 
 /// Sizes of the consecutive parts a split multi-GET of `keys` keys is cut into.

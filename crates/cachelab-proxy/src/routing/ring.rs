@@ -15,6 +15,8 @@
 //! without the ejected server, which for equal weights is the same as skipping that
 //! server's points), and the first R distinct ones hold its R replicas.
 
+use std::fmt::Write;
+
 use super::hash::md5_digest;
 
 /// A server as a distribution sees it.
@@ -144,6 +146,8 @@ fn ketama_points(members: &[Member]) -> Vec<(u32, usize)> {
     let total: u32 = members.iter().map(|m| m.weight).sum();
     let live = members.len() as f32;
     let mut points = Vec::with_capacity(members.len() * 160);
+    // One buffer for every `"<name>-<i>"`: a large pool hashes millions of them.
+    let mut label = String::new();
     for (index, member) in members.iter().enumerate() {
         // Single-precision as in nc_ketama.c; the 1e-10 is a double, so the sum is
         // taken in double precision and converted back before floorf.
@@ -151,7 +155,9 @@ fn ketama_points(members: &[Member]) -> Vec<(u32, usize)> {
         let scaled = pct * POINTS_PER_SERVER / 4.0 * live;
         let per_server = ((f64::from(scaled) + 0.000_000_000_1) as f32).floor() as u32 * 4;
         for i in 0..per_server / POINTS_PER_HASH {
-            let digest = md5_digest(format!("{}-{}", member.name, i).as_bytes());
+            label.clear();
+            write!(label, "{}-{}", member.name, i).expect("writing to a String");
+            let digest = md5_digest(label.as_bytes());
             for x in 0..POINTS_PER_HASH as usize {
                 let point = u32::from_le_bytes([
                     digest[x * 4],
@@ -163,7 +169,9 @@ fn ketama_points(members: &[Member]) -> Vec<(u32, usize)> {
             }
         }
     }
-    points.sort_by_key(|(point, _)| *point);
+    // Points were pushed in member order, so ordering ties by member is the stable sort
+    // by point (what nc_ketama.c's qsort gives), without a stable sort's extra buffer.
+    points.sort_unstable();
     points
 }
 

@@ -4,7 +4,7 @@ anything else reads or writes it.
 Understood means: intact (`PRAGMA quick_check`), its `_migrations` a prefix of this
 cachelab's migrations by name and in order (not merely as many: a newer cachelab's
 `0006_x` is not our `0006_y`), and every table those migrations create present with
-exactly their columns, in their order (the store inserts by position). Anything else is a
+exactly their columns, in their order. Anything else is a
 `UserError` that names the file and what is wrong, so a corrupt database, one from a newer
 cachelab or one edited by hand is refused in one line and never written to.
 """
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from cachelab.errors import UserError
 
 if TYPE_CHECKING:
-    from cachelab.store import Migration
+    from cachelab.store.schema import Migration
 
 MIGRATIONS_TABLE = ("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, "
                     "applied_at REAL NOT NULL)")

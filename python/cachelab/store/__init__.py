@@ -1,0 +1,38 @@
+"""The results database: its schema and migrations (`schema`), the check that a database
+is one this cachelab understands (`check`), the records written and read (`records`), and
+the `Store` that opens it and owns every read and write (`db`). Nothing outside this
+package runs SQL; callers get typed records.
+"""
+
+from cachelab.store.db import FILENAME, RUN_TABLES, WELFORD_METRICS, Store
+from cachelab.store.records import (
+    CapacityRecord,
+    CapacityTrial,
+    ClientOpTotals,
+    HostCpuSample,
+    LateRun,
+    LinkRecord,
+    MiddlewareOp,
+    MiddlewareQueue,
+    MiddlewareRate,
+    RunHost,
+    RunRecord,
+    RunStart,
+    RunSummary,
+    ServerService,
+    StoredCapacity,
+    StoredExperiment,
+    StoredPoint,
+    StoredRun,
+    Table,
+    WindowKey,
+)
+from cachelab.store.schema import MIGRATIONS, Migration, migrate
+
+__all__ = [
+    "FILENAME", "MIGRATIONS", "RUN_TABLES", "WELFORD_METRICS", "CapacityRecord",
+    "CapacityTrial", "ClientOpTotals", "HostCpuSample", "LateRun", "LinkRecord", "Migration",
+    "MiddlewareOp", "MiddlewareQueue", "MiddlewareRate", "RunHost", "RunRecord", "RunStart",
+    "RunSummary", "ServerService", "Store", "StoredCapacity", "StoredExperiment",
+    "StoredPoint", "StoredRun", "Table", "WindowKey", "migrate",
+]

@@ -1,0 +1,283 @@
+"""The records the store writes and the ones it reads back: every table's rows as typed,
+frozen dataclasses, so no caller touches SQL or a row by column name.
+
+Writes: `RunRecord` (one finished run, with everything measured in it). Reads: `Stored*`
+records and the aggregates the report, export, compare and capacity sections need.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cachelab import loadgen, proxy_stats
+from cachelab.cpu import Sample
+from cachelab.proxy_stats import Welford
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A run's headline numbers: client side, over the steady window, all instances."""
+
+    throughput: float
+    response_ms: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    p999_ms: float
+    max_ms: float
+    hits: int
+    misses: int
+    errors: int
+    #: Coefficient of variation of the per-second throughput; None below two seconds.
+    cv_within: float | None
+    #: Open loop: a load generator fell behind its schedule; None in closed loop.
+    fell_behind: bool | None = None
+    #: Open loop: the worst load generator's p99 send lag (how late it sent), in ms; None
+    #: in closed loop.
+    send_lag_p99_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Everything measured in one run, as the runner collected it."""
+
+    point: int
+    repetition: int
+    started_at: float
+    ended_at: float
+    summary: RunSummary
+    host: dict[str, Any]
+    loads: tuple[loadgen.Report, ...]
+    middlewares: tuple[proxy_stats.ProxyStats, ...]
+    cpu: tuple[Sample, ...]
+    artifacts: dict[str, bytes]
+    #: Emulated hosts (empty on `local`): their plan, CPU samples and measured links.
+    hosts: tuple[RunHost, ...] = ()
+    host_cpu: tuple[HostCpuSample, ...] = ()
+    links: tuple[LinkRecord, ...] = ()
+    #: Capacity mode: the search's trials and its answer.
+    capacity: CapacityRecord | None = None
+
+
+@dataclass(frozen=True)
+class CapacityTrial:
+    """One trial of a capacity search (a `capacity_trial` row)."""
+
+    rate: float
+    repetition: int
+    latency_ms: float
+    completed_rate: float
+    send_lag_p99_ms: float
+    fell_behind: bool
+    #: The verdict of the trial's rate: "pass", "fail" or "void".
+    verdict: str
+    trial_s: float
+
+
+@dataclass(frozen=True)
+class CapacityRecord:
+    """A capacity search: every trial in the order run, and the answer."""
+
+    trials: tuple[CapacityTrial, ...]
+    capacity: float | None
+    uncertainty: float | None
+    latency_ms: float | None
+    percentile: float
+    target_ms: float
+    reason: str
+    limited_by_generator: bool
+
+
+@dataclass(frozen=True)
+class RunHost:
+    host: str
+    roles: str
+    address: str
+    link_mbit: float
+    delay_ms: float
+    cpu_quota: float
+    cpus: str | None
+
+
+@dataclass(frozen=True)
+class HostCpuSample:
+    """One host's CPU over one interval, in percent of one core (200 = two cores busy)."""
+
+    t: float
+    host: str
+    usr: float
+    sys: float
+
+
+@dataclass(frozen=True)
+class LinkRecord:
+    src: str
+    dst: str
+    rtt_p50_us: float
+    rtt_p99_us: float
+    rtt_min_us: float
+    #: 2 x (delay_src + delay_dst): what the configuration adds to the base round trip.
+    expected_rtt_us: float
+    mbit_forward: float | None
+    mbit_reverse: float | None
+
+
+@dataclass(frozen=True)
+class StoredExperiment:
+    """The directory's experiment as it was created (`experiment` row)."""
+
+    id: int
+    name: str
+    description: str
+    source: str
+    digest: str
+    #: The run settings as stored (JSON): repetitions, run_time_s, factors, order, ...
+    settings: dict[str, Any]
+    created_at: float
+
+    @property
+    def order(self) -> str:
+        """The run order; an experiment stored before orders existed ran in sweep order."""
+        return str(self.settings.get("order", "sweep"))
+
+    @property
+    def order_seed(self) -> int | None:
+        seed = self.settings.get("order_seed")
+        return None if seed is None else int(seed)
+
+
+@dataclass(frozen=True)
+class StoredPoint:
+    index: int
+    label: str
+    #: The factor values that define the point, by path.
+    factors: dict[str, Any]
+    #: The full run configuration as plain data (`spec.config_dict`).
+    config: dict[str, Any]
+    clients: int
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One finished run's headline numbers (`run` row) and the point it belongs to."""
+
+    id: int
+    point: int
+    repetition: int
+    started_at: float
+    ended_at: float
+    throughput: float
+    response_ms: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    p999_ms: float
+    max_ms: float
+    hits: int
+    misses: int
+    errors: int
+    cv_within: float | None
+    #: Host metadata and versions, as `hostinfo.collect` gave them.
+    host: dict[str, Any]
+    fell_behind: bool | None
+    send_lag_p99_ms: float | None
+
+
+#: A middleware window: (run id, middleware, window).
+WindowKey = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class MiddlewareOp:
+    """One operation type in one middleware window (`mw_op` row): its requests, the
+    Welford triple of each timed stage (µs), and its response-time HDR histogram."""
+
+    op: str
+    count: int
+    stages: dict[str, Welford]
+    rt_hdr: str
+
+
+@dataclass(frozen=True)
+class MiddlewareRate:
+    """One middleware in one run, summed over the chosen windows."""
+
+    run_id: int
+    middleware: int
+    arrivals: int
+    seconds: float
+    #: Requests completed: sum of throughput x window seconds.
+    completed: float
+
+
+@dataclass(frozen=True)
+class MiddlewareQueue:
+    """The queue length one window's workers found (a Welford triple)."""
+
+    run_id: int
+    middleware: int
+    queue_len: Welford
+
+
+@dataclass(frozen=True)
+class ServerService:
+    """One server's service time (µs) in one window and operation type, as the middleware
+    measured it."""
+
+    server: int
+    service: Welford
+
+
+@dataclass(frozen=True)
+class ClientOpTotals:
+    """One client operation type in one run, over all load generator instances."""
+
+    run_id: int
+    op: str
+    ops: int
+    #: Sum of the instances' ops/s.
+    rate: float
+    #: Sum of mean latency (ms) x ops: the requests' total response time.
+    weighted_ms: float
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """When a run started, and its throughput (the report's timeline)."""
+
+    point: int
+    label: str
+    repetition: int
+    started_at: float
+    throughput: float
+
+
+@dataclass(frozen=True)
+class StoredCapacity:
+    """A capacity run's search, with the point and repetition it belongs to."""
+
+    point: int
+    label: str
+    repetition: int
+    search: CapacityRecord
+
+
+@dataclass(frozen=True)
+class LateRun:
+    """A run whose load generator's p99 send lag is a visible part of its p99 latency."""
+
+    point: int
+    label: str
+    repetition: int
+    send_lag_p99_ms: float
+    p99_ms: float
+
+
+@dataclass(frozen=True)
+class Table:
+    """Rows under named columns: a raw table as exported, or one of the report's."""
+
+    name: str
+    columns: tuple[str, ...]
+    rows: list[tuple[Any, ...]]
