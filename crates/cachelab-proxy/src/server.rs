@@ -8,6 +8,7 @@
 //! [`run`] takes its listeners, its shutdown signal and its reload requests from the
 //! caller, so tests bind `127.0.0.1:0`, reload and stop the server when they like.
 
+use std::collections::HashMap;
 use std::future::{poll_fn, Future};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -39,7 +40,7 @@ use crate::queue::RequestQueue;
 use crate::routing::plan::{Pool, PoolServer};
 use crate::routing::ring::Member;
 use crate::stats_file::{RunSummary, StatsWriter};
-use crate::tls::{ListenerTls, TlsError};
+use crate::tls::{ListenerTls, ServerTls, TlsError};
 use crate::worker::Worker;
 
 /// Counters kept by the net layer.
@@ -90,18 +91,27 @@ impl PoolSlot {
 
 /// Builds a pool from its specification, registering its servers with `health`.
 /// A pool's server-side TLS files are read here, so a reload rereads them: connections
-/// opened after it use the new files.
+/// opened after it use the new files. They are read once per host, not per entry, so a
+/// pool naming one host thousands of times still builds in linear time.
 pub fn build_pool(spec: &PoolSpec, health: &Health) -> Result<Pool, ServerError> {
+    let mut tls_by_host: HashMap<&str, Arc<ServerTls>> = HashMap::new();
     let servers = spec
         .servers
         .iter()
         .map(|s| {
-            let tls = spec
-                .server_tls
-                .as_ref()
-                .map(|tls| crate::tls::client_config(tls, &s.host).map(Arc::new))
-                .transpose()
-                .map_err(|e| ServerError::Tls(spec.name.clone(), e))?;
+            let tls = match &spec.server_tls {
+                Some(tls) => Some(match tls_by_host.get(s.host.as_str()) {
+                    Some(known) => Arc::clone(known),
+                    None => {
+                        let built = crate::tls::client_config(tls, &s.host)
+                            .map(Arc::new)
+                            .map_err(|e| ServerError::Tls(spec.name.clone(), e))?;
+                        tls_by_host.insert(&s.host, Arc::clone(&built));
+                        built
+                    }
+                }),
+                None => None,
+            };
             let id = health
                 .register(&s.addr, spec.failure_limit, tls)
                 .ok_or(ServerError::TooManyServers(MAX_SERVERS))?;
