@@ -171,3 +171,148 @@ impl AsyncWrite for ServerStream {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! An idle connection's end, as the workers see it through [`ServerStream::poll_idle`]
+    //! (`backend::poll_idle_closed`): the same three outcomes for TCP, a Unix socket and
+    //! TLS, so a server that closes or answers out of step is noticed on each.
+
+    use std::future::poll_fn;
+    use std::path::Path;
+    use std::time::Duration;
+
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::{TcpListener, UnixListener};
+
+    use super::*;
+    use crate::tls::{client_config, server_config, ListenerTlsSpec, Protocols, ServerTlsSpec};
+
+    /// Quiet means no outcome within this long (a peer's bytes are local: they arrive in
+    /// microseconds).
+    const QUIET: Duration = Duration::from_millis(200);
+    /// How long an expected outcome may take on a loaded machine.
+    const EXPECTED: Duration = Duration::from_secs(5);
+
+    /// What `poll_idle` says within `within`: None while the connection is quiet.
+    async fn idle_outcome(
+        stream: &mut ServerStream,
+        within: Duration,
+    ) -> Option<io::Result<usize>> {
+        let mut probe = [0u8; 64];
+        tokio::time::timeout(within, poll_fn(|cx| stream.poll_idle(cx, &mut probe)))
+            .await
+            .ok()
+    }
+
+    /// A server's side of a connection, written to like a server would.
+    type Peer = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
+
+    fn temp_dir() -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix("cachelab")
+            .tempdir()
+            .unwrap()
+    }
+
+    async fn tcp_pair() -> (ServerStream, Peer) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let connector = Connector {
+            endpoint: Endpoint::Tcp(listener.local_addr().unwrap()),
+            tls: None,
+        };
+        let (ours, theirs) = tokio::join!(connector.connect(), listener.accept());
+        (ours.unwrap(), Box::new(theirs.unwrap().0))
+    }
+
+    async fn unix_pair(dir: &Path) -> (ServerStream, Peer) {
+        let path = dir.join("server.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let connector = Connector {
+            endpoint: Endpoint::Unix(path),
+            tls: None,
+        };
+        let (ours, theirs) = tokio::join!(connector.connect(), listener.accept());
+        (ours.unwrap(), Box::new(theirs.unwrap().0))
+    }
+
+    /// TLS 1.3 (its server sends session tickets after the handshake: records with no
+    /// data, which must not count as bytes nobody asked for).
+    async fn tls_pair(dir: &Path) -> (ServerStream, Peer) {
+        let certified = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let (cert, key) = (dir.join("server.pem"), dir.join("server.key"));
+        std::fs::write(&cert, certified.cert.pem()).unwrap();
+        std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(
+            server_config(&ListenerTlsSpec {
+                cert,
+                key,
+                client_ca: None,
+                protocols: Protocols::default(),
+            })
+            .unwrap(),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let verified = ServerTlsSpec {
+            ca: Some(dir.join("server.pem")),
+            sni: Some("localhost".into()),
+            ..ServerTlsSpec::default()
+        };
+        let connector = Connector {
+            endpoint: Endpoint::Tcp(listener.local_addr().unwrap()),
+            tls: Some(Arc::new(client_config(&verified, "127.0.0.1").unwrap())),
+        };
+        let accept = async {
+            let (socket, _) = listener.accept().await.unwrap();
+            acceptor.accept(socket).await.unwrap()
+        };
+        let (ours, theirs) = tokio::join!(connector.connect(), accept);
+        (ours.unwrap(), Box::new(theirs))
+    }
+
+    async fn pair(kind: &str, dir: &Path) -> (ServerStream, Peer) {
+        match kind {
+            "tcp" => tcp_pair().await,
+            "unix" => unix_pair(dir).await,
+            "tls" => tls_pair(dir).await,
+            _ => unreachable!(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_quiet_server_keeps_its_idle_connection_on_every_transport() {
+        for kind in ["tcp", "unix", "tls"] {
+            let dir = temp_dir();
+            let (mut ours, _theirs) = pair(kind, dir.path()).await;
+            assert!(idle_outcome(&mut ours, QUIET).await.is_none(), "{kind}");
+        }
+    }
+
+    #[tokio::test]
+    async fn bytes_nobody_asked_for_are_seen_on_every_transport() {
+        for kind in ["tcp", "unix", "tls"] {
+            let dir = temp_dir();
+            let (mut ours, mut theirs) = pair(kind, dir.path()).await;
+            theirs.write_all(b"END\r\n").await.unwrap();
+            theirs.flush().await.unwrap();
+            match idle_outcome(&mut ours, EXPECTED).await {
+                Some(Ok(n)) => assert!(n > 0, "{kind}: {n} bytes"),
+                other => panic!("{kind}: {other:?}"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_server_closing_an_idle_connection_is_seen_on_every_transport() {
+        for kind in ["tcp", "unix", "tls"] {
+            let dir = temp_dir();
+            let (mut ours, mut theirs) = pair(kind, dir.path()).await;
+            theirs.shutdown().await.unwrap();
+            drop(theirs);
+            match idle_outcome(&mut ours, EXPECTED).await {
+                Some(Ok(0)) => {}
+                other => panic!("{kind}: {other:?}"),
+            }
+        }
+    }
+}
