@@ -98,14 +98,17 @@ fn through_the_proxy_every_connection_gets_what_memcached_gives_it() {
         .ok()
         .and_then(|s| s.parse().ok());
     let started = Instant::now();
-    let first_seed = match std::env::var("CACHELAB_DIFF_SEED").ok().and_then(|s| s.parse().ok()) {
+    let first_seed = match std::env::var("CACHELAB_DIFF_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
         Some(seed) => seed,
         None => match seconds {
-        Some(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs(),
-        None => 1,
+            Some(_) => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs(),
+            None => 1,
         },
     };
     let (mut seeds, mut requests, mut failures) = (0u64, 0usize, Vec::new());
