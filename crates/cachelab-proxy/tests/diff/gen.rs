@@ -121,9 +121,14 @@ impl<R: Rng> Gen<R> {
         if self.chance(15) {
             line.extend(b" noreply");
         }
+        self.end_with_block(line, &data)
+    }
+
+    /// Ends a storage line and appends its data block: usually as announced, sometimes
+    /// longer than announced or with a bad terminator (never shorter).
+    fn end_with_block(&mut self, mut line: Vec<u8>, data: &[u8]) -> Vec<u8> {
         line.extend(b"\r\n");
-        line.extend(&data);
-        // A block longer than announced, or with a bad terminator (never shorter).
+        line.extend(data);
         match self.rng.random_range(0..30) {
             0 => line.extend(b"xy\r\n"),
             1 => line.extend(b"zz"),
@@ -251,14 +256,7 @@ impl<R: Rng> Gen<R> {
             line.extend(b" b");
         }
         line.extend(self.meta_flags(true));
-        line.extend(b"\r\n");
-        line.extend(&data);
-        match self.rng.random_range(0..30) {
-            0 => line.extend(b"xy\r\n"),
-            1 => line.extend(b"zz"),
-            _ => line.extend(b"\r\n"),
-        }
-        line
+        self.end_with_block(line, &data)
     }
 
     fn misc(&mut self) -> Vec<u8> {
