@@ -90,6 +90,39 @@ pub struct Args {
     #[arg(short = 'p', long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
 
+    /// Connect to this Unix socket instead of --server and --port.
+    #[arg(short = 'S', long, value_name = "PATH")]
+    pub unix_socket: Option<PathBuf>,
+
+    /// Speak TLS to the server (the handshake is timed apart from request latency).
+    #[arg(long)]
+    pub tls: bool,
+
+    /// With --tls: the client's certificate chain (PEM), for servers that ask for one.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    pub cert: Option<PathBuf>,
+
+    /// With --tls: the private key (PEM) of --cert.
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    pub key: Option<PathBuf>,
+
+    /// With --tls: the CA certificate(s) (PEM) that verify the server (default: the
+    /// system's bundle, /etc/ssl/certs/ca-certificates.crt or $SSL_CERT_FILE).
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+
+    /// With --tls: accept any server certificate (its handshake signature is still checked).
+    #[arg(long)]
+    pub tls_skip_verify: bool,
+
+    /// With --tls: the server name sent (SNI) and verified (default: --server).
+    #[arg(long, value_name = "NAME")]
+    pub sni: Option<String>,
+
+    /// With --tls: the TLS versions offered, comma-separated (TLSv1.2, TLSv1.3; both by default).
+    #[arg(long, value_name = "TLSv1.2,TLSv1.3")]
+    pub tls_protocols: Option<String>,
+
     /// Protocol to use.
     #[arg(short = 'P', long, value_enum, default_value = "redis")]
     pub protocol: ProtocolArg,

@@ -1,6 +1,7 @@
 //! The validated configuration of a run, built from [`Args`]; every error names the
 //! option at fault.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use cachelab_protocol::limits::MAX_KEY_LEN;
@@ -15,6 +16,7 @@ use crate::schedule::Arrival;
 use crate::sizes::{self, MEMCACHED_MAX_RELATIVE_EXPTIME};
 pub use crate::sizes::{DataSize, ExpiryRange, SizePattern};
 use crate::timing::TimestampMode;
+use crate::tls::{parse_protocols, Protocols, TlsOptions};
 
 /// `--connect-timeout=0` (memtier's "no limit"): a day, far beyond any run.
 pub const NO_CONNECT_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
@@ -86,6 +88,10 @@ pub struct Workload {
 pub struct Config {
     pub server: String,
     pub port: u16,
+    /// `-S`: a Unix socket instead of `server:port`.
+    pub unix_socket: Option<PathBuf>,
+    /// `--tls` and its options.
+    pub tls: Option<TlsOptions>,
     pub family: AddressFamily,
     pub threads: usize,
     pub clients: usize,
@@ -304,6 +310,43 @@ fn pattern(letter: &str, args: &Args, range: KeyRange) -> Result<KeyPattern, Con
     }
 }
 
+/// `--tls` and the options that only mean something with it.
+fn parse_tls(args: &Args) -> Result<Option<TlsOptions>, ConfigError> {
+    let protocols = args
+        .tls_protocols
+        .as_deref()
+        .map(parse_protocols)
+        .transpose()
+        .map_err(|e| invalid("tls-protocols", e))?;
+    if !args.tls {
+        let given = [
+            ("cert", args.cert.is_some()),
+            ("key", args.key.is_some()),
+            ("cacert", args.cacert.is_some()),
+            ("tls-skip-verify", args.tls_skip_verify),
+            ("sni", args.sni.is_some()),
+            ("tls-protocols", protocols.is_some()),
+        ];
+        return match given.iter().find(|(_, given)| *given) {
+            Some((option, _)) => Err(invalid(option, "needs --tls")),
+            None => Ok(None),
+        };
+    }
+    if args.tls_skip_verify && args.cacert.is_some() {
+        return Err(invalid(
+            "tls-skip-verify",
+            "cannot be used with --cacert (verify against it, or skip verifying)",
+        ));
+    }
+    Ok(Some(TlsOptions {
+        client_cert: args.cert.clone().zip(args.key.clone()),
+        cacert: args.cacert.clone(),
+        skip_verify: args.tls_skip_verify,
+        sni: args.sni.clone(),
+        protocols: protocols.unwrap_or(Protocols::default()),
+    }))
+}
+
 impl TryFrom<&Args> for Config {
     type Error = ConfigError;
 
@@ -433,9 +476,12 @@ impl TryFrom<&Args> for Config {
         } else {
             args.seed
         };
+        let tls = parse_tls(args)?;
         Ok(Config {
             server: args.server.clone(),
             port: args.port,
+            unix_socket: args.unix_socket.clone(),
+            tls,
             family,
             threads: args.threads,
             clients: args.clients,
@@ -501,6 +547,50 @@ mod tests {
         assert_eq!(c.workload.data_size, DataSize::Fixed(32));
         assert_eq!(c.workload.set_pattern, KeyPattern::Uniform);
         assert!(c.open_loop.is_none());
+    }
+
+    #[test]
+    fn tls_options_are_gathered_and_need_tls() {
+        let c = config(
+            "--tls --cacert ca.pem --cert c.pem --key c.key --sni cache.example --tls-protocols TLSv1.3",
+        )
+        .unwrap();
+        let tls = c.tls.unwrap();
+        assert_eq!(tls.cacert, Some(PathBuf::from("ca.pem")));
+        assert_eq!(
+            tls.client_cert,
+            Some((PathBuf::from("c.pem"), PathBuf::from("c.key")))
+        );
+        assert_eq!(tls.sni.as_deref(), Some("cache.example"));
+        assert!(tls.protocols.tls13 && !tls.protocols.tls12);
+        assert!(!tls.skip_verify);
+        assert_eq!(config("").unwrap().tls, None);
+        for line in [
+            "--cacert ca.pem",
+            "--tls-skip-verify",
+            "--sni x",
+            "--tls-protocols TLSv1.2",
+        ] {
+            let e = config(line).unwrap_err().to_string();
+            assert!(e.ends_with(": needs --tls"), "{line}: {e}");
+        }
+        let e = config("--tls --tls-protocols TLSv1.1")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("--tls-protocols: TLSv1.1 is not offered"),
+            "{e}"
+        );
+        let e = config("--tls --tls-skip-verify --cacert ca.pem").unwrap_err();
+        assert!(e
+            .to_string()
+            .starts_with("--tls-skip-verify: cannot be used with --cacert"));
+    }
+
+    #[test]
+    fn a_unix_socket_replaces_server_and_port() {
+        let c = config("-S /tmp/cachelab-m.sock").unwrap();
+        assert_eq!(c.unix_socket, Some(PathBuf::from("/tmp/cachelab-m.sock")));
     }
 
     #[test]

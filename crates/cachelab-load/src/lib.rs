@@ -17,6 +17,8 @@
 //! - [`timing`]: where each request's time went (wire time, response time, the client's
 //!   own delays), from kernel and program timestamps; [`stamps`]: the kernel's
 //!   timestamps parsed from control messages and matched to requests;
+//! - [`setup`]: connection set-up (connect and TLS handshake), apart from request
+//!   latency; [`tls`]: the TLS client configuration from memtier's `--tls` options;
 //! - [`start`]: `--start-at`, the instant a run starts on;
 //! - [`report`]: the JSON report (one run, or several and their aggregate), the human
 //!   summary, the HdrHistogram log.
@@ -34,8 +36,10 @@ pub mod record;
 pub mod report;
 pub mod runner;
 pub mod schedule;
+pub mod setup;
 pub mod sizes;
 pub mod stamps;
 pub mod start;
 pub mod timing;
+pub mod tls;
 pub mod workload;

@@ -60,7 +60,6 @@ const fn accepted(long: &'static str) -> MemtierOption {
     }
 }
 
-const TLS: &str = "no TLS";
 const WAIT: &str = "no Redis WAIT";
 const COMMANDS: &str = "only SET and GET/multi-GET are sent";
 const IMPORT: &str = "no data import or verification";
@@ -71,19 +70,23 @@ pub const OPTIONS: &[MemtierOption] = &[
     yes("host", Some('h'), Some("127.0.0.1")),
     yes("server", Some('s'), Some("127.0.0.1")),
     yes("port", Some('p'), Some("11211")),
-    no("unix-socket", Some('S'), "TCP only"),
+    yes(
+        "unix-socket",
+        Some('S'),
+        Some("/tmp/cachelab-memcached.sock"),
+    ),
     yes("ipv4", Some('4'), None),
     yes("ipv6", Some('6'), None),
     yes("protocol", Some('P'), Some("memcache_binary")),
     no("authenticate", Some('a'), "no authentication"),
     no("uri", Some('u'), "give --server and --port"),
-    no("tls", None, TLS),
-    no("cert", None, TLS),
-    no("key", None, TLS),
-    no("cacert", None, TLS),
-    no("tls-skip-verify", None, TLS),
-    no("tls-protocols", None, TLS),
-    no("sni", None, TLS),
+    yes("tls", None, None),
+    yes("cert", None, Some("/tmp/cachelab-client.pem")),
+    yes("key", None, Some("/tmp/cachelab-client.key")),
+    yes("cacert", None, Some("/tmp/cachelab-ca.pem")),
+    yes("tls-skip-verify", None, None),
+    yes("tls-protocols", None, Some("TLSv1.2,TLSv1.3")),
+    yes("sni", None, Some("cache.example")),
     yes("run-count", Some('x'), Some("2")),
     no("debug", Some('D'), "no debug output"),
     no("cluster-mode", None, "no Redis Cluster"),
@@ -261,8 +264,12 @@ mod tests {
             }
             for form in spellings(o) {
                 let mut line: Vec<&str> = form.iter().map(String::as_str).collect();
-                if o.long == "data-size-pattern" {
-                    line.push("--data-size-range=1-9");
+                match o.long {
+                    "data-size-pattern" => line.push("--data-size-range=1-9"),
+                    "cert" => line.extend(["--tls", "--key=k.pem"]),
+                    "key" => line.extend(["--tls", "--cert=c.pem"]),
+                    "cacert" | "tls-skip-verify" | "tls-protocols" | "sni" => line.push("--tls"),
+                    _ => {}
                 }
                 let args = parse(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
                 Config::try_from(&args).unwrap_or_else(|e| panic!("{line:?}: {e}"));

@@ -16,6 +16,7 @@
 
 use cachelab_stats::{LatencyHistogram, Welford};
 
+use crate::setup::Setup;
 use crate::timing::{Times, TimestampMode, Timing};
 use crate::workload::{Op, Outcome};
 
@@ -121,6 +122,8 @@ pub struct Recorder {
     pub timing: Timing,
     /// The CPU the load threads used while the run's clock ran.
     pub cpu: CpuUsage,
+    /// Every connection's set-up (connect and TLS handshake), apart from request latency.
+    pub setup: Setup,
 }
 
 /// CPU time of load threads (`getrusage(RUSAGE_THREAD)`) over their wall time, from the
@@ -185,6 +188,7 @@ impl Recorder {
             last_event_ns: 0,
             timing: Timing::default(),
             cpu: CpuUsage::default(),
+            setup: Setup::default(),
         }
     }
 
@@ -291,6 +295,7 @@ impl Recorder {
         self.last_event_ns = self.last_event_ns.max(other.last_event_ns);
         self.timing.merge(&other.timing);
         self.cpu.merge(&other.cpu);
+        self.setup.merge(&other.setup);
     }
 
     /// All operation types together.

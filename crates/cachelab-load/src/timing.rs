@@ -82,13 +82,13 @@ pub struct Figure {
 }
 
 impl Figure {
-    fn add(&mut self, ns: u64) {
+    pub(crate) fn add(&mut self, ns: u64) {
         let us = ns_to_us(ns);
         self.histogram.record(us);
         self.moments.add(us as f64);
     }
 
-    fn merge(&mut self, other: &Figure) {
+    pub(crate) fn merge(&mut self, other: &Figure) {
         self.histogram
             .merge(&other.histogram)
             .expect("histograms of one unit merge");

@@ -425,7 +425,7 @@ fn a_refused_memtier_option_is_named_in_one_line_and_nothing_runs() {
         (&["--authenticate", "x"][..], "--authenticate"),
         (&["-a", "x"][..], "-a"),
         (&["--wait-ratio=1:1"][..], "--wait-ratio"),
-        (&["--tls"][..], "--tls"),
+        (&["--cluster-mode", "--tls"][..], "--cluster-mode"),
     ] {
         let run = load(server.addr, option);
         assert_eq!(run.code, Some(2), "{option:?}");

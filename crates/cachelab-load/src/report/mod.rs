@@ -4,12 +4,14 @@
 //! Pure.
 
 mod runs;
+mod setup;
 #[cfg(test)]
 mod test_support;
 mod text;
 mod timing;
 
 pub use runs::{build, build_runs, Measured};
+pub use setup::SetupReport;
 pub use text::{fell_behind_warning, format_summary, hdr_log};
 pub use timing::{ClientCpu, Clocks, TimingHistograms, TimingReport, CLIENT_SATURATED_SHARE};
 
@@ -53,6 +55,9 @@ pub struct Report {
     /// The load generator's own CPU over the run.
     #[serde(default)]
     pub client_cpu: Option<ClientCpu>,
+    /// Connection set-up (connect and TLS handshake), apart from request latency.
+    #[serde(default)]
+    pub connection_setup: Option<SetupReport>,
     /// Every run of `--run-count`, in order (one entry for a single run). With several,
     /// the fields above are their aggregate (see [`runs`]).
     #[serde(default)]
@@ -75,6 +80,8 @@ pub struct RunReport {
     pub timing: Option<TimingReport>,
     #[serde(default)]
     pub client_cpu: Option<ClientCpu>,
+    #[serde(default)]
+    pub connection_setup: Option<SetupReport>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -146,6 +153,25 @@ pub struct Configuration {
     /// `--start-at`, Unix ms.
     #[serde(default)]
     pub start_at_unix_ms: Option<u64>,
+    /// `-S`: the Unix socket connected to instead of `server:port`.
+    #[serde(default)]
+    pub unix_socket: Option<String>,
+    /// `--tls` and its options; null without TLS.
+    #[serde(default)]
+    pub tls: Option<TlsConfiguration>,
+}
+
+/// The TLS a run asked for (what was negotiated is in `connection_setup`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TlsConfiguration {
+    /// `--tls-protocols`, e.g. `TLSv1.2,TLSv1.3`.
+    pub protocols: String,
+    /// How the server's certificate is verified: `cacert` (the file given), `system`
+    /// (the system's CA bundle) or `skip` (`--tls-skip-verify`).
+    pub verify: String,
+    /// A client certificate was offered (`--cert`, `--key`).
+    pub client_certificate: bool,
+    pub sni: Option<String>,
 }
 
 fn user_clock() -> String {
@@ -390,6 +416,18 @@ fn configuration(config: &Config) -> Configuration {
         print_percentiles: config.print_percentiles.clone(),
         timestamps: config.timestamps.name().into(),
         start_at_unix_ms: config.start_at_unix_ms,
+        unix_socket: config.unix_socket.as_ref().map(|p| p.display().to_string()),
+        tls: config.tls.as_ref().map(|t| TlsConfiguration {
+            protocols: t.protocols.names(),
+            verify: match (t.skip_verify, &t.cacert) {
+                (true, _) => "skip",
+                (false, Some(_)) => "cacert",
+                (false, None) => "system",
+            }
+            .into(),
+            client_certificate: t.client_cert.is_some(),
+            sni: t.sni.clone(),
+        }),
     }
 }
 
@@ -486,6 +524,7 @@ fn build_one(config: &Config, m: &Measured) -> Report {
         },
         timing: Some(timing::timing(&recorder.timing, config.timestamps)),
         client_cpu: Some(timing::client_cpu(&recorder.cpu)),
+        connection_setup: Some(setup::setup(&recorder.setup)),
         runs: Vec::new(),
     }
 }

@@ -65,6 +65,7 @@ fn entry(index: usize, first_second: u64, report: &Report) -> RunReport {
         histograms: report.histograms.clone(),
         timing: report.timing.clone(),
         client_cpu: report.client_cpu,
+        connection_setup: report.connection_setup.clone(),
     }
 }
 

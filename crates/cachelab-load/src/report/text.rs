@@ -2,6 +2,7 @@
 
 use cachelab_stats::LatencyHistogram;
 
+use super::setup::setup_line;
 use super::{
     ClientCpu, Histograms, LatencyMs, OpenLoopReport, Report, Run, RunReport, Summary,
     TimingReport, Totals, LATE_LAG_US,
@@ -28,6 +29,10 @@ pub fn format_summary(report: &Report) -> String {
         out += &table(&report.summary, &report.histograms, &c.print_percentiles);
         out += &whole_run("whole run", &report.totals, report.open_loop.as_ref());
         out += &timing(report.timing.as_ref(), report.client_cpu.as_ref());
+        out += &report
+            .connection_setup
+            .as_ref()
+            .map_or_else(String::new, setup_line);
         return out;
     }
     out += &format!("{} runs, one second apart\n", report.runs.len());
@@ -50,6 +55,10 @@ pub fn format_summary(report: &Report) -> String {
             out += &table(&r.summary, &r.histograms, &c.print_percentiles);
             out += &whole_run("whole run", &r.totals, r.open_loop.as_ref());
             out += &timing(r.timing.as_ref(), r.client_cpu.as_ref());
+            out += &r
+                .connection_setup
+                .as_ref()
+                .map_or_else(String::new, setup_line);
         }
     }
     let rate = |r: &&RunReport| r.summary.total.ops_per_sec;
@@ -75,6 +84,10 @@ pub fn format_summary(report: &Report) -> String {
     out += &table(&report.summary, &report.histograms, &c.print_percentiles);
     out += &whole_run("all runs", &report.totals, report.open_loop.as_ref());
     out += &timing(report.timing.as_ref(), report.client_cpu.as_ref());
+    out += &report
+        .connection_setup
+        .as_ref()
+        .map_or_else(String::new, setup_line);
     out
 }
 

@@ -9,17 +9,16 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::io;
-use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 use std::time::Duration;
 
 use cachelab_protocol::ReplyError;
-use tokio::io::{AsyncWriteExt, Interest};
-use tokio::net::TcpStream;
+use tokio::io::Interest;
 use tokio::sync::Notify;
 
 use super::clock::{realtime_offset_ns, Clock};
+use super::link::{Link, OpenError, Target};
 use super::stamping;
 use super::ticker::Ticker;
 use crate::config::Protocol;
@@ -46,7 +45,7 @@ pub struct Shared {
     pub clock: Clock,
     pub recorder: RefCell<Recorder>,
     pub protocol: Protocol,
-    pub addrs: Vec<SocketAddr>,
+    pub target: Target,
     pub pipeline: usize,
     /// No request starts (closed loop) or is scheduled (open loop) at or after this time.
     pub stop_issuing_ns: u64,
@@ -148,28 +147,6 @@ pub struct Connection {
     pub watch: Rc<Watch>,
 }
 
-/// Opens a connection to the first address that accepts, with `TCP_NODELAY` (requests
-/// are written whole; Nagle would hold back a pipelined or open-loop request).
-pub async fn connect(addrs: &[SocketAddr], timeout: Duration) -> io::Result<TcpStream> {
-    let mut last = io::Error::new(io::ErrorKind::NotFound, "no address to connect to");
-    for addr in addrs {
-        match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
-            Ok(Ok(stream)) => {
-                stream.set_nodelay(true)?;
-                return Ok(stream);
-            }
-            Ok(Err(e)) => last = io::Error::new(e.kind(), format!("{addr}: {e}")),
-            Err(_) => {
-                last = io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("{addr}: connection timed out"),
-                )
-            }
-        }
-    }
-    Err(last)
-}
-
 impl Connection {
     /// `slot` numbers the connection within its thread, from 0.
     pub fn new(
@@ -200,7 +177,7 @@ impl Connection {
     }
 
     /// Drives the connection until its requests are done or the run's time is up.
-    pub async fn run(mut self, shared: Rc<Shared>, first: TcpStream) {
+    pub async fn run(mut self, shared: Rc<Shared>, first: Link) {
         let mut stream = Some(first);
         loop {
             let Some(s) = stream.take() else { break };
@@ -250,7 +227,7 @@ impl Connection {
         }
     }
 
-    async fn reconnect(&mut self, shared: &Shared) -> Option<TcpStream> {
+    async fn reconnect(&mut self, shared: &Shared) -> Option<Link> {
         let give_up = shared.clock.now() + shared.reply_timeout.as_nanos() as u64;
         let mut backoff = BACKOFF_FIRST;
         loop {
@@ -260,9 +237,18 @@ impl Connection {
             }
             // Never wait past the end of the run: --test-time is always honoured.
             let left = Duration::from_nanos(shared.stop_issuing_ns.min(give_up) - now);
-            match connect(&shared.addrs, shared.connect_timeout.min(left)).await {
-                Ok(stream) => return Some(stream),
-                Err(_) => shared.recorder.borrow_mut().connection_error(),
+            match Link::open(&shared.target, shared.connect_timeout.min(left)).await {
+                Ok((link, times)) => {
+                    opened(&mut shared.recorder.borrow_mut(), &link, times);
+                    return Some(link);
+                }
+                Err(error) => {
+                    let mut recorder = shared.recorder.borrow_mut();
+                    if matches!(error, OpenError::Handshake(_)) {
+                        recorder.setup.handshake_failed();
+                    }
+                    recorder.connection_error();
+                }
             }
             tokio::time::sleep(backoff.min(left)).await;
             backoff = (backoff * 2).min(BACKOFF_MAX);
@@ -375,17 +361,21 @@ impl Connection {
         self.stamps_queued = 0;
     }
 
-    /// Switches kernel timestamps on for a new socket, before anything is written on it.
-    fn start_stamping(&mut self, shared: &Shared, fd: RawFd) {
+    /// Switches kernel timestamps on for a new socket, before anything is written on it:
+    /// a plain TCP socket only (see [`Link::unstampable`] for the others).
+    fn start_stamping(&mut self, shared: &Shared, link: &Link) {
         self.composed = 0;
         self.written_total = 0;
         self.stamping = false;
-        self.fd = fd;
+        self.fd = link.plain_tcp().map_or(-1, AsRawFd::as_raw_fd);
         self.stamps_queued = 0;
         if shared.timestamps == TimestampMode::Kernel {
-            let refused = stamping::enable(fd)
-                .err()
-                .map(|e| format!("SO_TIMESTAMPING: {e}"));
+            let refused = match link.unstampable() {
+                Some(why) => Some(why.to_string()),
+                None => stamping::enable(self.fd)
+                    .err()
+                    .map(|e| format!("SO_TIMESTAMPING: {e}")),
+            };
             self.stamping = refused.is_none();
             shared
                 .recorder
@@ -395,10 +385,9 @@ impl Connection {
         }
     }
 
-    async fn session(&mut self, shared: &Shared, stream: TcpStream) -> End {
-        let fd = stream.as_raw_fd();
-        self.start_stamping(shared, fd);
-        let (rd, mut wr) = stream.into_split();
+    async fn session(&mut self, shared: &Shared, mut link: Link) -> End {
+        self.start_stamping(shared, &link);
+        let fd = self.fd;
         self.wbuf.clear();
         self.written = 0;
         self.rstart = 0;
@@ -406,17 +395,13 @@ impl Connection {
         self.session_left = shared.reconnect_interval;
         loop {
             let now = shared.clock.now();
-            self.issue(shared, now);
-            if self.written < self.wbuf.len() {
-                match wr.try_write(&self.wbuf[self.written..]) {
-                    Ok(n) => self.wrote(n),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(_) => return End::Broken,
-                }
-                if self.written == self.wbuf.len() {
-                    self.wbuf.clear();
-                    self.written = 0;
-                }
+            // With TLS, encrypted bytes still waiting for the socket hold back new
+            // requests as unwritten plain bytes do (see `issue`).
+            if !link.wants_flush() {
+                self.issue(shared, now);
+            }
+            if self.send(&mut link).is_err() {
+                return End::Broken;
             }
             if self.pending.is_empty() && !self.more_to_issue(shared, now) {
                 return End::Done;
@@ -427,7 +412,7 @@ impl Connection {
             self.watch
                 .waiting_since
                 .set(self.pending.front().map(|p| p.start_ns));
-            let want_write = self.written < self.wbuf.len();
+            let want_write = self.written < self.wbuf.len() || link.wants_flush();
             // While the socket is full the next send waits for it, not for the clock.
             let due = match &self.schedule {
                 Some(schedule)
@@ -457,15 +442,16 @@ impl Connection {
                         }
                     }
                 }
-                ready = rd.readable() => {
+                ready = link.readable() => {
                     if ready.is_err() {
                         return End::Broken;
                     }
-                    let read = if self.stamping {
-                        let protocol = shared.protocol;
-                        rd.as_ref().try_io(Interest::READABLE, || self.read_stamped(protocol, fd))
-                    } else {
-                        rd.try_read(&mut self.rbuf[self.rend..]).map(|n| (n, Stamp::default()))
+                    let read = match link.plain_tcp() {
+                        Some(tcp) if self.stamping => {
+                            let protocol = shared.protocol;
+                            tcp.try_io(Interest::READABLE, || self.read_stamped(protocol, fd))
+                        }
+                        _ => link.try_recv(&mut self.rbuf[self.rend..]).map(|n| (n, Stamp::default())),
                     };
                     match read {
                         Ok((0, _)) => return End::Broken,
@@ -479,21 +465,35 @@ impl Connection {
                         Err(_) => return End::Broken,
                     }
                 },
-                written = wr.write(&self.wbuf[self.written..]), if want_write => match written {
-                    Ok(n) => {
-                        self.wrote(n);
-                        if self.written == self.wbuf.len() {
-                            self.wbuf.clear();
-                            self.written = 0;
-                        }
+                ready = link.writable(), if want_write => {
+                    if ready.is_err() || self.send(&mut link).is_err() {
+                        return End::Broken;
                     }
-                    Err(_) => return End::Broken,
                 },
                 _ = async {
                     ticker.expect("an open loop has a ticker").until(slot, due.unwrap_or(0)).await
                 }, if due.is_some() => {}
             }
         }
+    }
+
+    /// Hands the write buffer's unsent bytes (and, with TLS, encrypted bytes waiting) to
+    /// the socket, as far as it takes them without blocking.
+    fn send(&mut self, link: &mut Link) -> io::Result<()> {
+        if self.written < self.wbuf.len() {
+            match link.try_send(&self.wbuf[self.written..]) {
+                Ok(n) => self.wrote(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+            if self.written == self.wbuf.len() {
+                self.wbuf.clear();
+                self.written = 0;
+            }
+        } else {
+            link.flush()?;
+        }
+        Ok(())
     }
 
     /// Reads with the kernel's receive stamp. A read's stamp is that of the last segment
@@ -582,4 +582,11 @@ impl Connection {
             self.rbuf.resize(grown, 0);
         }
     }
+}
+
+/// Records a new connection's set-up (and what its TLS handshake agreed on).
+pub fn opened(recorder: &mut Recorder, link: &Link, times: crate::setup::SetupTimes) {
+    recorder.setup.opened(times);
+    let (version, suite) = link.negotiated();
+    recorder.setup.negotiated(version, suite);
 }

@@ -1,10 +1,12 @@
 //! The I/O shell around the pure modules: `--threads` OS threads, each with its own
 //! current-thread tokio runtime driving its `--clients` connections (memtier's structure,
 //! without locks on the hot path). Threads connect first; the clock starts only when every
-//! connection is open, so connection set-up is never measured.
+//! connection is open, so connection set-up (connect and TLS handshake) is never in
+//! request latency: it is measured apart ([`crate::setup`]).
 
 mod clock;
 mod conn;
+mod link;
 mod stamping;
 mod thread;
 mod ticker;
@@ -20,6 +22,8 @@ use thiserror::Error;
 use crate::config::{AddressFamily, Config};
 use crate::record::{Recorder, Window};
 use crate::start::StartError;
+use crate::tls::TlsError;
+use link::{Endpoint, Target, TlsTarget};
 
 pub use clock::{monotonic_ns, realtime_ns};
 
@@ -39,6 +43,10 @@ pub enum RunError {
         server: String,
         source: std::io::Error,
     },
+    #[error("TLS handshake with {server} failed: {reason}")]
+    Handshake { server: String, reason: String },
+    #[error("{0}")]
+    Tls(#[from] TlsError),
     #[error("cannot start a load thread: {0}")]
     Thread(std::io::Error),
     #[error("{0} (connecting took until then)")]
@@ -60,7 +68,7 @@ pub struct RunResult {
 pub(crate) struct ThreadPlan {
     pub index: usize,
     pub config: Config,
-    pub addrs: Vec<SocketAddr>,
+    pub target: Target,
     pub window: Window,
     /// Set when any thread failed to connect: then nobody runs.
     pub failure: Arc<Mutex<Option<RunError>>>,
@@ -107,9 +115,32 @@ pub fn resolve(config: &Config) -> Result<Vec<SocketAddr>, RunError> {
     Ok(addrs)
 }
 
+/// Where the run connects, and with what TLS: the files named are read here, once.
+fn target(config: &Config) -> Result<Target, RunError> {
+    let (endpoint, name) = match &config.unix_socket {
+        Some(path) => (Endpoint::Unix(path.clone()), path.display().to_string()),
+        None => (
+            Endpoint::Tcp(resolve(config)?),
+            format!("{}:{}", config.server, config.port),
+        ),
+    };
+    let tls = match &config.tls {
+        None => None,
+        Some(options) => Some(TlsTarget {
+            config: crate::tls::client_config(options)?,
+            server_name: crate::tls::server_name(options, &config.server)?,
+        }),
+    };
+    Ok(Target {
+        endpoint,
+        tls,
+        name,
+    })
+}
+
 /// Runs the load described by `config` and returns the merged measurements.
 pub fn run(config: &Config) -> Result<RunResult, RunError> {
-    let addrs = resolve(config)?;
+    let target = target(config)?;
     let failure = Arc::new(Mutex::new(None));
     let barrier = Arc::new(Barrier::new(config.threads + 1));
     let origin_ns = Arc::new(AtomicU64::new(0));
@@ -119,7 +150,7 @@ pub fn run(config: &Config) -> Result<RunResult, RunError> {
         let plan = ThreadPlan {
             index,
             config: config.clone(),
-            addrs: addrs.clone(),
+            target: target.clone(),
             window,
             failure: failure.clone(),
             barrier: barrier.clone(),

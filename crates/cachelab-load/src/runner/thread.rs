@@ -8,11 +8,13 @@ use std::time::Duration;
 use tokio::task::{JoinHandle, LocalSet};
 
 use super::clock::{monotonic_ns, Clock};
-use super::conn::{connect, Connection, Kill, Shared, Watch};
+use super::conn::{opened, Connection, Kill, Shared, Watch};
+use super::link::{Link, OpenError};
 use super::ticker::Ticker;
 use super::{RunError, ThreadPlan, DRAIN_GRACE};
 use crate::record::{CpuUsage, Recorder};
 use crate::schedule::Schedule;
+use crate::setup::SetupTimes;
 use crate::workload::{Generator, Values};
 
 /// How often the watchdog looks at its connections.
@@ -95,7 +97,7 @@ pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
         clock,
         recorder: std::cell::RefCell::new(Recorder::new(plan.window)),
         protocol: config.workload.protocol,
-        addrs: plan.addrs.clone(),
+        target: plan.target.clone(),
         pipeline: config.pipeline,
         stop_issuing_ns: test_ns.unwrap_or(u64::MAX),
         connect_timeout: config.connect_timeout,
@@ -104,12 +106,17 @@ pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
         ticker,
         timestamps: config.timestamps,
     });
+    // The connections opened before the clock started: their set-up is reported, never
+    // in request latency.
+    for (_, link, times) in &connections {
+        opened(&mut shared.recorder.borrow_mut(), link, *times);
+    }
     let hard_deadline =
         test_ns.map(|t| t + DRAIN_GRACE.min(config.reply_timeout).as_nanos() as u64);
     let reply_timeout_ns = config.reply_timeout.as_nanos() as u64;
     LocalSet::new().block_on(&runtime, async {
         let mut watched = Vec::with_capacity(connections.len());
-        for (connection, stream) in connections {
+        for (connection, stream, _) in connections {
             let watch = connection.watch.clone();
             watched.push((
                 watch,
@@ -141,10 +148,13 @@ pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
     Some(recorder)
 }
 
-async fn prepare(plan: &ThreadPlan) -> Result<Vec<(Connection, tokio::net::TcpStream)>, RunError> {
+/// A connection ready to run, its link, and what opening it took.
+type Prepared = (Connection, Link, SetupTimes);
+
+async fn prepare(plan: &ThreadPlan) -> Result<Vec<Prepared>, RunError> {
     let config = &plan.config;
     let total = config.connections();
-    let server = format!("{}:{}", config.server, config.port);
+    let server = plan.target.name.clone();
     let workload = &config.workload;
     let values = Rc::new(Values::new(
         workload.data_size.max(),
@@ -160,13 +170,19 @@ async fn prepare(plan: &ThreadPlan) -> Result<Vec<(Connection, tokio::net::TcpSt
             .open_loop
             .map(|o| Schedule::new(o.arrival, o.rate, client, total, gen.rng()));
         let connection = Connection::new(gen, budget, schedule, c);
-        let stream = connect(&plan.addrs, config.connect_timeout)
+        let (link, times) = Link::open(&plan.target, config.connect_timeout)
             .await
-            .map_err(|source| RunError::Connect {
-                server: server.clone(),
-                source,
+            .map_err(|error| match error {
+                OpenError::Connect(source) => RunError::Connect {
+                    server: server.clone(),
+                    source,
+                },
+                OpenError::Handshake(reason) => RunError::Handshake {
+                    server: server.clone(),
+                    reason,
+                },
             })?;
-        connections.push((connection, stream));
+        connections.push((connection, link, times));
     }
     Ok(connections)
 }

@@ -56,16 +56,19 @@ impl Run {
 /// Runs cachelab-load with `args` against `server`, writing a JSON report; kills it (and
 /// fails) if it outlives [`RUN_LIMIT`].
 pub fn load(server: std::net::SocketAddr, args: &[&str]) -> Run {
+    let ip = server.ip().to_string();
+    let port = server.port().to_string();
+    let mut all = vec!["-s", &ip, "-p", &port];
+    all.extend_from_slice(args);
+    load_with(&all)
+}
+
+/// Runs cachelab-load with exactly `args` (and a JSON report), as [`load`] does.
+pub fn load_with(args: &[&str]) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("report.json");
     let start = Instant::now();
     let mut child = Command::new(load_binary())
-        .args([
-            "-s",
-            &server.ip().to_string(),
-            "-p",
-            &server.port().to_string(),
-        ])
         .args(args)
         .arg("--json-out-file")
         .arg(&json)
