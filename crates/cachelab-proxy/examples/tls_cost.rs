@@ -3,8 +3,8 @@
 //! Starts memcached (plain, and `-Z` with a throw-away certificate), then the proxy
 //! binary (`--proxy PATH`, a release build) in four set-ups: plain, TLS from clients,
 //! TLS to memcached, both; and memcached alone, plain and TLS. For each, CLIENTS
-//! closed-loop connections (tokio-rustls for TLS; the load generator does not speak TLS
-//! yet) send `get` of a 100-byte value for SECONDS, and we print requests per second,
+//! closed-loop connections (tokio-rustls for TLS, written before the load generator spoke
+//! it) send `get` of a 100-byte value for SECONDS, and we print requests per second,
 //! latency (mean, p50, p99, from write to the last reply byte) and the CPU the proxy
 //! (or memcached alone) used per request, from its /proc/PID/stat user + system time.
 //! Connection set-up, handshakes included, is outside the measured window.
