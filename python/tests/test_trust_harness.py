@@ -208,9 +208,15 @@ def test_intervals_checks_and_clocks_are_stored_and_shown(tmp_path):
     base = loadgen.load(TIMED)
     one_run = {i.name: i for i in selfcheck.intervals([base.histograms["total"]])}
     width = one_run["p99"].width_ms * 0.75  # one run is not enough, more runs narrow it
+    lines = io.StringIO()
     outcome = run_experiment(spec.parse(STOPPING.format(width=width)), tmp_path,
-                             progress=Progress(io.StringIO()), execute=timed_executor())
+                             progress=Progress(lines), execute=timed_executor())
     assert 1 < outcome.runs_done < 6 and outcome.unstable == ()
+    first = next(line for line in lines.getvalue().splitlines() if " rep 1 [" in line
+                 and "ops/s" in line)
+    p99 = one_run["p99"]
+    assert f"[{p99.low_ms:.3f}, {p99.high_ms:.3f}] ms" in first
+    assert "(failed check: independence, stationarity, client CPU)" in first
     with store.Store.open_existing(tmp_path) as s:
         exp = s.require_experiment()
         point = s.point_intervals(exp.id)[0]
