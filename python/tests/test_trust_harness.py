@@ -256,3 +256,29 @@ def test_the_clock_probe_finds_no_offset_against_itself():
     server.join(5)
     assert 0 < rtt_us < 50_000
     assert abs(offset_us) <= rtt_us / 2 + 50  # one clock: only the probe's own error
+
+
+def test_every_percentile_plot_draws_the_intervals_as_error_bars():
+    from matplotlib.figure import Figure
+
+    from cachelab.report import data, plots, plots_analysis
+
+    def point(i: int, p99: tuple[float, float, float]) -> data.PointResult:
+        named = {n: store.StoredInterval("load", n, q, est, lo, hi, 0.95, 1000)
+                 for n, q, (lo, est, hi) in (("p50", 0.5, (0.9, 1.0, 1.1)),
+                                             ("p90", 0.9, (1.8, 2.0, 2.1)),
+                                             ("p99", 0.99, p99))}
+        return data.PointResult(index=i, label=str(i), factors={}, config={}, clients=i + 1,
+                                runs=1, steady_runs=1, verdict=None, throughput=100.0 * (i + 1),
+                                percentiles_ms={"p50": 9.0, "p90": 9.0, "p99": 9.0},
+                                intervals={"load": named})
+
+    curve = data.Curve("c", (point(0, (4.0, 5.0, 7.0)), point(1, (5.5, 6.0, 6.5))), (1.0, 2.0))
+    for draw in (lambda ax: plots.plot_percentiles(ax, [curve], 10.0, "clients"),
+                 lambda ax: plots_analysis.plot_latency_throughput(ax, [curve], 10.0)):
+        ax = Figure().add_subplot()
+        draw(ax)
+        spans = sorted(tuple(np.round(seg[:, 1], 6)) for c in ax.containers
+                       for seg in c.lines[2][0].get_segments())
+        # the p99 bars span each point's interval, not the mean over runs (9.0)
+        assert (4.0, 7.0) in spans and (5.5, 6.5) in spans and (0.9, 1.1) in spans
