@@ -68,6 +68,7 @@ demo: deps build
 	$(VENV)/bin/cachelab run experiments/demo.toml --out demo-out --again
 
 bench: deps build
+	cargo build --release --workspace --examples
 	@ls bench/*_bench.py >/dev/null 2>&1 || { echo "no benchmarks yet"; exit 1; }
 	@for b in bench/*_bench.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 

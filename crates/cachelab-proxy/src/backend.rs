@@ -6,7 +6,6 @@
 //! retry time (doubling up to the configured maximum, as with `--failure-limit 0`); when
 //! a probe restores the server, the wait ends at once.
 
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -14,12 +13,13 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 use tracing::{info, warn};
 
 use crate::budget::{Charge, MemoryBudget};
 use crate::config::BACKOFF_INITIAL;
+use crate::endpoint::Endpoint;
 use crate::health::{FailureKind, Health};
+use crate::server_stream::ServerStream;
 
 /// Why reading a reply stopped.
 #[derive(Debug)]
@@ -59,11 +59,11 @@ pub struct Backend {
     pub worker: usize,
     /// The server's index in the proxy's server list.
     pub index: usize,
-    pub addr: SocketAddr,
+    pub addr: Endpoint,
     health: Arc<Health>,
     /// `Health::restores` when this connection last failed.
     restores_seen: u64,
-    stream: Option<TcpStream>,
+    stream: Option<ServerStream>,
     /// Replies read from the server; `parsed` bytes of it belong to the current request.
     pub rbuf: BytesMut,
     pub parsed: usize,
@@ -93,7 +93,7 @@ impl Backend {
         Backend {
             worker,
             index,
-            addr: health.addr(index),
+            addr: health.addr(index).clone(),
             health,
             restores_seen: 0,
             stream: None,
@@ -135,10 +135,10 @@ impl Backend {
         if !restored && self.retry_at.is_some_and(|at| Instant::now() < at) {
             return false;
         }
-        let attempt = tokio::time::timeout(self.connect_timeout, TcpStream::connect(self.addr));
+        let connector = self.health.connector(self.index);
+        let attempt = tokio::time::timeout(self.connect_timeout, connector.connect());
         match attempt.await {
             Ok(Ok(stream)) => {
-                let _ = stream.set_nodelay(true);
                 if self.retry_at.is_some() {
                     info!(worker = self.worker, server = %self.addr, "reconnected to server");
                 }
@@ -151,7 +151,7 @@ impl Backend {
                 true
             }
             Ok(Err(e)) => {
-                self.schedule_retry(FailureKind::Connection, format!("connect failed: {e}"));
+                self.schedule_retry(FailureKind::Connection, e.to_string());
                 false
             }
             Err(_) => {
@@ -208,22 +208,10 @@ impl Backend {
         let Some(stream) = self.stream.as_mut() else {
             return Poll::Pending;
         };
-        match stream.poll_read_ready(cx) {
-            Poll::Ready(Ok(())) => {
-                let mut probe = [0u8; 64];
-                match stream.try_read(&mut probe) {
-                    Ok(0) => Poll::Ready(IdleEnd::Closed),
-                    Ok(_) => Poll::Ready(IdleEnd::UnaskedBytes),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        // Readiness was stale; poll again to register for the next event.
-                        match stream.poll_read_ready(cx) {
-                            Poll::Ready(_) => Poll::Ready(IdleEnd::Failed),
-                            Poll::Pending => Poll::Pending,
-                        }
-                    }
-                    Err(_) => Poll::Ready(IdleEnd::Failed),
-                }
-            }
+        let mut probe = [0u8; 64];
+        match stream.poll_idle(cx, &mut probe) {
+            Poll::Ready(Ok(0)) => Poll::Ready(IdleEnd::Closed),
+            Poll::Ready(Ok(_)) => Poll::Ready(IdleEnd::UnaskedBytes),
             Poll::Ready(Err(_)) => Poll::Ready(IdleEnd::Failed),
             Poll::Pending => Poll::Pending,
         }
@@ -247,13 +235,13 @@ impl Backend {
             self.wbuf.clear();
             return Err(());
         };
-        if let Err(first) = stream.write_all(&self.wbuf).await {
+        if let Err(first) = write_flushed(stream, &self.wbuf).await {
             info!(worker = self.worker, server = %self.addr, error = %first,
                   "write failed; retrying once on a fresh connection");
             self.drop_connection("write failed");
             self.reconnect_keeping_wbuf().await?;
             let stream = self.stream.as_mut().expect("just connected");
-            if let Err(e) = stream.write_all(&self.wbuf).await {
+            if let Err(e) = write_flushed(stream, &self.wbuf).await {
                 self.fail(FailureKind::Connection, format!("write failed: {e}"));
                 return Err(());
             }
@@ -341,4 +329,10 @@ impl Backend {
             self.rbuf.capacity()
         });
     }
+}
+
+/// Writes `buf` and flushes: a TLS stream may hold records back until flushed.
+async fn write_flushed(stream: &mut ServerStream, buf: &[u8]) -> std::io::Result<()> {
+    stream.write_all(buf).await?;
+    stream.flush().await
 }

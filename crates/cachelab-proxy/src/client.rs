@@ -13,14 +13,14 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard};
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::Notify;
 
 use crate::budget::{Charge, MemoryBudget};
+use crate::client_stream::ClientWriter;
+use crate::endpoint::Peer;
 use crate::job::Job;
 use crate::queue::RequestQueue;
 
@@ -89,9 +89,9 @@ impl Outbox {
 
 pub struct ClientConn {
     pub id: u64,
-    pub peer: SocketAddr,
+    pub peer: Peer,
     /// The write half; the connection task owns the read half.
-    stream: OwnedWriteHalf,
+    stream: ClientWriter,
     outbox: Mutex<Outbox>,
     /// Wakes the connection task: the socket is blocked, or a slot was completed while it
     /// waited.
@@ -101,14 +101,14 @@ pub struct ClientConn {
 impl ClientConn {
     pub fn new(
         id: u64,
-        peer: SocketAddr,
-        stream: OwnedWriteHalf,
+        peer: impl Into<Peer>,
+        stream: impl Into<ClientWriter>,
         budget: std::sync::Arc<MemoryBudget>,
     ) -> Self {
         ClientConn {
             id,
-            peer,
-            stream,
+            peer: peer.into(),
+            stream: stream.into(),
             outbox: Mutex::new(Outbox {
                 next_seq: 0,
                 base_seq: 0,
@@ -277,6 +277,15 @@ impl ClientConn {
                 }
             }
         }
+        // TLS records encrypted but not yet taken by the kernel: sent when writable.
+        match self.stream.flush_backlog() {
+            Ok(true) => {}
+            Ok(false) => {
+                ob.blocked = true;
+                self.wake.notify_one();
+            }
+            Err(_) => ob.dead = true,
+        }
     }
 
     /// Requests whose replies are not yet in the outgoing buffer.
@@ -332,11 +341,7 @@ impl ClientConn {
 
     /// Sends FIN after the replies already written (the read side stays open).
     pub fn shutdown_write(&self) {
-        use std::os::fd::AsRawFd;
-        // SAFETY: the descriptor is owned by `self.stream` and open for our lifetime.
-        unsafe {
-            libc::shutdown(self.stream.as_ref().as_raw_fd(), libc::SHUT_WR);
-        }
+        self.stream.shutdown_write();
     }
 
     /// Waits until every reply owed has been written (or the socket failed).
@@ -398,10 +403,10 @@ mod tests {
 
     fn job(conn: &Arc<ClientConn>, access: Access, rr: u64) -> Job {
         let now = std::time::Instant::now();
-        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let addr: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
         let server = PoolServer {
             id: 0,
-            addr,
+            addr: addr.into(),
             member: Member {
                 name: addr.to_string(),
                 weight: 1,

@@ -10,10 +10,12 @@ use cachelab_protocol::Limits;
 use clap::Parser;
 use thiserror::Error;
 
+use crate::endpoint::Endpoint;
 use crate::health::MAX_SERVERS;
 use crate::routing::hash::Hash;
 use crate::routing::plan::{Mode, ReadPolicy};
 use crate::routing::ring::Distribution;
+use crate::tls::{ListenerTlsSpec, Protocols, ServerTlsSpec, TlsError};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1";
 pub const DEFAULT_PORT: u16 = 11212;
@@ -40,6 +42,10 @@ pub const DEFAULT_MAX_PENDING_BYTES: usize = 4 << 20;
 pub const DEFAULT_PIPELINE: usize = 1;
 /// The first reconnection attempt waits this long; each failure doubles it.
 pub const BACKOFF_INITIAL: Duration = Duration::from_millis(10);
+/// Permissions of a Unix socket listener's file (memcached's `-a` default).
+pub const DEFAULT_UNIX_SOCKET_MODE: &str = "700";
+/// TLS protocol versions offered and accepted by default.
+pub const DEFAULT_TLS_PROTOCOLS: &str = "1.2,1.3";
 
 /// cachelab-proxy: a memcached middleware that replicates writes to every server,
 /// balances reads round-robin, optionally shards multi-GETs, and measures where each
@@ -55,11 +61,67 @@ pub struct Args {
     #[arg(short = 'p', long = "port", default_value_t = DEFAULT_PORT)]
     pub port: u16,
 
+    /// Listen on this Unix socket instead of -l/-p.
+    #[arg(long, value_name = "PATH", conflicts_with = "config")]
+    pub unix_socket: Option<PathBuf>,
+
+    /// Permissions of the --unix-socket file, in octal.
+    #[arg(long, default_value = DEFAULT_UNIX_SOCKET_MODE, value_name = "OCTAL")]
+    pub unix_socket_mode: String,
+
+    /// Serve TLS to clients with this PEM certificate chain (leaf first); needs
+    /// --tls-key. Reread on SIGHUP.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_key",
+        conflicts_with = "config"
+    )]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Mutual TLS: require client certificates that chain to a CA in this PEM file.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+
+    /// TLS versions served to clients and offered to servers (1.2, 1.3).
+    #[arg(long, default_value = DEFAULT_TLS_PROTOCOLS, value_name = "LIST")]
+    pub tls_protocols: String,
+
+    /// Speak TLS to the -m servers (--server-tls-ca or --server-tls-skip-verify).
+    #[arg(long, conflicts_with = "config")]
+    pub server_tls: bool,
+
+    /// PEM CAs the servers' certificates must chain to.
+    #[arg(long, value_name = "FILE", requires = "server_tls")]
+    pub server_tls_ca: Option<PathBuf>,
+
+    /// Name sent as SNI and verified in the servers' certificates (default: each
+    /// server's host as written in -m).
+    #[arg(long, value_name = "NAME", requires = "server_tls")]
+    pub server_tls_sni: Option<String>,
+
+    /// Accept any server certificate (encrypts, does not authenticate the servers).
+    #[arg(long, requires = "server_tls", conflicts_with = "server_tls_ca")]
+    pub server_tls_skip_verify: bool,
+
+    /// A PEM client certificate chain for servers that require one.
+    #[arg(long, value_name = "FILE", requires_all = ["server_tls", "server_tls_key"])]
+    pub server_tls_cert: Option<PathBuf>,
+
+    /// The PEM private key of --server-tls-cert.
+    #[arg(long, value_name = "FILE", requires = "server_tls_cert")]
+    pub server_tls_key: Option<PathBuf>,
+
     /// Number of workers: at most this many requests are at the servers at once.
     #[arg(short = 't', long = "workers", default_value_t = DEFAULT_WORKERS)]
     pub workers: usize,
 
-    /// memcached servers, host:port, one or more (a replicate pool; --config for more).
+    /// memcached servers, host:port or a Unix socket path, one or more (a replicate
+    /// pool; --config for more).
     #[arg(short = 'm', long = "servers", num_args = 1.., required_unless_present = "config",
           conflicts_with = "config", value_name = "HOST:PORT")]
     pub servers: Vec<String>,
@@ -190,6 +252,12 @@ pub enum ConfigError {
     Zero(&'static str),
     #[error("{0}")]
     File(#[from] crate::config_file::FileError),
+    #[error("--{0}: {1}")]
+    Tls(&'static str, TlsError),
+    #[error("{0}")]
+    Unsupported(&'static str),
+    #[error("--unix-socket-mode {0:?}: expected octal permissions such as 700")]
+    BadMode(String),
     #[error("{0} distinct server addresses; at most {MAX_SERVERS} are supported")]
     TooManyServers(usize),
 }
@@ -197,7 +265,9 @@ pub enum ConfigError {
 /// One memcached server of a pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerSpec {
-    pub addr: SocketAddr,
+    pub addr: Endpoint,
+    /// The host as written (the default TLS server name).
+    pub host: String,
     /// The name hashed onto the ketama ring (twemproxy's rule: the configured name, or
     /// `host:port`, or `host` alone when the port is 11211).
     pub name: String,
@@ -220,13 +290,17 @@ pub struct PoolSpec {
     pub timeout: Duration,
     /// Failures in a row that eject a server (0: never).
     pub failure_limit: u32,
+    /// TLS towards the servers.
+    pub server_tls: Option<ServerTlsSpec>,
 }
 
 /// A listening address and the pool behind it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenerSpec {
-    pub listen: SocketAddr,
+    pub listen: Endpoint,
     pub pool: PoolSpec,
+    /// TLS served to its clients.
+    pub tls: Option<ListenerTlsSpec>,
 }
 
 impl PoolSpec {
@@ -248,6 +322,7 @@ impl PoolSpec {
             read_policy: ReadPolicy::RoundRobin,
             timeout,
             failure_limit,
+            server_tls: None,
         }
     }
 }
@@ -265,10 +340,10 @@ pub fn ketama_name(host: &str, port: u16) -> String {
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The first listener's address.
-    pub listen: SocketAddr,
+    pub listen: Endpoint,
     pub workers: usize,
     /// Every distinct server of every pool, in order of appearance.
-    pub servers: Vec<SocketAddr>,
+    pub servers: Vec<Endpoint>,
     /// The command line's `-s` (for the stats file header).
     pub sharded: bool,
     pub listeners: Vec<ListenerSpec>,
@@ -293,6 +368,8 @@ pub struct Config {
     pub max_reply_bytes: usize,
     pub max_pending_bytes: usize,
     pub log_lines_per_second: u32,
+    /// Permissions of Unix socket listeners' files.
+    pub unix_socket_mode: u32,
 }
 
 /// File descriptors beyond clients and server connections: the listener, the log and
@@ -313,7 +390,8 @@ impl Config {
         let specs = servers
             .iter()
             .map(|addr| ServerSpec {
-                addr: *addr,
+                addr: Endpoint::Tcp(*addr),
+                host: addr.ip().to_string(),
                 name: ketama_name(&addr.ip().to_string(), addr.port()),
                 weight: 1,
             })
@@ -325,11 +403,15 @@ impl Config {
             DEFAULT_FAILURE_LIMIT,
         );
         Config {
-            listen,
+            listen: Endpoint::Tcp(listen),
             workers,
-            servers,
+            servers: servers.into_iter().map(Endpoint::Tcp).collect(),
             sharded: false,
-            listeners: vec![ListenerSpec { listen, pool }],
+            listeners: vec![ListenerSpec {
+                listen: Endpoint::Tcp(listen),
+                pool,
+                tls: None,
+            }],
             config_file: None,
             pipeline: DEFAULT_PIPELINE,
             threads: None,
@@ -352,6 +434,7 @@ impl Config {
             max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
             max_pending_bytes: DEFAULT_MAX_PENDING_BYTES,
             log_lines_per_second: crate::log_limit::DEFAULT_LINES_PER_SECOND,
+            unix_socket_mode: 0o700,
         }
     }
 }
@@ -371,21 +454,62 @@ impl TryFrom<&Args> for Config {
                     .servers
                     .iter()
                     .map(|s| {
+                        if let Some(path) = Endpoint::unix_path(s) {
+                            return Ok(ServerSpec {
+                                addr: Endpoint::Unix(path),
+                                host: s.clone(),
+                                name: s.clone(),
+                                weight: 1,
+                            });
+                        }
                         let addr = resolve(s)?;
                         let (host, _) = s.rsplit_once(':').expect("resolve checked host:port");
                         Ok(ServerSpec {
-                            addr,
+                            addr: Endpoint::Tcp(addr),
+                            host: host.to_string(),
                             name: ketama_name(host, addr.port()),
                             weight: 1,
                         })
                     })
                     .collect::<Result<Vec<_>, ConfigError>>()?;
-                let pool =
+                let mut pool =
                     PoolSpec::replicate(specs, args.sharded, server_timeout, args.failure_limit);
-                vec![ListenerSpec {
-                    listen: SocketAddr::new(args.listen, args.port),
-                    pool,
-                }]
+                let protocols = Protocols::parse(&args.tls_protocols)
+                    .map_err(|e| ConfigError::Tls("tls-protocols", e))?;
+                if args.server_tls {
+                    pool.server_tls = Some(ServerTlsSpec {
+                        ca: args.server_tls_ca.clone(),
+                        sni: args.server_tls_sni.clone(),
+                        skip_verify: args.server_tls_skip_verify,
+                        cert: args.server_tls_cert.clone(),
+                        key: args.server_tls_key.clone(),
+                        protocols,
+                    });
+                }
+                let tls = match (&args.tls_cert, &args.tls_key) {
+                    (Some(cert), Some(key)) => Some(ListenerTlsSpec {
+                        cert: cert.clone(),
+                        key: key.clone(),
+                        client_ca: args.tls_client_ca.clone(),
+                        protocols,
+                    }),
+                    _ => None,
+                };
+                let listen = match &args.unix_socket {
+                    Some(path) => Endpoint::Unix(path.clone()),
+                    None => Endpoint::Tcp(SocketAddr::new(args.listen, args.port)),
+                };
+                if tls.is_some() && listen.is_unix() {
+                    return Err(ConfigError::Unsupported(
+                        "--tls-cert: TLS is not served on a --unix-socket listener",
+                    ));
+                }
+                if pool.server_tls.is_some() && pool.servers.iter().any(|s| s.addr.is_unix()) {
+                    return Err(ConfigError::Unsupported(
+                        "--server-tls: a Unix socket server cannot speak TLS",
+                    ));
+                }
+                vec![ListenerSpec { listen, pool, tls }]
             }
         };
         let servers = distinct_servers(&listeners);
@@ -415,7 +539,7 @@ impl TryFrom<&Args> for Config {
             }
         }
         Ok(Config {
-            listen: listeners[0].listen,
+            listen: listeners[0].listen.clone(),
             workers: args.workers,
             servers,
             sharded: args.sharded,
@@ -447,18 +571,23 @@ impl TryFrom<&Args> for Config {
             max_reply_bytes: args.max_reply_bytes,
             max_pending_bytes: args.max_pending_bytes,
             log_lines_per_second: args.log_lines_per_second.max(1),
+            unix_socket_mode: u32::from_str_radix(&args.unix_socket_mode, 8)
+                .ok()
+                .filter(|m| *m <= 0o777)
+                .ok_or_else(|| ConfigError::BadMode(args.unix_socket_mode.clone()))?,
         })
     }
 }
 
 /// Every distinct server of every listener's pool, in order of appearance.
-pub fn distinct_servers(listeners: &[ListenerSpec]) -> Vec<SocketAddr> {
+pub fn distinct_servers(listeners: &[ListenerSpec]) -> Vec<Endpoint> {
     let mut seen = HashSet::new();
     listeners
         .iter()
         .flat_map(|l| &l.pool.servers)
-        .map(|s| s.addr)
+        .map(|s| &s.addr)
         .filter(|addr| seen.insert(*addr))
+        .cloned()
         .collect()
 }
 
@@ -501,7 +630,7 @@ mod tests {
         assert_eq!(c.workers, 8);
         assert_eq!(c.servers.len(), 2);
         assert!(c.sharded);
-        assert_eq!(c.listen.port(), 0);
+        assert_eq!(c.listen.port(), Some(0));
     }
 
     #[test]
@@ -525,6 +654,64 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.descriptors_needed(), 100 + 10 * 2 + SPARE_DESCRIPTORS);
+    }
+
+    #[test]
+    fn tls_and_unix_sockets_on_the_command_line() {
+        let c = parse(&[
+            "p",
+            "--unix-socket",
+            "/tmp/cachelab-p.sock",
+            "--unix-socket-mode",
+            "660",
+            "-m",
+            "/tmp/cachelab-m.sock",
+            "127.0.0.1:2",
+        ])
+        .unwrap();
+        assert_eq!(c.listen, Endpoint::Unix("/tmp/cachelab-p.sock".into()));
+        assert_eq!(c.unix_socket_mode, 0o660);
+        assert_eq!(c.servers[0], Endpoint::Unix("/tmp/cachelab-m.sock".into()));
+        let c = parse(&[
+            "p",
+            "--tls-cert",
+            "c.pem",
+            "--tls-key",
+            "k.pem",
+            "--tls-client-ca",
+            "ca.pem",
+            "--tls-protocols",
+            "TLSv1.3",
+            "--server-tls",
+            "--server-tls-ca",
+            "s.pem",
+            "--server-tls-sni",
+            "cache",
+            "-m",
+            "127.0.0.1:1",
+        ])
+        .unwrap();
+        let tls = c.listeners[0].tls.as_ref().unwrap();
+        assert_eq!(
+            tls.client_ca.as_deref(),
+            Some(std::path::Path::new("ca.pem"))
+        );
+        assert!(!tls.protocols.tls12 && tls.protocols.tls13);
+        let server = c.listeners[0].pool.server_tls.as_ref().unwrap();
+        assert_eq!(server.sni.as_deref(), Some("cache"));
+        // Sub-options need their switch; a key needs its certificate.
+        assert!(parse(&["p", "--server-tls-ca", "s.pem", "-m", "127.0.0.1:1"]).is_err());
+        assert!(parse(&["p", "--tls-cert", "c.pem", "-m", "127.0.0.1:1"]).is_err());
+        let err = parse(&[
+            "p",
+            "--server-tls",
+            "--server-tls-skip-verify",
+            "-m",
+            "/tmp/m.sock",
+        ])
+        .unwrap_err();
+        assert!(err.contains("Unix socket server"), "{err}");
+        assert!(parse(&["p", "--unix-socket-mode", "999", "-m", "127.0.0.1:1"]).is_err());
     }
 
     #[test]

@@ -19,17 +19,34 @@
 //! servers = ["127.0.0.1:11211:1 alpha", "127.0.0.1:11311:1 beta"]
 //! ```
 //!
-//! Servers are written as in nutcracker.yml: `host:port[:weight] [name]`.
+//! Servers are written as in nutcracker.yml: `host:port[:weight] [name]`, or a Unix
+//! socket `/path[:weight] [name]`; `listen` may be a Unix socket path too.
 //!
 //! A file is read only up to [`MAX_CONFIG_BYTES`], YAML aliases are refused (see
 //! [`crate::config_yaml`]), and everything after the read is linear in the number of
 //! servers (each host name is resolved once), so no file can make start-up or a reload
 //! take minutes or gigabytes.
+//!
+//! TLS (TOML only: no twemproxy fork defines TLS keys for nutcracker.yml), per pool;
+//! relative paths are taken from the file's directory (see docs/tls.md):
+//!
+//! ```toml
+//! [pools.main.tls]            # served to clients
+//! cert = "proxy.pem"
+//! key = "proxy.key"
+//! client_ca = "clients-ca.pem"  # mutual TLS (optional)
+//! protocols = "1.2,1.3"
+//! [pools.main.server_tls]     # towards the pool's servers
+//! ca = "servers-ca.pem"       # or skip_verify = true
+//! sni = "cache.example"       # default: each server's host
+//! cert = "proxy-client.pem"   # optional client certificate
+//! key = "proxy-client.key"
+//! ```
 
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -37,9 +54,11 @@ use thiserror::Error;
 use yaml_rust2::Yaml;
 
 use crate::config::{ketama_name, ListenerSpec, PoolSpec, ServerSpec};
+use crate::endpoint::Endpoint;
 use crate::routing::hash::Hash;
 use crate::routing::plan::{Mode, ReadPolicy};
 use crate::routing::ring::Distribution;
+use crate::tls::{ListenerTlsSpec, Protocols, ServerTlsSpec};
 
 /// Why a configuration file was refused: the file and the reason, naming the pool and
 /// the field.
@@ -105,10 +124,13 @@ pub fn load(
     } else {
         parse_toml(&text, &defaults)
     };
-    let listeners = parsed.map_err(|message| FileError::Invalid {
+    let mut listeners = parsed.map_err(|message| FileError::Invalid {
         path: path.display().to_string(),
         message,
     })?;
+    if let Some(dir) = path.parent() {
+        relative_to(dir, &mut listeners);
+    }
     if listeners.is_empty() {
         return Err(FileError::Invalid {
             path: path.display().to_string(),
@@ -121,6 +143,27 @@ pub fn load(
 struct Defaults {
     timeout: Duration,
     failure_limit: u32,
+}
+
+/// TLS file names that are relative are taken from the configuration file's directory.
+fn relative_to(dir: &Path, listeners: &mut [ListenerSpec]) {
+    let fix = |p: &mut PathBuf| {
+        if p.is_relative() {
+            *p = dir.join(&*p);
+        }
+    };
+    for l in listeners {
+        if let Some(tls) = &mut l.tls {
+            fix(&mut tls.cert);
+            fix(&mut tls.key);
+            tls.client_ca.iter_mut().for_each(fix);
+        }
+        if let Some(tls) = &mut l.pool.server_tls {
+            tls.ca.iter_mut().for_each(fix);
+            tls.cert.iter_mut().for_each(fix);
+            tls.key.iter_mut().for_each(fix);
+        }
+    }
 }
 
 /// Host names resolved while reading one file: each is looked up once, since a lookup
@@ -150,13 +193,27 @@ impl Resolver {
 /// `host:port[:weight] [name]`, parsed from the end as nutcracker does.
 pub fn parse_server(text: &str, resolver: &mut Resolver) -> Result<ServerSpec, String> {
     let text = text.trim();
-    if text.starts_with('/') {
-        return Err(format!("server {text:?}: unix sockets are not supported"));
-    }
     let (address, name) = match text.split_once(' ') {
         Some((a, n)) if !n.trim().is_empty() => (a, Some(n.trim().to_string())),
         _ => (text, None),
     };
+    if let Some(path) = Endpoint::unix_path(address) {
+        // twemproxy's `/path:weight`: the weight is what follows the last colon.
+        let (path, weight) = match path.to_str().and_then(|p| p.rsplit_once(':')) {
+            Some((p, w)) if w.parse::<u32>().is_ok() => (PathBuf::from(p), w.parse().unwrap_or(1)),
+            _ => (path, 1),
+        };
+        if weight == 0 {
+            return Err(format!("server {text:?}: weight must be at least 1"));
+        }
+        let shown = path.display().to_string();
+        return Ok(ServerSpec {
+            addr: Endpoint::Unix(path),
+            host: shown.clone(),
+            name: name.unwrap_or(shown),
+            weight,
+        });
+    }
     let parts: Vec<&str> = address.rsplitn(3, ':').collect();
     let (host, port, weight) = match parts.as_slice() {
         [weight, port, host] if weight.parse::<u32>().is_ok() && port.parse::<u16>().is_ok() => {
@@ -190,16 +247,22 @@ pub fn parse_server(text: &str, resolver: &mut Resolver) -> Result<ServerSpec, S
         .resolve(host, port)
         .map_err(|e| format!("server {text:?}: {e}"))?;
     Ok(ServerSpec {
-        addr,
+        addr: Endpoint::Tcp(addr),
+        host: host.to_string(),
         name: name.unwrap_or_else(|| ketama_name(host, port)),
         weight,
     })
 }
 
-fn parse_listen(text: &str, resolver: &mut Resolver) -> Result<SocketAddr, String> {
+fn parse_listen(text: &str, resolver: &mut Resolver) -> Result<Endpoint, String> {
     let text = text.trim();
-    if text.starts_with('/') {
-        return Err(format!("listen {text:?}: unix sockets are not supported"));
+    if let Some(path) = Endpoint::unix_path(text) {
+        if path.to_string_lossy().contains(' ') {
+            return Err(format!(
+                "listen {text:?}: a socket file's permissions are set by --unix-socket-mode"
+            ));
+        }
+        return Ok(Endpoint::Unix(path));
     }
     let (host, port) = text
         .rsplit_once(':')
@@ -207,7 +270,7 @@ fn parse_listen(text: &str, resolver: &mut Resolver) -> Result<SocketAddr, Strin
     let port: u16 = port
         .parse()
         .map_err(|_| format!("listen {text:?}: invalid port"))?;
-    resolver.resolve(host, port)
+    resolver.resolve(host, port).map(Endpoint::Tcp)
 }
 
 fn parse_hash_tag(text: &str) -> Result<[u8; 2], String> {
@@ -255,10 +318,10 @@ fn check_listeners(listeners: &[ListenerSpec]) -> Result<(), String> {
     let mut first = HashMap::with_capacity(listeners.len());
     for a in listeners {
         // Port 0 picks a free port for each (tests, scripts): not a clash.
-        if a.listen.port() == 0 {
+        if a.listen.port() == Some(0) {
             continue;
         }
-        if let Some(b) = first.insert(a.listen, a) {
+        if let Some(b) = first.insert(&a.listen, a) {
             return Err(format!(
                 "pools {} and {} listen on the same address {}",
                 b.pool.name, a.pool.name, a.listen
@@ -290,6 +353,55 @@ struct TomlPool {
     failure_limit: Option<u32>,
     auto_eject: Option<bool>,
     split_multiget: Option<bool>,
+    tls: Option<TomlListenerTls>,
+    server_tls: Option<TomlServerTls>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlListenerTls {
+    cert: PathBuf,
+    key: PathBuf,
+    client_ca: Option<PathBuf>,
+    protocols: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlServerTls {
+    ca: Option<PathBuf>,
+    sni: Option<String>,
+    #[serde(default)]
+    skip_verify: bool,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    protocols: Option<String>,
+}
+
+fn protocols(text: Option<&str>) -> Result<Protocols, String> {
+    text.map_or(Ok(Protocols::default()), |t| {
+        Protocols::parse(t).map_err(|e| e.to_string())
+    })
+}
+
+fn server_tls(t: TomlServerTls) -> Result<ServerTlsSpec, String> {
+    if t.ca.is_none() && !t.skip_verify {
+        return Err("server_tls: needs ca (or skip_verify = true)".into());
+    }
+    if t.ca.is_some() && t.skip_verify {
+        return Err("server_tls: ca and skip_verify = true exclude each other".into());
+    }
+    if t.cert.is_some() != t.key.is_some() {
+        return Err("server_tls: a client certificate needs both cert and key".into());
+    }
+    Ok(ServerTlsSpec {
+        ca: t.ca,
+        sni: t.sni,
+        skip_verify: t.skip_verify,
+        cert: t.cert,
+        key: t.key,
+        protocols: protocols(t.protocols.as_deref()).map_err(|e| format!("server_tls: {e}"))?,
+    })
 }
 
 fn default_mode() -> String {
@@ -381,13 +493,30 @@ fn parse_toml(text: &str, defaults: &Defaults) -> Result<Vec<ListenerSpec>, Stri
                 .map_or(defaults.timeout, Duration::from_millis)
                 .max(Duration::from_millis(1)),
             failure_limit: p.failure_limit.unwrap_or(defaults.failure_limit),
+            server_tls: p.server_tls.map(server_tls).transpose().map_err(ctx)?,
         };
         twemproxy_order(&mut pool);
         check_pool(&pool)?;
-        listeners.push(ListenerSpec {
-            listen: parse_listen(&p.listen, &mut resolver).map_err(ctx)?,
-            pool,
-        });
+        let listen = parse_listen(&p.listen, &mut resolver).map_err(ctx)?;
+        let tls = match p.tls {
+            Some(t) => Some(ListenerTlsSpec {
+                cert: t.cert,
+                key: t.key,
+                client_ca: t.client_ca,
+                protocols: protocols(t.protocols.as_deref())
+                    .map_err(|e| ctx(format!("tls: {e}")))?,
+            }),
+            None => None,
+        };
+        if tls.is_some() && listen.is_unix() {
+            return Err(ctx("tls: not served on a Unix socket listener".into()));
+        }
+        if pool.server_tls.is_some() && pool.servers.iter().any(|s| s.addr.is_unix()) {
+            return Err(ctx(
+                "server_tls: a Unix socket server cannot speak TLS".into()
+            ));
+        }
+        listeners.push(ListenerSpec { listen, pool, tls });
     }
     check_listeners(&listeners)?;
     Ok(listeners)
@@ -434,6 +563,7 @@ fn parse_nutcracker(text: &str, defaults: &Defaults) -> Result<Vec<ListenerSpec>
             read_policy: ReadPolicy::Primary,
             timeout: defaults.timeout,
             failure_limit: defaults.failure_limit,
+            server_tls: None,
         };
         for (key, value) in fields {
             let key = scalar(key).ok_or_else(|| ctx("a key must be a string".into()))?;
@@ -504,6 +634,7 @@ fn parse_nutcracker(text: &str, defaults: &Defaults) -> Result<Vec<ListenerSpec>
         listeners.push(ListenerSpec {
             listen: listen.ok_or_else(|| ctx("no listen address".into()))?,
             pool,
+            tls: None,
         });
     }
     check_listeners(&listeners)?;
@@ -559,9 +690,12 @@ mod tests {
         assert_eq!(parse_server_alone("127.0.0.1:11311").unwrap().weight, 1);
         let err = parse_server_alone("127.0.0.1:11311:0").unwrap_err();
         assert!(err.contains("weight"), "{err}");
-        assert!(parse_server_alone("/tmp/mc.sock:1")
-            .unwrap_err()
-            .contains("unix"));
+        let unix = parse_server_alone("/tmp/mc.sock:3").unwrap();
+        assert_eq!(
+            (unix.addr, unix.weight),
+            (Endpoint::Unix("/tmp/mc.sock".into()), 3)
+        );
+        assert_eq!(unix.name, "/tmp/mc.sock");
     }
 
     #[test]
@@ -573,7 +707,7 @@ mod tests {
         let l = parse_nutcracker(yml, &defaults()).unwrap();
         assert_eq!(l.len(), 1);
         let p = &l[0].pool;
-        assert_eq!(l[0].listen.port(), 22121);
+        assert_eq!(l[0].listen.port(), Some(22121));
         assert_eq!(
             (p.hash, p.distribution),
             (Hash::Murmur, Distribution::Modula)
@@ -708,8 +842,61 @@ mod tests {
         let a = parse_server("localhost:11311:1 a", &mut resolver).unwrap();
         let b = parse_server("localhost:11411:1 b", &mut resolver).unwrap();
         assert_eq!(resolver.hosts.len(), 1);
-        assert_eq!(a.addr.ip(), b.addr.ip());
-        assert_eq!((a.addr.port(), b.addr.port()), (11311, 11411));
+        let (Endpoint::Tcp(a), Endpoint::Tcp(b)) = (a.addr, b.addr) else {
+            panic!("host:port servers are TCP");
+        };
+        assert_eq!(a.ip(), b.ip());
+        assert_eq!((a.port(), b.port()), (11311, 11411));
+    }
+
+    #[test]
+    fn tls_tables_and_unix_sockets_in_toml() {
+        let toml = "[pools.main]\nlisten = \"127.0.0.1:0\"\nservers = [\"127.0.0.1:1\"]\n\
+                    [pools.main.tls]\ncert = \"c.pem\"\nkey = \"/k/k.pem\"\nclient_ca = \"ca.pem\"\n\
+                    [pools.main.server_tls]\nca = \"s.pem\"\nsni = \"cache\"\n\
+                    [pools.local]\nlisten = \"/tmp/cachelab-p.sock\"\n\
+                    servers = [\"/tmp/cachelab-m.sock:2 m\"]\n";
+        let mut l = parse_toml(toml, &defaults()).unwrap();
+        relative_to(Path::new("/etc/cachelab"), &mut l);
+        let (local, main) = (&l[0], &l[1]);
+        assert_eq!(local.listen, Endpoint::Unix("/tmp/cachelab-p.sock".into()));
+        assert_eq!(
+            local.pool.servers[0].addr,
+            Endpoint::Unix("/tmp/cachelab-m.sock".into())
+        );
+        assert_eq!(
+            (
+                local.pool.servers[0].weight,
+                local.pool.servers[0].name.as_str()
+            ),
+            (2, "m")
+        );
+        let tls = main.tls.as_ref().unwrap();
+        assert_eq!(tls.cert, Path::new("/etc/cachelab/c.pem"));
+        assert_eq!(tls.key, Path::new("/k/k.pem"));
+        let server = main.pool.server_tls.as_ref().unwrap();
+        assert_eq!(server.ca.as_deref(), Some(Path::new("/etc/cachelab/s.pem")));
+        let no_ca = "[pools.a]\nlisten = \"127.0.0.1:0\"\nservers = [\"127.0.0.1:1\"]\n\
+                     [pools.a.server_tls]\nsni = \"x\"\n";
+        let err = parse_toml(no_ca, &defaults()).unwrap_err();
+        assert!(err.contains("needs ca"), "{err}");
+        let unix_tls =
+            "[pools.a]\nlisten = \"/tmp/cachelab-a.sock\"\nservers = [\"127.0.0.1:1\"]\n\
+                        [pools.a.tls]\ncert = \"c\"\nkey = \"k\"\n";
+        let err = parse_toml(unix_tls, &defaults()).unwrap_err();
+        assert!(err.contains("Unix socket listener"), "{err}");
+    }
+
+    #[test]
+    fn nutcracker_unix_sockets_read_as_twemproxy_writes_them() {
+        let yml =
+            "a:\n  listen: /tmp/cachelab-a.sock\n  servers:\n   - /tmp/cachelab-m.sock:1 one\n";
+        let l = parse_nutcracker(yml, &defaults()).unwrap();
+        assert_eq!(l[0].listen, Endpoint::Unix("/tmp/cachelab-a.sock".into()));
+        assert_eq!(l[0].pool.servers[0].name, "one");
+        let tls = "a:\n  listen: 127.0.0.1:1\n  tls: true\n  servers:\n   - 127.0.0.1:2:1\n";
+        let err = parse_nutcracker(tls, &defaults()).unwrap_err();
+        assert!(err.contains("unknown key \"tls\""), "{err}");
     }
 
     #[test]

@@ -11,12 +11,12 @@ use bytes::{Buf, BytesMut};
 use cachelab_protocol::limits::MEMCACHED_MAX_LINE;
 use cachelab_protocol::{parse_request, Discard, Expect, Invalid, Request, Unlink};
 use tokio::io::AsyncReadExt;
-use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::budget::Charge;
 use crate::client::ClientConn;
+use crate::client_stream::ClientReader;
 use crate::decode::{binary_error, Class, Decoder, Forward, Local, Step};
 use crate::job::Job;
 use crate::metrics::OpKind;
@@ -43,14 +43,14 @@ enum End {
 
 pub async fn serve(
     conn: Arc<ClientConn>,
-    reader: OwnedReadHalf,
+    reader: impl Into<ClientReader>,
     net: Arc<NetContext>,
     slot: Arc<PoolSlot>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut session = Session {
         conn: Arc::clone(&conn),
-        reader,
+        reader: reader.into(),
         net: Arc::clone(&net),
         generation: slot.generation(),
         pool: slot.current(),
@@ -96,7 +96,7 @@ async fn sleep_until_some(at: Option<tokio::time::Instant>) {
 
 struct Session {
     conn: Arc<ClientConn>,
-    reader: OwnedReadHalf,
+    reader: ClientReader,
     net: Arc<NetContext>,
     /// The listener's pool as of `generation`; refreshed when a reload bumps it.
     slot: Arc<PoolSlot>,

@@ -19,17 +19,18 @@
 //!   answer restores it.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::config::BACKOFF_INITIAL;
+use crate::endpoint::Endpoint;
+use crate::server_stream::Connector;
+use crate::tls::ServerTls;
 
 /// What went wrong with a server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +90,7 @@ pub const MAX_SERVERS: usize = 1024;
 /// One server's state as `stats` and the metrics show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerReport {
-    pub addr: SocketAddr,
+    pub addr: Endpoint,
     pub ejected: bool,
     /// Failures since the last answer.
     pub failures: u32,
@@ -98,7 +99,10 @@ pub struct ServerReport {
 }
 
 struct Slot {
-    addr: OnceLock<SocketAddr>,
+    addr: OnceLock<Endpoint>,
+    /// TLS towards this server, if its pool has it; replaced by a reload (new
+    /// connections use the new one).
+    tls: RwLock<Option<Arc<ServerTls>>>,
     /// This server's `--failure-limit` (its pool's `server_failure_limit`).
     failure_limit: AtomicU32,
     /// Mirrors `state.ejected` for the hot path.
@@ -117,7 +121,7 @@ pub struct Health {
     registered: AtomicUsize,
     /// Each registered address's id: registering is a lookup, not a scan, so a pool of
     /// many entries over the same servers builds in linear time.
-    ids: Mutex<HashMap<SocketAddr, usize>>,
+    ids: Mutex<HashMap<Endpoint, usize>>,
     /// Bumped on every ejection and restore; workers waiting on a server watch it.
     changes: watch::Sender<u64>,
     ejected_now: AtomicU32,
@@ -125,11 +129,12 @@ pub struct Health {
 
 impl Health {
     /// A registry holding `servers` as ids 0, 1, ... in order.
-    pub fn new(servers: &[SocketAddr], failure_limit: u32) -> Self {
+    pub fn new(servers: &[Endpoint], failure_limit: u32) -> Self {
         let health = Health {
             slots: (0..MAX_SERVERS)
                 .map(|_| Slot {
                     addr: OnceLock::new(),
+                    tls: RwLock::new(None),
                     failure_limit: AtomicU32::new(0),
                     ejected: AtomicBool::new(false),
                     failing: AtomicBool::new(false),
@@ -142,9 +147,9 @@ impl Health {
             changes: watch::channel(0).0,
             ejected_now: AtomicU32::new(0),
         };
-        for &addr in servers {
+        for addr in servers {
             health
-                .register(addr, failure_limit)
+                .register(addr, failure_limit, None)
                 .expect("fewer servers than MAX_SERVERS");
         }
         health
@@ -153,14 +158,19 @@ impl Health {
     /// The id of the server at `addr`, registering it if it is new; its failure limit
     /// is set to `failure_limit` either way (a reload may change it). None when
     /// [`MAX_SERVERS`] are already known.
-    pub fn register(&self, addr: SocketAddr, failure_limit: u32) -> Option<usize> {
+    pub fn register(
+        &self,
+        addr: &Endpoint,
+        failure_limit: u32,
+        tls: Option<Arc<ServerTls>>,
+    ) -> Option<usize> {
         let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
         let known = self.registered.load(Ordering::Acquire);
-        let id = match ids.get(&addr) {
+        let id = match ids.get(addr) {
             Some(&id) => id,
             None if known < MAX_SERVERS => {
-                let _ = self.slots[known].addr.set(addr);
-                ids.insert(addr, known);
+                let _ = self.slots[known].addr.set(addr.clone());
+                ids.insert(addr.clone(), known);
                 self.registered.store(known + 1, Ordering::Release);
                 known
             }
@@ -169,6 +179,10 @@ impl Health {
         self.slots[id]
             .failure_limit
             .store(failure_limit, Ordering::Relaxed);
+        *self.slots[id]
+            .tls
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = tls;
         Some(id)
     }
 
@@ -181,8 +195,20 @@ impl Health {
         self.len() == 0
     }
 
-    pub fn addr(&self, server: usize) -> SocketAddr {
-        *self.slots[server].addr.get().expect("a registered server")
+    pub fn addr(&self, server: usize) -> &Endpoint {
+        self.slots[server].addr.get().expect("a registered server")
+    }
+
+    /// How to connect to `server` now (its TLS settings as of the last reload).
+    pub fn connector(&self, server: usize) -> Connector {
+        Connector {
+            endpoint: self.addr(server).clone(),
+            tls: self.slots[server]
+                .tls
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+        }
     }
 
     /// Every registered server's state, in id order.
@@ -191,7 +217,7 @@ impl Health {
             .map(|id| {
                 let state = self.state(&self.slots[id]);
                 ServerReport {
-                    addr: self.addr(id),
+                    addr: self.addr(id).clone(),
                     ejected: state.ejected,
                     failures: state.failures,
                     ejections: state.ejections,
@@ -294,7 +320,6 @@ pub async fn probe(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut changes = health.subscribe();
-    let addr = health.addr(server);
     loop {
         while !health.is_ejected(server) {
             tokio::select! {
@@ -308,7 +333,7 @@ pub async fn probe(
                 _ = tokio::time::sleep(wait) => {}
                 _ = stop.changed() => return,
             }
-            match tokio::time::timeout(timeout, ask_version(addr)).await {
+            match tokio::time::timeout(timeout, ask_version(health.connector(server))).await {
                 Ok(Ok(())) => health.restore(server),
                 Ok(Err(reason)) => health.state(&health.slots[server]).reason = reason,
                 Err(_) => {
@@ -323,12 +348,14 @@ pub async fn probe(
 
 /// One probe: a real request, so a stopped process whose kernel still completes the
 /// handshake does not count as alive.
-async fn ask_version(addr: SocketAddr) -> Result<(), String> {
-    let mut stream = TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("connect failed: {e}"))?;
+async fn ask_version(connector: Connector) -> Result<(), String> {
+    let mut stream = connector.connect().await.map_err(|e| e.to_string())?;
     stream
         .write_all(b"version\r\n")
+        .await
+        .map_err(|e| format!("write failed: {e}"))?;
+    stream
+        .flush()
         .await
         .map_err(|e| format!("write failed: {e}"))?;
     let mut reply = Vec::with_capacity(64);
@@ -400,8 +427,8 @@ mod tests {
 
     #[test]
     fn the_shared_registry_tells_everyone() {
-        let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        let b: SocketAddr = "127.0.0.1:2".parse().unwrap();
+        let a = Endpoint::Tcp("127.0.0.1:1".parse().unwrap());
+        let b = Endpoint::Tcp("127.0.0.1:2".parse().unwrap());
         let health = Health::new(&[a, b], 2);
         let mut rx = health.subscribe();
         rx.borrow_and_update();
@@ -418,11 +445,11 @@ mod tests {
 
     #[test]
     fn a_server_keeps_its_id_and_a_new_one_gets_the_next() {
-        let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        let b: SocketAddr = "127.0.0.1:2".parse().unwrap();
-        let health = Health::new(&[a], 2);
-        assert_eq!(health.register(b, 3), Some(1));
-        assert_eq!(health.register(a, 5), Some(0));
+        let a = Endpoint::Tcp("127.0.0.1:1".parse().unwrap());
+        let b = Endpoint::Unix("/tmp/cachelab-m.sock".into());
+        let health = Health::new(std::slice::from_ref(&a), 2);
+        assert_eq!(health.register(&b, 3, None), Some(1));
+        assert_eq!(health.register(&a, 5, None), Some(0));
         assert_eq!(health.len(), 2);
         health.report_failure(0, FailureKind::Connection, "refused");
         let report = health.report();

@@ -23,18 +23,22 @@
 //!   ([`server::reload`]).
 //! - **statistics** ([`metrics`], [`stats_file`]): per-request timestamps feed each
 //!   worker's own statistics unit, swapped out and written every window.
+//! - **transport** ([`endpoint`], [`client_stream`], [`server_stream`], [`tls`]): TCP,
+//!   Unix sockets and TLS (rustls), on the client side and towards the servers.
 //! - [`server::run`] wires it together and shuts it down gracefully.
 
 pub mod backend;
 pub mod budget;
 pub mod busy_poll;
 pub mod client;
+pub mod client_stream;
 pub mod config;
 pub mod config_file;
 pub mod config_yaml;
 pub mod connection;
 pub mod counters;
 pub mod decode;
+pub mod endpoint;
 pub mod health;
 pub mod histograms;
 pub mod job;
@@ -45,6 +49,8 @@ pub mod metrics_http;
 pub mod queue;
 pub mod routing;
 pub mod server;
+pub mod server_stream;
 pub mod stats_command;
 pub mod stats_file;
+pub mod tls;
 pub mod worker;

@@ -3,9 +3,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use cachelab_proxy::config::{Args, Config};
+use cachelab_proxy::endpoint::Listener;
 use cachelab_proxy::{logging, server, stats_file};
 use clap::Parser;
-use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 
 fn main() -> ExitCode {
@@ -75,9 +75,11 @@ fn serve(config: Config, pid_file: Option<&std::path::Path>) -> anyhow::Result<(
         }
         let mut listeners = Vec::new();
         for spec in &config.listeners {
-            let listener = TcpListener::bind(spec.listen).await.with_context(|| {
-                format!("cannot listen on {} (pool {})", spec.listen, spec.pool.name)
-            })?;
+            let listener = Listener::bind(&spec.listen, config.unix_socket_mode)
+                .await
+                .with_context(|| {
+                    format!("cannot listen on {} (pool {})", spec.listen, spec.pool.name)
+                })?;
             listeners.push(listener);
         }
         let busy_poll = config.busy_poll;

@@ -8,8 +8,8 @@
 //! [`run`] takes its listeners, its shutdown signal and its reload requests from the
 //! caller, so tests bind `127.0.0.1:0`, reload and stop the server when they like.
 
+use std::collections::HashMap;
 use std::future::{poll_fn, Future};
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::task::Poll;
@@ -26,9 +26,11 @@ use tracing::{error, info, warn};
 
 use crate::budget::MemoryBudget;
 use crate::client::ClientConn;
+use crate::client_stream;
 use crate::config::{Config, PoolSpec};
 use crate::connection;
 use crate::counters::Counters;
+use crate::endpoint::{Accepted, Endpoint, Listener};
 use crate::health::{self, Health, MAX_SERVERS};
 use crate::histograms::LatencyUnits;
 use crate::job::Job;
@@ -38,6 +40,7 @@ use crate::queue::RequestQueue;
 use crate::routing::plan::{Pool, PoolServer};
 use crate::routing::ring::Member;
 use crate::stats_file::{RunSummary, StatsWriter};
+use crate::tls::{ListenerTls, ServerTls, TlsError};
 use crate::worker::Worker;
 
 /// Counters kept by the net layer.
@@ -50,6 +53,9 @@ pub struct NetCounters {
     pub bad_requests: AtomicU64,
     /// Connections refused because --max-connections were open.
     pub rejected_connections: AtomicU64,
+    /// TLS handshakes with clients that failed or timed out (memcached's
+    /// `ssl_handshake_errors`).
+    pub tls_handshake_errors: AtomicU64,
 }
 
 /// The pool behind one listener, replaced whole by a reload. Requests take the pool
@@ -84,17 +90,34 @@ impl PoolSlot {
 }
 
 /// Builds a pool from its specification, registering its servers with `health`.
+/// A pool's server-side TLS files are read here, so a reload rereads them: connections
+/// opened after it use the new files. They are read once per host, not per entry, so a
+/// pool naming one host thousands of times still builds in linear time.
 pub fn build_pool(spec: &PoolSpec, health: &Health) -> Result<Pool, ServerError> {
+    let mut tls_by_host: HashMap<&str, Arc<ServerTls>> = HashMap::new();
     let servers = spec
         .servers
         .iter()
         .map(|s| {
+            let tls = match &spec.server_tls {
+                Some(tls) => Some(match tls_by_host.get(s.host.as_str()) {
+                    Some(known) => Arc::clone(known),
+                    None => {
+                        let built = crate::tls::client_config(tls, &s.host)
+                            .map(Arc::new)
+                            .map_err(|e| ServerError::Tls(spec.name.clone(), e))?;
+                        tls_by_host.insert(&s.host, Arc::clone(&built));
+                        built
+                    }
+                }),
+                None => None,
+            };
             let id = health
-                .register(s.addr, spec.failure_limit)
+                .register(&s.addr, spec.failure_limit, tls)
                 .ok_or(ServerError::TooManyServers(MAX_SERVERS))?;
             Ok(PoolServer {
                 id,
-                addr: s.addr,
+                addr: s.addr.clone(),
                 member: Member {
                     name: s.name.clone(),
                     weight: s.weight,
@@ -205,7 +228,7 @@ pub struct Observed {
     pub budget: Arc<MemoryBudget>,
     pub queue: Arc<RequestQueue<Job>>,
     /// Per listener, its address and pool.
-    pub listeners: Vec<(SocketAddr, Arc<PoolSlot>)>,
+    pub listeners: Vec<(Endpoint, Arc<PoolSlot>)>,
     pub started: Instant,
     pub workers: usize,
     pub pipeline: usize,
@@ -229,7 +252,7 @@ impl Parts {
             .iter()
             .map(|l| {
                 Ok((
-                    l.listen,
+                    l.listen.clone(),
                     Arc::new(PoolSlot::new(build_pool(&l.pool, &health)?)),
                 ))
             })
@@ -299,11 +322,13 @@ pub enum ServerError {
     TooManyServers(usize),
     #[error("{0} listeners for {1} configured listeners")]
     Listeners(usize, usize),
+    #[error("pool {0}: {1}")]
+    Tls(String, TlsError),
 }
 
 /// [`start`] then [`Ready::serve`], for callers that announce nothing in between.
-pub async fn run(
-    listeners: Vec<TcpListener>,
+pub async fn run<L: Into<Listener>>(
+    listeners: Vec<L>,
     config: Config,
     shutdown: impl Future<Output = ()>,
     reloads: mpsc::Receiver<()>,
@@ -314,12 +339,14 @@ pub async fn run(
         .await)
 }
 
-/// A proxy holding everything it needs to serve (its listeners, the stats file, the
-/// metrics listener, its parts) and serving nothing yet. The split exists so the caller
-/// announces `listening on` only once nothing can fail any more: a script that waits
-/// for that line must not see it from a proxy about to exit.
+/// A proxy holding everything it needs to serve (its listeners, their TLS settings, the
+/// stats file, the metrics listener, its parts) and serving nothing yet. The split
+/// exists so the caller announces `listening on` only once nothing can fail any more: a
+/// script that waits for that line must not see it from a proxy about to exit.
 pub struct Ready {
-    listeners: Vec<TcpListener>,
+    listeners: Vec<Listener>,
+    /// Each listener's TLS, in the same order (None: plain).
+    tls: Vec<Option<Arc<ListenerTls>>>,
     config: Config,
     parts: Parts,
     stats: StatsWriter,
@@ -327,9 +354,14 @@ pub struct Ready {
 }
 
 /// Acquires everything [`Ready::serve`] needs, failing before anything is served:
-/// builds the pools, creates the stats file and binds the metrics endpoint.
-/// `listeners` are bound by the caller, one per configured listener in order.
-pub async fn start(listeners: Vec<TcpListener>, config: Config) -> Result<Ready, ServerError> {
+/// builds the pools, loads the listeners' certificates, creates the stats file and
+/// binds the metrics endpoint. `listeners` are bound by the caller, one per configured
+/// listener in order.
+pub async fn start<L: Into<Listener>>(
+    listeners: Vec<L>,
+    config: Config,
+) -> Result<Ready, ServerError> {
+    let listeners: Vec<Listener> = listeners.into_iter().map(Into::into).collect();
     if listeners.len() != config.listeners.len() {
         return Err(ServerError::Listeners(
             listeners.len(),
@@ -337,6 +369,17 @@ pub async fn start(listeners: Vec<TcpListener>, config: Config) -> Result<Ready,
         ));
     }
     let parts = Parts::new(&config)?;
+    let tls = config
+        .listeners
+        .iter()
+        .map(|l| {
+            l.tls
+                .clone()
+                .map(|spec| ListenerTls::new(spec).map(Arc::new))
+                .transpose()
+                .map_err(|e| ServerError::Tls(l.pool.name.clone(), e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let stats = StatsWriter::create(
         Arc::clone(&parts.observed),
         Arc::clone(&parts.stats),
@@ -356,6 +399,7 @@ pub async fn start(listeners: Vec<TcpListener>, config: Config) -> Result<Ready,
     };
     Ok(Ready {
         listeners,
+        tls,
         config,
         parts,
         stats,
@@ -366,8 +410,8 @@ pub async fn start(listeners: Vec<TcpListener>, config: Config) -> Result<Ready,
 impl Ready {
     /// The client listeners' addresses, in the configuration's order (the port chosen
     /// for port 0).
-    pub fn local_addrs(&self) -> std::io::Result<Vec<SocketAddr>> {
-        self.listeners.iter().map(TcpListener::local_addr).collect()
+    pub fn local_addrs(&self) -> std::io::Result<Vec<Endpoint>> {
+        self.listeners.iter().map(Listener::local).collect()
     }
 
     /// Serves until `shutdown` resolves, then stops accepting, answers every request
@@ -381,6 +425,7 @@ impl Ready {
     ) -> RunSummary {
         let Ready {
             listeners,
+            tls,
             config,
             parts,
             stats,
@@ -421,6 +466,7 @@ impl Ready {
             let accepting = accept_loop(
                 &listeners,
                 &slots,
+                &tls,
                 &parts.net,
                 config.max_connections,
                 &stop_rx,
@@ -432,7 +478,7 @@ impl Ready {
                 tokio::select! {
                     _ = &mut accepting => break,
                     Some(()) = reloads.recv() => {
-                        reload(&config, &slots, &health);
+                        reload(&config, &slots, &tls, &health);
                         spawn_probes(&health, &config, &mut probed, &mut probes, &stop_rx);
                     }
                 }
@@ -498,9 +544,37 @@ fn spawn_probes(
 /// use it, requests already decoded finish on the old one, and no connection is
 /// touched. A file that cannot be read, does not parse, or changes the listeners is
 /// refused with its reason logged, and the old configuration keeps serving.
-pub fn reload(config: &Config, slots: &[Arc<PoolSlot>], health: &Health) {
+///
+/// Certificates are reread too (with the command line's pool as well): a listener's
+/// from the file names of the new configuration (or the old ones), a pool's server side
+/// when its pool is rebuilt. A file that cannot be read leaves the old one in use.
+pub fn reload(
+    config: &Config,
+    slots: &[Arc<PoolSlot>],
+    tls: &[Option<Arc<ListenerTls>>],
+    health: &Health,
+) {
     let Some(path) = &config.config_file else {
-        warn!("SIGHUP: no --config file to reload (the command line's pool stays)");
+        reload_listener_tls(config, tls, None);
+        if config.listeners.iter().any(|l| l.pool.server_tls.is_some()) {
+            // The command line's pool: rebuilt only to reread its server-side files.
+            let pools = config
+                .listeners
+                .iter()
+                .map(|l| build_pool(&l.pool, health))
+                .collect::<Result<Vec<_>, _>>();
+            match pools {
+                Ok(pools) => {
+                    for (slot, pool) in slots.iter().zip(pools) {
+                        slot.replace(pool);
+                    }
+                    info!("server TLS files reread");
+                }
+                Err(e) => error!(error = %e, "server TLS files not reread; the old ones stay"),
+            }
+        } else if tls.iter().all(Option::is_none) {
+            warn!("SIGHUP: no --config file to reload (the command line's pool stays)");
+        }
         return;
     };
     let listeners =
@@ -511,8 +585,20 @@ pub fn reload(config: &Config, slots: &[Arc<PoolSlot>], health: &Health) {
                 return;
             }
         };
-    let old: Vec<SocketAddr> = config.listeners.iter().map(|l| l.listen).collect();
-    let new: Vec<SocketAddr> = listeners.iter().map(|l| l.listen).collect();
+    let old: Vec<&Endpoint> = config.listeners.iter().map(|l| &l.listen).collect();
+    let new: Vec<&Endpoint> = listeners.iter().map(|l| &l.listen).collect();
+    let tls_changed = config
+        .listeners
+        .iter()
+        .zip(&listeners)
+        .any(|(a, b)| a.tls.is_some() != b.tls.is_some());
+    if tls_changed {
+        error!(
+            "reload refused: TLS was turned on or off on a listener (that needs a \
+                restart); the old configuration keeps serving"
+        );
+        return;
+    }
     if old != new {
         error!(old = ?old, new = ?new,
                "reload refused: the listen addresses changed (that needs a restart); \
@@ -531,29 +617,59 @@ pub fn reload(config: &Config, slots: &[Arc<PoolSlot>], health: &Health) {
         }
     };
     for (slot, pool) in slots.iter().zip(pools) {
-        info!(pool = %pool.name, servers = ?pool.servers.iter().map(|s| s.addr).collect::<Vec<_>>(),
+        info!(pool = %pool.name, servers = ?pool.servers.iter().map(|s| s.addr.to_string()).collect::<Vec<_>>(),
               mode = ?pool.mode, "reloaded pool");
         slot.replace(pool);
     }
+    reload_listener_tls(config, tls, Some(&listeners));
     info!(path = %path.display(), "configuration reloaded");
 }
 
-/// Answers a connection past the limit and closes it (bounded in time).
-async fn refuse(mut stream: tokio::net::TcpStream) {
-    use tokio::io::AsyncWriteExt;
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        let _ = stream
-            .write_all(b"ERROR Too many open connections\r\n")
-            .await;
+/// Rereads each TLS listener's certificate and key (and client CA), from `new`'s file
+/// names if given; a listener whose files fail keeps its old configuration.
+fn reload_listener_tls(
+    config: &Config,
+    tls: &[Option<Arc<ListenerTls>>],
+    new: Option<&[crate::config::ListenerSpec]>,
+) {
+    for (i, (spec, tls)) in config.listeners.iter().zip(tls).enumerate() {
+        let Some(tls) = tls else { continue };
+        let new_spec = new.and_then(|n| n.get(i)).and_then(|l| l.tls.as_ref());
+        match tls.reload(new_spec) {
+            Ok(()) => info!(listen = %spec.listen, "TLS certificate reread"),
+            Err(e) => error!(listen = %spec.listen, error = %e,
+                             "TLS certificate not reread; the old one keeps serving"),
+        }
+    }
+}
+
+/// Answers a connection past the limit and closes it (bounded in time). A TLS
+/// listener's client would not understand a plain line: it is closed without one.
+async fn refuse(accepted: Accepted, tls: bool) {
+    use tokio::io::{AsyncWrite, AsyncWriteExt};
+    async fn answer(mut stream: impl AsyncWrite + Unpin, tls: bool) {
+        if !tls {
+            let _ = stream
+                .write_all(b"ERROR Too many open connections\r\n")
+                .await;
+        }
         let _ = stream.shutdown().await;
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        match accepted {
+            Accepted::Tcp(s) => answer(s, tls).await,
+            Accepted::Unix(s) => answer(s, tls).await,
+        }
     })
     .await;
 }
 
 /// Accepts on every listener until `shutdown` resolves.
+#[allow(clippy::too_many_arguments)]
 async fn accept_loop(
-    listeners: &[TcpListener],
+    listeners: &[Listener],
     slots: &[Arc<PoolSlot>],
+    tls: &[Option<Arc<ListenerTls>>],
     net: &Arc<NetContext>,
     max_connections: usize,
     stop_rx: &watch::Receiver<bool>,
@@ -599,25 +715,43 @@ async fn accept_loop(
                 warn!(%peer, limit = max_connections, refused = refused + 1,
                       "too many open connections: refusing");
             }
-            tokio::spawn(refuse(stream));
+            tokio::spawn(refuse(stream, tls[listener].is_some()));
             continue;
         };
-        let _ = stream.set_nodelay(true);
+        if let Accepted::Tcp(s) = &stream {
+            let _ = s.set_nodelay(true);
+        }
         next_id += 1;
+        let id = next_id;
         net.net.total_connections.fetch_add(1, Ordering::Relaxed);
         net.net.curr_connections.fetch_add(1, Ordering::Relaxed);
-        let (read_half, write_half) = stream.into_split();
-        let conn = Arc::new(ClientConn::new(
-            next_id,
-            peer,
-            write_half,
-            Arc::clone(&net.budget),
-        ));
         let net = Arc::clone(net);
         let slot = Arc::clone(&slots[listener]);
-        let stop = stop_rx.clone();
+        let tls = tls[listener].clone();
+        let mut stop = stop_rx.clone();
         connections.spawn(async move {
-            connection::serve(conn, read_half, net, slot, stop).await;
+            // The handshake runs here, not in the accept loop: a slow or failed one
+            // costs only this connection.
+            let established = tokio::select! {
+                established = client_stream::establish(stream, tls.as_deref()) => established,
+                _ = stop.changed() => {
+                    net.net.curr_connections.fetch_sub(1, Ordering::Relaxed);
+                    return;
+                }
+            };
+            let (reader, writer) = match established {
+                Ok(halves) => halves,
+                Err(e) => {
+                    net.net.tls_handshake_errors.fetch_add(1, Ordering::Relaxed);
+                    net.net.curr_connections.fetch_sub(1, Ordering::Relaxed);
+                    if net.log_limit.allow() {
+                        warn!(conn = id, %peer, error = %e, "client connection closed");
+                    }
+                    return;
+                }
+            };
+            let conn = Arc::new(ClientConn::new(id, peer, writer, Arc::clone(&net.budget)));
+            connection::serve(conn, reader, net, slot, stop).await;
             drop(permit);
         });
     }

@@ -32,6 +32,7 @@ pub fn compose_stats(shared: &Observed, out: &mut BytesMut) {
     compose_stat(out, "curr_connections", load(&net.curr_connections));
     compose_stat(out, "total_connections", load(&net.total_connections));
     compose_stat(out, "rejected_connections", load(&net.rejected_connections));
+    compose_stat(out, "ssl_handshake_errors", load(&net.tls_handshake_errors));
     let servers = shared.health.report();
     compose_stat(out, "workers", shared.workers);
     compose_stat(out, "servers", servers.len());
@@ -60,7 +61,7 @@ pub fn compose_stats(shared: &Observed, out: &mut BytesMut) {
     compose_stat(out, "worker_batches", totals.batches);
     let latencies = shared.latencies.total();
     for (i, server) in servers.iter().enumerate() {
-        compose_stat(out, &format!("server_{i}"), server.addr);
+        compose_stat(out, &format!("server_{i}"), &server.addr);
         let state = if server.ejected { "ejected" } else { "up" };
         compose_stat(out, &format!("server_{i}_state"), state);
         compose_stat(out, &format!("server_{i}_failures"), server.failures);

@@ -194,3 +194,53 @@ fn an_oversized_config_is_refused_once_by_name_and_limit() {
         &format!("{conf}: larger than 4 MiB, the limit for a config file"),
     );
 }
+
+#[test]
+fn an_unreadable_tls_certificate_is_refused_once_without_listening() {
+    let dir = temp_dir();
+    let cert = dir.path().join("missing.pem");
+    let key = dir.path().join("missing.key");
+    let output = run_to_exit(&[
+        "-p",
+        "0",
+        "-t",
+        "1",
+        "-m",
+        "127.0.0.1:9",
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ]);
+    assert_refused(
+        &output,
+        1,
+        &format!(
+            "pool default: cannot read certificates {}: ",
+            cert.display()
+        ),
+    );
+}
+
+#[test]
+fn a_unix_socket_listener_is_not_announced_and_its_file_goes_when_start_up_fails() {
+    let dir = temp_dir();
+    let socket = dir.path().join("proxy.sock");
+    let stats = dir.path().join("missing").join("stats.jsonl");
+    let output = run_to_exit(&[
+        "--unix-socket",
+        socket.to_str().unwrap(),
+        "-t",
+        "1",
+        "-m",
+        "127.0.0.1:9",
+        "--stats-file",
+        stats.to_str().unwrap(),
+    ]);
+    assert_refused(
+        &output,
+        1,
+        &format!("cannot create the stats file {}: ", stats.display()),
+    );
+    assert!(!socket.exists(), "the socket file was left behind");
+}

@@ -110,6 +110,7 @@ fn our_pool(hash: &str, distribution: &str, tag: bool, lines: &[String]) -> Pool
         read_policy: ReadPolicy::Primary,
         timeout: Duration::from_secs(2),
         failure_limit: 0,
+        server_tls: None,
     };
     twemproxy_order(&mut spec);
     let servers = spec
@@ -120,7 +121,7 @@ fn our_pool(hash: &str, distribution: &str, tag: bool, lines: &[String]) -> Pool
                 .iter()
                 .position(|l| l.starts_with(&s.addr.to_string()))
                 .unwrap(),
-            addr: s.addr,
+            addr: s.addr.clone(),
             member: Member {
                 name: s.name.clone(),
                 weight: s.weight,

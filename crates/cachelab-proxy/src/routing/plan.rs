@@ -2,7 +2,6 @@
 //! server gets which part, which servers may stand in for it) and how the replies merge.
 //! Pure: the worker carries plans out; tests check them without sockets.
 
-use std::net::SocketAddr;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -41,7 +40,7 @@ pub enum ReadPolicy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolServer {
     pub id: ServerId,
-    pub addr: SocketAddr,
+    pub addr: crate::endpoint::Endpoint,
     pub member: Member,
 }
 
@@ -490,6 +489,7 @@ fn single_key(frame: &[u8]) -> std::borrow::Cow<'_, [u8]> {
 mod tests {
     use super::*;
     use std::collections::HashSet;
+    use std::net::SocketAddr;
 
     struct Ejected(HashSet<ServerId>);
 
@@ -509,7 +509,7 @@ mod tests {
                 let addr: SocketAddr = format!("127.0.0.1:{}", 21000 + i).parse().unwrap();
                 PoolServer {
                     id: 10 + i,
-                    addr,
+                    addr: addr.into(),
                     member: Member {
                         name: addr.to_string(),
                         weight: 1,

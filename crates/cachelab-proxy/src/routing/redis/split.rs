@@ -213,7 +213,10 @@ mod tests {
         let servers = (0..n)
             .map(|i| PoolServer {
                 id: 10 + i,
-                addr: format!("127.0.0.1:{}", 7000 + i).parse().unwrap(),
+                addr: format!("127.0.0.1:{}", 7000 + i)
+                    .parse::<std::net::SocketAddr>()
+                    .unwrap()
+                    .into(),
                 member: Member {
                     name: format!("127.0.0.1:{}", 7000 + i),
                     weight: 1,
