@@ -43,6 +43,11 @@ class Histogram:
         return {self._hdr.get_lowest_equivalent_value(value): count
                 for value, count in self._recorded()}
 
+    def buckets(self) -> list[tuple[int, int]]:
+        """(value, count) of every non-empty bucket in ascending order, each value the
+        bucket's highest equivalent value (the one `quantile` reports)."""
+        return list(self._recorded())
+
     def merge(self, other: Histogram) -> Histogram:
         return _merged([self, other])
 

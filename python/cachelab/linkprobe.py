@@ -65,6 +65,27 @@ def measure(src: Host, dst: Host, *, bandwidth: bool, count: int = RTT_COUNT) ->
                            percentile(samples, 0.99), min(samples), forward, reverse)
 
 
+#: Exchanges of the clock-offset probe; the shortest round trip's is kept.
+OFFSET_COUNT = 50
+
+
+def clock_offset(host: Host, count: int = OFFSET_COUNT) -> float:
+    """How far `host`'s wall clock is ahead of this process's, in µs (echo.offset): a
+    clock server on the host, asked from here. Emulated hosts share this kernel's clock,
+    so theirs is the probe's own error (a few µs)."""
+    from cachelab import echo
+
+    server = host.spawn_piped([*host.python(), "clock", host.address, str(PORT + 2)])
+    try:
+        _wait_ready(server)
+        return echo.offset(host.address, PORT + 2, count)[0]
+    except OSError as exc:
+        raise UserError(f"measuring the clock offset of host {host.name} failed: "
+                        f"{exc}") from None
+    finally:
+        _stop(server)
+
+
 def iperf(src: Host, dst: Host, *, reverse: bool, seconds: float = IPERF_SECONDS) -> float:
     """TCP goodput src -> dst (dst -> src with `reverse`) in Mbit/s, as the receiver saw it."""
     for host in (src, dst):

@@ -1,6 +1,9 @@
 """The load generator adapter: `cachelab-load` command lines from an experiment's
 configuration, and its JSON report (schema `cachelab-load/1`, docs/load-generator.md) read
-into plain data.
+into plain data: the summary, the per-second series, the histograms, and where the
+time went (`timing`: which clock ends each latency, and the client's own delays) and the
+load threads' own CPU (`client_cpu`). Reports written before those fields existed read
+with `timing` and `client_cpu` None.
 
 Keys are `key-<n>` for n in [0, key_maximum]; the populate step writes every one of them
 once, so a run's GETs hit (memcached's memory permitting).
@@ -19,6 +22,11 @@ SCHEMA = "cachelab-load/1"
 OPS = ("set", "get", "multiget", "total")
 KEY_PREFIX = "key-"
 LATENCY_FIELDS = ("avg", "stddev", "p50", "p90", "p99", "p999", "max")
+#: The figures of `timing` (docs/load-generator.md, *Kernel timestamps*): wire = kernel
+#: receive - kernel transmit; response = kernel receive - intended send; user latency =
+#: read - intended send; send delay = kernel transmit - intended; read delay = read -
+#: kernel receive.
+TIMING_FIGURES = ("wire", "response", "user_latency", "send_delay", "read_delay")
 
 
 def protocol(config: RunConfig) -> str:
@@ -41,9 +49,11 @@ def populate_argv(config: RunConfig, host: str, port: int, json_out: Path) -> li
 
 
 def run_argv(config: RunConfig, host: str, port: int, *, test_time: float, warmup: float,
-             cooldown: float, seed: int, json_out: Path) -> list[str]:
+             cooldown: float, seed: int, json_out: Path,
+             start_at_ms: int | None = None) -> list[str]:
     """One load generator instance of a run; an open-loop rate is split evenly over the
-    instances."""
+    instances. With `start_at_ms`, the instance starts its clock on that wall-clock
+    instant (Unix ms), as every other instance of the run does."""
     w, load = config.workload, config.load
     pattern = w.pattern_letter
     argv = ["--server", host, "--port", str(port), *_workload_args(config),
@@ -52,18 +62,44 @@ def run_argv(config: RunConfig, host: str, port: int, *, test_time: float, warmu
             "--test-time", f"{test_time:g}", "--warmup", f"{warmup:g}",
             "--cooldown", f"{cooldown:g}", "--pipeline", str(load.pipeline),
             "--seed", str(seed), "--json-out-file", str(json_out)]
-    if w.multiget_keys:
-        argv += ["--multiget-keys", str(w.multiget_keys)]
-    if pattern == "G":
-        argv += [f"--key-stddev={w.key_stddev}"] if w.key_stddev is not None else []
-        argv += [f"--key-median={w.key_median}"] if w.key_median is not None else []
-    if pattern == "Z":
-        argv += ["--zipf-exponent", f"{w.zipf_exponent:g}"]
+    argv += _key_args(config)
     if load.mode == "open":
         assert load.rate is not None
         argv += ["--rate", f"{load.rate / config.instances:g}"]
     if load.busy_poll_us:
         argv += ["--busy-poll-us", str(load.busy_poll_us)]
+    if start_at_ms is not None:
+        argv += [f"--start-at={start_at_ms}"]
+    return argv
+
+
+def measure_argv(config: RunConfig, host: str, port: int, *, rate: float, test_time: float,
+                 warmup: float, cooldown: float, seed: int, json_out: Path,
+                 start_at_ms: int | None = None) -> list[str]:
+    """The measuring client (mutilate's -Q/-C, Lancet's latency agent): one connection in
+    open loop at a low `rate`, same workload as the load instances, so its latencies are
+    not its own queueing."""
+    w = config.workload
+    pattern = w.pattern_letter
+    argv = ["--server", host, "--port", str(port), *_workload_args(config),
+            "--threads", "1", "--clients", "1", "--ratio", w.ratio,
+            "--key-pattern", f"{pattern}:{pattern}", "--test-time", f"{test_time:g}",
+            "--warmup", f"{warmup:g}", "--cooldown", f"{cooldown:g}",
+            "--seed", str(seed), "--json-out-file", str(json_out), "--rate", f"{rate:g}"]
+    argv += _key_args(config)
+    if start_at_ms is not None:
+        argv += [f"--start-at={start_at_ms}"]
+    return argv
+
+
+def _key_args(config: RunConfig) -> list[str]:
+    w = config.workload
+    argv = ["--multiget-keys", str(w.multiget_keys)] if w.multiget_keys else []
+    if w.pattern_letter == "G":
+        argv += [f"--key-stddev={w.key_stddev}"] if w.key_stddev is not None else []
+        argv += [f"--key-median={w.key_median}"] if w.key_median is not None else []
+    if w.pattern_letter == "Z":
+        argv += ["--zipf-exponent", f"{w.zipf_exponent:g}"]
     return argv
 
 
@@ -91,6 +127,47 @@ class SecondRow:
 
 
 @dataclass(frozen=True)
+class TimingFigure:
+    """One figure of `timing` over the summary window: where its timer starts and stops
+    (`clock`, e.g. `kernel_tx->kernel_rx`; `mixed` when only some requests had the kernel's
+    stamps) and its latency_ms fields."""
+
+    clock: str
+    latency_ms: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """`timing`: which clock the summary's latencies end on, and where the time went."""
+
+    timestamps: str
+    kernel: bool
+    fallback: str | None
+    #: The summary's latency: `intended->kernel_rx`, `intended->user_read` or `mixed`.
+    latency_clock: str
+    requests: int
+    transmit_stamped: int
+    receipt_stamped: int
+    hardware_wire: int
+    #: The figures the report has (those without kernel stamps are left out).
+    figures: dict[str, TimingFigure]
+
+
+@dataclass(frozen=True)
+class ClientCpu:
+    """`client_cpu`: the load threads' own CPU (getrusage) over the run."""
+
+    threads: int
+    user_s: float
+    system_s: float
+    wall_s: float
+    #: CPU over wall time, all threads; and the busiest thread's share.
+    share: float
+    busiest_thread_share: float
+    saturated: bool
+
+
+@dataclass(frozen=True)
 class Report:
     """One instance's report; `summary` covers its steady window (warm-up and cool-down
     cut), `series` every second of the run."""
@@ -106,6 +183,10 @@ class Report:
     #: Base64 HDR histograms per operation type (hdr.decode reads them).
     histograms: dict[str, str]
     configuration: dict
+    timing: Timing | None = None
+    client_cpu: ClientCpu | None = None
+    #: With --start-at: how late the clock started after the instant, µs.
+    start_late_us: int | None = None
 
     def ops_per_second(self) -> dict[int, int]:
         """Requests completed in each second of the run, every operation type together."""
@@ -136,9 +217,28 @@ def parse(text: str, where: str = "load report") -> Report:
         return Report(run["started_unix_ms"], run["duration_s"], run["window_start_s"],
                       run["window_end_s"], summary, dict(doc["totals"]), doc["open_loop"],
                       series, {op: doc["histograms"][op] for op in OPS},
-                      doc["configuration"])
+                      doc["configuration"], _timing(doc.get("timing")),
+                      _client_cpu(doc.get("client_cpu")), run.get("start_late_us"))
     except (KeyError, TypeError) as exc:
         raise UserError(f"{where}: missing or malformed field {exc}") from None
+
+
+def _timing(t: dict | None) -> Timing | None:
+    if t is None:
+        return None
+    clocks = t["clocks"]
+    figures = {name: TimingFigure(clocks[name], {k: t[f"{name}_ms"][k] for k in LATENCY_FIELDS})
+               for name in TIMING_FIGURES if t.get(f"{name}_ms") and clocks.get(name)}
+    return Timing(t["timestamps"], t["kernel"], t["fallback"], clocks["latency"],
+                  t["requests"], t["transmit_stamped"], t["receipt_stamped"],
+                  t["hardware_wire"], figures)
+
+
+def _client_cpu(c: dict | None) -> ClientCpu | None:
+    if c is None:
+        return None
+    return ClientCpu(c["threads"], c["user_s"], c["system_s"], c["wall_s"], c["share"],
+                     c["busiest_thread_share"], c["saturated"])
 
 
 def load(path: Path) -> Report:

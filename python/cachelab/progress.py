@@ -92,11 +92,15 @@ def summary_line(status: Status, record: RunRecord, verdict: Verdict) -> str:
         state = ""
     else:
         state = f" -> {'unstable, one more run' if verdict.more else 'unstable'}"
+    p99 = next((i for i in record.intervals if i.role == "load" and i.name == "p99"), None)
+    interval = f" [{p99.low_ms:.3f}, {p99.high_ms:.3f}]" if p99 else ""
+    failed = [k.name for k in record.checks if not k.passed]
     return (f"point {record.point + 1}/{len(status.exp.points)} rep {record.repetition} "
             f"[{label}]: {s.throughput:,.0f} ops/s, avg {s.response_ms:.3f} ms, "
-            f"p99 {s.p99_ms:.3f} ms, cv {cv}, {record.ended_at - record.started_at:.1f} s"
-            f"{state}" + (" (the load generator fell behind its schedule)" if s.fell_behind
-                          else ""))
+            f"p99 {s.p99_ms:.3f}{interval} ms, cv {cv}, "
+            f"{record.ended_at - record.started_at:.1f} s{state}"
+            + (" (the load generator fell behind its schedule)" if s.fell_behind else "")
+            + (f" (failed check: {', '.join(failed)})" if failed else ""))
 
 
 class Progress:

@@ -26,6 +26,7 @@ from typing import Any
 
 from cachelab import (
     capacity,
+    hdr,
     hostinfo,
     linkprobe,
     loadgen,
@@ -34,6 +35,7 @@ from cachelab import (
     order,
     paths,
     proxy_stats,
+    selfcheck,
     topology,
     validate,
 )
@@ -47,6 +49,7 @@ from cachelab.store import (
     FILENAME,
     CapacityRecord,
     CapacityTrial,
+    ClientPlacement,
     HostCpuSample,
     LinkRecord,
     RunHost,
@@ -59,6 +62,12 @@ from cachelab.store import (
 #: Seconds allowed for the populate step and, beyond the run time, for a run to end.
 POPULATE_TIMEOUT_S = 300.0
 RUN_GRACE_S = 30.0
+#: How far ahead the common --start-at instant is set, by topology: a fixed part and a part
+#: per client instance, enough to start every instance and let it connect (a process here
+#: or on an emulated host starts in milliseconds, tens on a busy machine; over SSH each
+#: takes a channel and a few hundred), so all of them start their clocks on it together.
+#: An instance that connects after the instant is refused by cachelab-load, never late.
+START_LEAD_S = {"local": (0.5, 0.1), "netns": (0.5, 0.1), "ssh": (3.0, 0.5)}
 
 Execute = Callable[[Experiment, Point, int, Path], RunRecord]
 
@@ -96,22 +105,34 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
         groups = {} if layout is None else {
             h.name: reader for h in layout.hosts
             if (reader := place.hosts[h.name].cpu_reader()) is not None}
+        placements = _client_placements(c, layout, place)
+        seed = c.workload.seed + 1000 * (repetition - 1)
+        start_at = None
         with Sampler() as sampler, GroupSampler(groups) as host_sampler:
             started = time.time()
             if c.load.mode == "capacity":
                 searched = capacity.search(
                     exp, c, [(t.host, t.port) for t in targets], directory,
-                    place=lambda i: place("load", i),
-                    seed=c.workload.seed + 1000 * (repetition - 1))
+                    place=lambda i: place("load", i), seed=seed)
+            else:
+                fixed, each = START_LEAD_S[c.topology.kind]
+                start_at = int(1000 * (time.time() + fixed
+                                       + each * (c.instances + c.measures)))
+            timing: dict[str, Any] = dict(test_time=exp.run_time_s, warmup=exp.warmup_s,
+                                          cooldown=exp.cooldown_s, start_at_ms=start_at)
             loads = [] if c.load.mode == "capacity" else [stack.enter_context(local.start_load(
                 loadgen.run_argv(c, targets[i % len(targets)].host,
-                                 targets[i % len(targets)].port, test_time=exp.run_time_s,
-                                 warmup=exp.warmup_s, cooldown=exp.cooldown_s,
-                                 seed=c.workload.seed + 1000 * (repetition - 1) + i,
-                                 json_out=directory / f"load-{i}.json"),
+                                 targets[i % len(targets)].port, seed=seed + i,
+                                 json_out=directory / f"load-{i}.json", **timing),
                 cpus=local.pinned(c.load.cpus, i), out=directory / f"load-{i}.out",
                 host=place("load", i)))
                 for i in range(c.instances)]
+            if c.load.measure_rate is not None and c.load.mode != "capacity":
+                loads.append(stack.enter_context(local.start_load(
+                    loadgen.measure_argv(c, targets[0].host, targets[0].port,
+                                         rate=c.load.measure_rate, seed=seed + 999,
+                                         json_out=directory / "measure-0.json", **timing),
+                    cpus=(), out=directory / "measure-0.out", host=place("measure", 0))))
             local.wait_all(loads, exp.run_time_s + RUN_GRACE_S)
             ended = time.time()
         for mw in middlewares:  # SIGTERM: it flushes its last window and its summary
@@ -123,13 +144,23 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
         place.collect()
     stats = tuple(proxy_stats.load(mw.files["stats"]) for mw in middlewares)
     capacity_record = None
+    measures: tuple[loadgen.Report, ...] = ()
+    checks: tuple = ()
     if c.load.mode == "capacity":
         reports, summary, capacity_record = _capacity_result(exp, searched)
     else:
         reports = tuple(loadgen.load(directory / f"load-{i}.json")
                         for i in range(c.instances))
-        summary = validate.summarise(reports, run_time=exp.run_time_s, warmup=exp.warmup_s,
-                                     cooldown=exp.cooldown_s)
+        measures = tuple(loadgen.load(directory / f"measure-{i}.json")
+                         for i in range(c.measures))
+        offsets = [(p.clock_offset_us or 0.0) / 1e6 for p in placements if p.role == "load"]
+        window: dict[str, Any] = dict(
+            run_time=exp.run_time_s, warmup=exp.warmup_s, cooldown=exp.cooldown_s,
+            offsets_s=offsets, start_s=None if start_at is None else start_at / 1000)
+        summary = validate.summarise(reports, **window)
+        checks = selfcheck.checks(reports, mode=c.load.mode, **window)
+    intervals = (selfcheck.intervals([r.histograms["total"] for r in reports])
+                 + selfcheck.intervals([r.histograms["total"] for r in measures], "measure"))
     artifacts = {f.name: f.read_bytes() for f in sorted(directory.iterdir())
                  if f.is_file() and not f.name.startswith("populate-")}
     hosts = () if layout is None else tuple(
@@ -138,7 +169,25 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
     return RunRecord(point.index, repetition, started, ended, summary, host, reports, stats,
                      tuple(sampler.samples), artifacts, hosts,
                      tuple(HostCpuSample(*x) for x in host_sampler.samples), links,
-                     capacity_record)
+                     capacity_record, measures, placements, start_at, intervals, checks)
+
+
+def _client_placements(c: RunConfig, layout: topology.Layout | None,
+                       place: _Placement) -> tuple[ClientPlacement, ...]:
+    """Where each client instance runs and, on hosts of their own, the offset of each
+    such host's clock (measured once per host, before the run)."""
+    roles = [("load", i) for i in range(c.instances)]
+    roles += [("measure", i) for i in range(c.measures)]
+    if layout is None:
+        return tuple(ClientPlacement(role, i, None, None) for role, i in roles)
+    offsets: dict[str, float] = {}
+    out = []
+    for role, i in roles:
+        host = place(role, i)
+        if host.name not in offsets:
+            offsets[host.name] = linkprobe.clock_offset(host)
+        out.append(ClientPlacement(role, i, host.name, offsets[host.name]))
+    return tuple(out)
 
 
 def _capacity_result(exp: Experiment, searched: capacity.Outcome
@@ -317,10 +366,14 @@ def run_experiment(exp: Experiment, out: Path, *, resume: bool = False, again: b
             progress.started(status)
             record = execute(exp, point, repetition, run_dir(out, point.index, repetition))
             store.save_run(plan.exp_id, record)
-            runs.append(validate.RunOutcome(record.summary.throughput,
-                                            record.summary.cv_within))
+            runs.append(validate.RunOutcome(
+                record.summary.throughput, record.summary.cv_within,
+                tuple(r.histograms["total"] for r in record.loads),
+                tuple(r.histograms["total"] for r in record.measures)))
+            verdict = _assess(exp, runs)
+            _save_point_intervals(store, plan.exp_id, index, runs, verdict)
             status.finish(point, record)
-            progress.finished(status, record, _assess(exp, runs))
+            progress.finished(status, record, verdict)
 
         try:
             for index in schedule(exp, plan.outcomes, plan.order, plan.seed):
@@ -340,7 +393,7 @@ def _opened(exp: Experiment, out: Path, *, resume: bool, again: bool,
     with Store(out / FILENAME) as store:
         existing = store.experiment()
         same = existing is not None and existing.digest == exp.digest
-        outcomes = stored_outcomes(exp, store.runs_by_point(existing.id)) \
+        outcomes = stored_outcomes(exp, store.runs_by_point(existing.id), store) \
             if existing is not None and same else {}
         if again and existing is not None:
             resume = same and _pending(exp, outcomes)
@@ -406,15 +459,33 @@ def stored_state(exp: Experiment, out: Path) -> str:
             return "empty"
         if existing.digest != exp.digest:
             return "other"
-        outcomes = stored_outcomes(exp, store.runs_by_point(existing.id))
+        outcomes = stored_outcomes(exp, store.runs_by_point(existing.id), store)
     return "unfinished" if _pending(exp, outcomes) else "finished"
 
 
-def stored_outcomes(exp: Experiment, runs: dict[int, list[StoredRun]]
-                    ) -> dict[int, list[validate.RunOutcome]]:
-    """What validation needs of each point's stored runs."""
-    return {p.index: [validate.RunOutcome(r.throughput, r.cv_within)
+def stored_outcomes(exp: Experiment, runs: dict[int, list[StoredRun]],
+                    store: Store | None = None) -> dict[int, list[validate.RunOutcome]]:
+    """What validation needs of each point's stored runs (their histograms too when
+    `validation.stop_when` asks for an interval, read from `store`)."""
+    hists: dict[int, tuple[str, ...]] = {}
+    if store is not None and exp.validation.stop_when.p99_width_ms is not None:
+        hists = store.run_histograms([r.id for rs in runs.values() for r in rs])
+    return {p.index: [validate.RunOutcome(r.throughput, r.cv_within, hists.get(r.id, ()))
                       for r in runs.get(p.index, [])] for p in exp.points}
+
+
+def _save_point_intervals(store: Store, exp_id: int, point: int,
+                          runs: list[validate.RunOutcome], verdict: validate.Verdict) -> None:
+    """The point's percentiles with their intervals over the merged histograms of the runs
+    its aggregates use (the steady ones, or all when none is), per role."""
+    used = [runs[i] for i in verdict.steady] or runs
+    try:
+        found = (selfcheck.intervals([h for r in used for h in r.histograms])
+                 + selfcheck.intervals([h for r in used for h in r.measure_histograms],
+                                       "measure"))
+    except hdr.HdrError:
+        return  # a damaged histogram: the point keeps the intervals it had
+    store.save_point_intervals(exp_id, point, found, len(used))
 
 
 def _pending(exp: Experiment, outcomes: dict[int, list[validate.RunOutcome]]) -> bool:
@@ -423,4 +494,5 @@ def _pending(exp: Experiment, outcomes: dict[int, list[validate.RunOutcome]]) ->
 
 def _assess(exp: Experiment, runs: list[validate.RunOutcome]) -> validate.Verdict:
     return validate.assess(runs, threshold=exp.validation.cv_threshold,
-                           repetitions=exp.repetitions, max_repetitions=exp.max_repetitions)
+                           repetitions=exp.repetitions, max_repetitions=exp.max_repetitions,
+                           stop_width_ms=exp.validation.stop_when.p99_width_ms)

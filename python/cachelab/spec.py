@@ -45,8 +45,8 @@ from cachelab.order import ORDERS
 SERVER_KINDS = ("memcached", "redis")
 #: Topologies of SPEC section 3 (docs/topologies.md).
 TOPOLOGIES = ("local", "netns", "ssh")
-#: What a host of a topology may run.
-ROLES = ("server", "middleware", "load")
+#: What a host of a topology may run (`measure`: the measuring client, load.measure_rate).
+ROLES = ("server", "middleware", "load", "measure")
 PINNINGS = ("process", "thread", "none")
 PERSISTENCE = ("off", "rdb", "aof")
 PROTOCOLS = ("text", "binary")
@@ -156,6 +156,10 @@ class Load:
     #: cachelab-load's --busy-poll-us: spin before due sends and while replies are awaited
     #: (sends on time, replies timed when they land), at a CPU cost.
     busy_poll_us: int = _f(0, _at_least(0))
+    #: The measuring client (mutilate's -Q/-C, Lancet's latency agent): one more instance,
+    #: one connection in open loop at this rate (requests/s), on a host of its own; the
+    #: report shows its latencies as the trusted ones. None: no measuring client.
+    measure_rate: float | None = _f(None, _positive)
 
 
 @dataclass(frozen=True)
@@ -256,8 +260,22 @@ class RunConfig:
         return self.load.instances or self.targets
 
     @property
+    def measures(self) -> int:
+        """Measuring clients: one with load.measure_rate, else none."""
+        return 1 if self.load.measure_rate is not None else 0
+
+    @property
     def total_clients(self) -> int:
         return self.instances * self.load.threads * self.load.clients
+
+
+@dataclass(frozen=True)
+class StopWhen:
+    """`[validation.stop_when]`: what must hold before a point needs no more runs."""
+
+    #: The p99's order-statistic interval (95%, over the merged histograms of the point's
+    #: steady runs) at most this wide, in ms.
+    p99_width_ms: float | None = _f(None, _positive)
 
 
 @dataclass(frozen=True)
@@ -266,6 +284,9 @@ class Validation:
     cv_threshold: float = _f(0.05, _positive)
     #: Bound on the runs of one point; None: repetitions + 2.
     max_repetitions: int | None = _f(None, _at_least(1))
+    #: Repeat a point until these hold too (bounded by max_repetitions), as Lancet does.
+    stop_when: StopWhen = field(default=StopWhen(), metadata={"check": None,
+                                                               "section": StopWhen})
 
 
 @dataclass(frozen=True)
@@ -492,6 +513,9 @@ def _check_run(c: RunConfig) -> None:
         raise UserError('servers.redis_persistence: only for servers.kind = "redis"')
     if c.load.mode == "open" and c.load.rate is None:
         raise UserError('load.rate: missing (load.mode = "open" needs an offered rate)')
+    if c.load.measure_rate is not None and c.load.mode == "capacity":
+        raise UserError('load.measure_rate: not with load.mode = "capacity" (the search '
+                        'runs its own trials); use "closed" or "open"')
     if c.load.mode != "open" and c.load.rate is not None:
         raise UserError('load.rate: only for load.mode = "open" (capacity mode searches '
                         'the rate)')
@@ -514,7 +538,7 @@ MAX_CLIENTS = 50_000
 
 
 def _check_counts(c: RunConfig) -> None:
-    processes = c.servers.processes + c.middleware.count + c.instances
+    processes = c.servers.processes + c.middleware.count + c.instances + c.measures
     if processes > MAX_PROCESSES:
         field_, value = max((("servers.count", c.servers.count),
                              ("middleware.count", c.middleware.count),
@@ -565,7 +589,7 @@ def _check_topology(c: RunConfig) -> None:
             raise UserError(f"topology.host[{i}].name: {name!r} is used twice")
     if t.host:
         needed = {"server": c.servers.count, "middleware": c.middleware.count,
-                  "load": c.instances}
+                  "load": c.instances, "measure": c.measures}
         for role, count in needed.items():
             if count and not any(role in h.roles for h in t.host):
                 raise UserError(f"topology.host: no host has the role {role!r} "
@@ -600,6 +624,12 @@ def _build(cls: type, table: dict, section: str):
         if f.name not in table:
             continue
         where = f"{section}.{f.name}"
+        if "section" in f.metadata:  # a table of its own ([section.name])
+            if not isinstance(table[f.name], dict):
+                raise UserError(f"{where}: must be a table ([{where}]), got "
+                                f"{_kind(table[f.name])} {table[f.name]!r}")
+            values[f.name] = _build(f.metadata["section"], table[f.name], where)
+            continue
         if "table" in f.metadata:  # an array of tables ([[section.name]])
             items = table[f.name]
             if not isinstance(items, list) or not all(isinstance(t, dict) for t in items):

@@ -45,20 +45,22 @@ class Layout:
     servers: tuple[int, ...]
     middlewares: tuple[int, ...]
     loads: tuple[int, ...]
+    #: The measuring client (load.measure_rate), if any.
+    measures: tuple[int, ...] = ()
 
     def host(self, role: str, i: int) -> PlannedHost:
         return self.hosts[self._placement(role)[i]]
 
     def _placement(self, role: str) -> tuple[int, ...]:
         return {"server": self.servers, "middleware": self.middlewares,
-                "load": self.loads}[role]
+                "load": self.loads, "measure": self.measures}[role]
 
     def pairs(self) -> list[tuple[str, str]]:
         """The (client host, server host) pairs that carry a run's traffic: load -> target
         and, with middlewares, middleware -> every server. Same-host pairs are left out."""
         found: dict[tuple[str, str], None] = {}
         targets = self.middlewares or self.servers
-        for i, load in enumerate(self.loads):
+        for i, load in enumerate(self.loads + self.measures):
             found[(self.hosts[load].name, self.hosts[targets[i % len(targets)]].name)] = None
         for mw in self.middlewares:
             for server in self.servers:
@@ -70,8 +72,8 @@ def plan(config: RunConfig) -> Layout:
     """Which hosts a run has and where each instance goes."""
     t = config.topology
     counts = {"server": config.servers.count, "middleware": config.middleware.count,
-              "load": config.instances}
-    per_host = {"server": config.servers.instances, "middleware": 1, "load": 1}
+              "load": config.instances, "measure": config.measures}
+    per_host = {"server": config.servers.instances, "middleware": 1, "load": 1, "measure": 1}
     if t.host:
         hosts = tuple(PlannedHost(
             h.name, h.roles,
@@ -93,7 +95,8 @@ def plan(config: RunConfig) -> Layout:
                                     for i in range(counts[role] * per_host[role]))
     if len(hosts) > MAX_HOSTS:
         raise ValueError(f"{len(hosts)} hosts; at most {MAX_HOSTS} fit in one topology")
-    return Layout(hosts, placement["server"], placement["middleware"], placement["load"])
+    return Layout(hosts, placement["server"], placement["middleware"], placement["load"],
+                  placement["measure"])
 
 
 def round_trip_ms(a: PlannedHost, b: PlannedHost) -> float:

@@ -8,6 +8,11 @@ repetitions. A point is *stable* when it has at least the planned number of stea
 the CV of their throughputs (between repetitions) is under the threshold. An unstable point
 gets one more run at a time until it is stable or has `max_repetitions` runs; the report
 lists the points that stayed unstable.
+
+With `validation.stop_when.p99_width_ms`, a point is not settled until the order-statistic
+interval of its p99 (selfcheck.py, over the merged histograms of its steady runs) is at
+most that wide either, as Lancet keeps measuring until its intervals are narrow enough;
+`max_repetitions` still bounds it.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cachelab import hdr, loadgen
+from cachelab import hdr, loadgen, selfcheck
 from cachelab.store import RunSummary
 
 
@@ -37,19 +42,20 @@ def steady_seconds(per_second: dict[int, float], run_time: float, warmup: float,
 
 
 def summarise(loads: Sequence[loadgen.Report], *, run_time: float, warmup: float,
-              cooldown: float) -> RunSummary:
+              cooldown: float, offsets_s: Sequence[float] | None = None,
+              start_s: float | None = None) -> RunSummary:
     """The run's client-side numbers over every load generator instance: throughputs add
     up, the mean response time is weighted by requests, the percentiles come from the
-    merged HDR histograms (so they are exact over all instances)."""
+    merged HDR histograms (so they are exact over all instances). The within-run CV is
+    over the per-second throughput on wall-clock seconds, over the seconds every
+    instance covers (selfcheck.aligned)."""
     totals = [r.summary["total"] for r in loads]
     ops = sum(t.ops for t in totals)
     response = sum(t.latency_ms["avg"] * t.ops for t in totals) / ops if ops else 0.0
     merged = hdr.merge_all([r.histograms["total"] for r in loads])
     quantiles = [merged.quantile(q) / 1000 if merged else 0.0 for q in (0.5, 0.9, 0.99, 0.999)]
-    per_second: dict[int, float] = {}
-    for r in loads:
-        for second, n in r.ops_per_second().items():
-            per_second[second] = per_second.get(second, 0) + n
+    per_second = {k: float(v.ops) for k, v in
+                  selfcheck.aligned(loads, offsets_s, start_s).items()}
     return RunSummary(
         throughput=sum(t.ops_per_sec for t in totals),
         response_ms=response,
@@ -72,6 +78,10 @@ class RunOutcome:
 
     throughput: float
     cv_within: float | None
+    #: The run's load instances' `total` histograms (base64 HDR), for stop_when.
+    histograms: tuple[str, ...] = ()
+    #: The measuring client's, for the point's intervals.
+    measure_histograms: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -91,8 +101,14 @@ def is_steady(run: RunOutcome, threshold: float) -> bool:
     return run.cv_within is None or run.cv_within <= threshold
 
 
+def p99_interval(runs: Sequence[RunOutcome]) -> selfcheck.Interval | None:
+    """The p99 with its interval over the merged histograms of `runs`."""
+    found = selfcheck.intervals([h for r in runs for h in r.histograms])
+    return next((i for i in found if i.name == "p99"), None)
+
+
 def assess(runs: Sequence[RunOutcome], *, threshold: float, repetitions: int,
-           max_repetitions: int) -> Verdict:
+           max_repetitions: int, stop_width_ms: float | None = None) -> Verdict:
     """Whether a point's runs so far are enough, following the rule in the module doc."""
     steady = tuple(i for i, r in enumerate(runs) if is_steady(r, threshold))
     sample = [runs[i].throughput for i in steady] or [r.throughput for r in runs]
@@ -106,6 +122,12 @@ def assess(runs: Sequence[RunOutcome], *, threshold: float, repetitions: int,
                         f"{threshold:.0%}")
     if between is not None and between > threshold:
         problems.append(f"CV between repetitions {between:.1%} > {threshold:.0%}")
+    if stop_width_ms is not None:
+        p99 = p99_interval([runs[i] for i in steady])
+        if p99 is None:
+            problems.append("no p99 interval yet (no histograms)")
+        elif p99.width_ms > stop_width_ms:
+            problems.append(f"p99 interval {p99.width_ms:.3g} ms wide > {stop_width_ms:g} ms")
     if not problems:
         return Verdict(len(runs), steady, between, True, False, "stable")
     more = len(runs) < max_repetitions

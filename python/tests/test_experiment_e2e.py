@@ -120,6 +120,18 @@ def test_a_tiny_experiment_fills_the_database_and_renders(binaries, tmp_path):
     keys = db.execute("SELECT min(keys_mean), max(keys_mean) FROM mw_op WHERE op = 'multiget'")
     assert tuple(keys.fetchone()) == (3.0, 3.0)
     assert db.execute("SELECT count(*) FROM cpu_sample WHERE cpu = 'all'").fetchone()[0] >= 8
+    # every run's and point's percentiles carry intervals that hold their estimates
+    assert count(db, "run_percentile") == 4 * 4 and count(db, "point_percentile") == 2 * 4
+    for x in db.execute("SELECT * FROM run_percentile JOIN run ON run.id = run_id"):
+        assert x["low_ms"] <= x["estimate_ms"] <= x["high_ms"] and x["samples"] > 100
+        if x["name"] == "p99":  # the run's own p99 is the interval's estimate
+            assert x["estimate_ms"] == x["p99_ms"]
+    # each instance's clock, kernel stamps and CPU; a closed loop checks the client's CPU
+    clocks = db.execute("SELECT DISTINCT role, latency_clock FROM client_instance")
+    assert [tuple(r) for r in clocks] == [("load", "intended->kernel_rx")]
+    assert count(db, "client_timing") == 4 * 5
+    checks = db.execute("SELECT name, count(*) FROM run_check GROUP BY name").fetchall()
+    assert [tuple(r) for r in checks] == [("client CPU", 4)]  # 2 steady s: too few for more
     names = {r[0] for r in db.execute("SELECT name FROM artifact WHERE run_id = 1")}
     assert {"load-0.json", "middleware-0.stats.jsonl", "middleware-0.log"} <= names
 
@@ -130,6 +142,7 @@ def test_a_tiny_experiment_fills_the_database_and_renders(binaries, tmp_path):
         png = out / "report-images" / f"{image}.png"
         assert png.read_bytes()[:4] == b"\x89PNG" and f"report-images/{image}.png" in html
     assert "memcached" in html and "Interactive response-time law" in html
+    assert "order statistics" in html and "intended-&gt;kernel_rx" in html
 
     files = export_cmd.run(out, "csv")
     with open(out / "export" / "runs.csv", newline="") as f:
@@ -138,7 +151,7 @@ def test_a_tiny_experiment_fills_the_database_and_renders(binaries, tmp_path):
     assert sorted(r["load.clients"] for r in exported) == ["1", "1", "3", "3"]
     with open(out / "export" / "cpu_sample.csv", newline="") as f:
         assert len(list(csv.reader(f))) - 1 == count(db, "cpu_sample")
-    assert len(files) == 9
+    assert len(files) == 13
     export_cmd.run(out, "parquet", tmp_path / "pq")
     table = pq.read_table(tmp_path / "pq" / "client_second.parquet").to_pydict()
     assert len(table["ops"]) == count(db, "client_second")

@@ -147,7 +147,7 @@ rate = 1000
     (MINIMAL + '[topology]\nkind = "netns"\nlink_mbit = -1\n',
      "topology.link_mbit: must be >= 0, got -1"),
     (MINIMAL + '[topology]\nkind = "netns"\n[[topology.host]]\nname = "a"\nroles = ["db"]\n',
-     "topology.host[1].roles: must be a list of server, middleware, load, got 'db'"),
+     "topology.host[1].roles: must be a list of server, middleware, load, measure, got 'db'"),
     (MINIMAL + '[topology]\nkind = "netns"\n[[topology.host]]\nname = "a"\n'
      'roles = ["server"]\n', "topology.host: no host has the role 'middleware'"),
     (MINIMAL + '[topology]\nkind = "netns"\n[[topology.host]]\nname = "a b"\n',

@@ -74,6 +74,7 @@ def write_report(out: Path) -> Path:
         run_order, order_seed = methodology.run_order(s)
         searches = methodology.capacity_searches(s)
         late = methodology.late_runs(s)
+        checks = methodology.run_checks(s)
     with paths.writing(out, "the report"):
         figures = Figures(out / IMAGES, IMAGES)
         _load_figures(sec, figures)
@@ -99,6 +100,7 @@ def write_report(out: Path) -> Path:
         page.write_text(environment().get_template(TEMPLATE).render(
             d=d, sec=sec, figures=figures, qos=sec.qos, laws=sec.laws, stages=data_mod.STAGES,
             run_order=run_order, order_seed=order_seed, searches=searches, late=late,
+            checks=checks, failed=[k for k in checks if not k.passed],
             xlabel=sec.xlabel,
             unstable=[p for p in d.points if p.verdict and not p.verdict.stable
                       and not p.verdict.more],
@@ -118,11 +120,21 @@ def _load_figures(sec: sections.Sections, figures: Figures) -> None:
             partial(plots.plot_throughput, curves=found, **axis))
         add("response-time", "Response time against load (mean, error bars one standard "
             "deviation)", partial(plots.plot_response_time, curves=found, **axis))
-        add("percentiles", "Response-time percentiles and the QoS target",
+        add("percentiles", "Response-time percentiles of the load generators and the QoS "
+            "target; error bars: 95% intervals from order statistics over each point's "
+            "merged histograms",
             partial(plots.plot_percentiles, curves=found,
                     qos_ms=sec.data.settings["qos_target_ms"], **axis), height=5.5)
+        if any("measure" in p.intervals for p in measured):
+            add("percentiles-measured", "Response-time percentiles seen by the measuring "
+                "client (one low-rate open-loop connection on its own host: the trusted "
+                "latencies); error bars: 95% intervals from order statistics",
+                partial(plots.plot_percentiles, curves=found,
+                        qos_ms=sec.data.settings["qos_target_ms"], role="measure", **axis),
+                height=5.5)
         add("latency-throughput", "Latency against throughput: p50 and p99 against the "
-            "achieved ops/s, one line per configuration",
+            "achieved ops/s, one line per configuration; error bars: 95% intervals from "
+            "order statistics",
             partial(plots_analysis.plot_latency_throughput, curves=found,
                     qos_ms=sec.data.settings["qos_target_ms"]))
     if sec.mixed_ops:

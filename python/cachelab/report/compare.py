@@ -164,16 +164,21 @@ def plot_overlay(ax: Axes, comparison: Comparison, metric: str, ticks: list[str]
     handles = []
     for e, exp in enumerate(comparison.experiments):
         colour = f"C{e % 10}"
-        groups: dict[str, list[tuple[float, float]]] = {}
+        groups: dict[str, list[tuple[float, float, tuple[float, float]]]] = {}
         for p in exp.data.points:
             if p.measured:
+                error = data_mod.percentile_error(p, "p99") if metric == "p99" else (0.0, 0.0)
                 groups.setdefault(_group(comparison, p), []).append(
-                    (_x(comparison, p, ticks), _metric(p, metric)))
-        for label, pairs in groups.items():
+                    (_x(comparison, p, ticks), _metric(p, metric), error))
+        for label, rows in groups.items():
             if label not in labels:
                 labels.append(label)
-            ax.plot(*zip(*sorted(pairs), strict=True), color=colour,
-                    marker=MARKERS[labels.index(label) % len(MARKERS)])
+            rows.sort()
+            # p99: its order-statistic interval as error bars (none stored: no bars)
+            ax.errorbar([r[0] for r in rows], [r[1] for r in rows],
+                        yerr=[[r[2][0] for r in rows], [r[2][1] for r in rows]],
+                        color=colour, capsize=2,
+                        marker=MARKERS[labels.index(label) % len(MARKERS)])
         handles.append(Line2D([], [], color=colour, label=exp.name))
     handles += [Line2D([], [], color="grey", marker=MARKERS[g % len(MARKERS)], label=label)
                 for g, label in enumerate(labels) if label]
@@ -201,8 +206,9 @@ def _x(comparison: Comparison, p: PointResult, ticks: list[str] | None) -> float
 
 
 def _metric(p: PointResult, metric: str) -> float:
-    return known({"throughput": p.throughput, "response": p.response_ms,
-                  "p99": p.percentiles_ms.get("p99")}[metric])
+    if metric == "p99":
+        return data_mod.percentile_ms(p, "p99")
+    return known({"throughput": p.throughput, "response": p.response_ms}[metric])
 
 
 def _ticks(comparison: Comparison) -> list[str] | None:
@@ -255,7 +261,8 @@ def _write_page(comparison: Comparison, out: Path) -> Path:
           if p.measured]
     log_x = ticks is None and min(xs) > 0 and max(xs) >= data_mod.LOG_SPAN * min(xs)
     for metric, title in (("throughput", "Throughput"), ("response", "Mean response time"),
-                          ("p99", "p99 response time")):
+                          ("p99", "p99 response time (error bars: 95% intervals from "
+                           "order statistics)")):
         figures.add("compare", f"compare-{metric}", f"{title} against load, per experiment",
                     partial(plot_overlay, comparison=comparison, metric=metric, ticks=ticks,
                             log_x=log_x))

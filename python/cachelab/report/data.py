@@ -16,7 +16,15 @@ from typing import Any, TypeVar
 from cachelab import linkbound, loadgen, spec, topology, validate
 from cachelab.analysis import laws, qos
 from cachelab.report import measure
-from cachelab.store import LinkRecord, Store, StoredPoint, StoredRun
+from cachelab.store import (
+    ClientClock,
+    ClientTiming,
+    LinkRecord,
+    Store,
+    StoredInterval,
+    StoredPoint,
+    StoredRun,
+)
 
 #: The response-time decomposition, in the order the bars stack (see docs/stats-file.md).
 STAGES = ("network", "decode", "queue", "server", "worker")
@@ -71,6 +79,13 @@ class PointResult:
     middleware: measure.MiddlewareTotals | None = None
     #: Client side per operation type with requests (get, multiget, set).
     ops: dict[str, measure.OpResult] = field(default_factory=dict)
+    #: The percentiles of the merged histograms of the runs the means are over, with
+    #: their order-statistic intervals: by role (`load`, `measure`) and name (p50, ...).
+    intervals: dict[str, dict[str, StoredInterval]] = field(default_factory=dict)
+    #: Which clock ends the clients' latencies, per role (and the client CPU).
+    clocks: tuple[ClientClock, ...] = ()
+    #: Where the clients' time went (wire, response, send and read delays), per role.
+    timings: tuple[ClientTiming, ...] = ()
 
     @property
     def measured(self) -> bool:
@@ -97,21 +112,27 @@ def load(s: Store) -> ReportData:
     exp = s.require_experiment()
     settings = exp.settings
     runs = s.runs_by_point(exp.id)
-    points = tuple(_point(s, p, runs.get(p.index, []), settings) for p in s.points(exp.id))
+    intervals = s.point_intervals(exp.id)
+    points = tuple(_point(s, p, runs.get(p.index, []), settings, intervals.get(p.index, {}))
+                   for p in s.points(exp.id))
     return ReportData(exp.name, exp.description, exp.source, settings, points,
                       s.last_host(), s.version, sum(len(r) for r in runs.values()))
 
 
-def _point(s: Store, stored: StoredPoint, runs: list[StoredRun],
-           settings: dict[str, Any]) -> PointResult:
+def _point(s: Store, stored: StoredPoint, runs: list[StoredRun], settings: dict[str, Any],
+           intervals: dict[str, dict[str, StoredInterval]]) -> PointResult:
     base: dict[str, Any] = dict(index=stored.index, label=stored.label, factors=stored.factors,
                 config=stored.config, clients=stored.clients, runs=len(runs))
     if not runs:
         return PointResult(**base, steady_runs=0, verdict=None)
-    outcomes = [validate.RunOutcome(r.throughput, r.cv_within) for r in runs]
+    width = settings.get("stop_p99_width_ms")
+    hists = s.run_histograms([r.id for r in runs]) if width is not None else {}
+    outcomes = [validate.RunOutcome(r.throughput, r.cv_within, hists.get(r.id, ()))
+                for r in runs]
     verdict = validate.assess(outcomes, threshold=settings["cv_threshold"],
                               repetitions=settings["repetitions"],
-                              max_repetitions=settings["max_repetitions"])
+                              max_repetitions=settings["max_repetitions"],
+                              stop_width_ms=width)
     used = [runs[i] for i in verdict.steady] or runs
     ids = [r.id for r in used]
     cvs = [r.cv_within for r in runs if r.cv_within is not None]
@@ -138,7 +159,26 @@ def _point(s: Store, stored: StoredPoint, runs: list[StoredRun],
         host_cpu=s.host_cpu_means(ids, low, high),
         link_bound=_link_bound(base["config"]),
         links=tuple(s.links([r.id for r in runs])),
+        intervals=intervals,
+        clocks=tuple(s.client_clocks(ids, stored.index)),
+        timings=tuple(s.client_timings(ids, stored.index)),
     )
+
+
+def percentile_ms(p: PointResult, name: str, role: str = "load") -> float:
+    """A point's percentile as its plots draw it: from the merged histograms when its
+    interval is stored, else (a database from before intervals) the mean over runs."""
+    found = p.intervals.get(role, {}).get(name)
+    return found.estimate_ms if found else p.percentiles_ms[name]
+
+
+def percentile_error(p: PointResult, name: str, role: str = "load") -> tuple[float, float]:
+    """(estimate - low, high - estimate) of a point's percentile interval; (0, 0) without
+    one."""
+    found = p.intervals.get(role, {}).get(name)
+    if found is None:
+        return 0.0, 0.0
+    return found.estimate_ms - found.low_ms, found.high_ms - found.estimate_ms
 
 
 def _link_bound(config: dict) -> linkbound.Bound | None:

@@ -1,13 +1,13 @@
 """The report's methodology parts, read through the store: every run's throughput against
 when it started (drift shows as a trend across points run at different times), the run
-order, the capacity searches (every trial, and each run's answer), and the runs whose
-load generator sent late."""
+order, the capacity searches (every trial, and each run's answer), the runs whose
+load generator sent late, and every run's self-checks (selfcheck.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cachelab.store import LateRun, Store, StoredCapacity
+from cachelab.store import LateRun, RunCheck, Store, StoredCapacity
 
 
 @dataclass(frozen=True)
@@ -46,3 +46,9 @@ def late_runs(s: Store) -> list[LateRun]:
     """Runs whose load generator's p99 send lag exceeds a tenth of their p99 latency: its
     own lateness is then a visible part of the latency it measured."""
     return s.late_runs(LAG_SHARE)
+
+
+def run_checks(s: Store) -> list[RunCheck]:
+    """Every run's self-checks (independence, stationarity, client CPU), passed or not."""
+    exp = s.experiment()
+    return s.run_checks(exp.id) if exp else []

@@ -14,7 +14,14 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from cachelab.analysis.design import level_text
-from cachelab.report.data import STAGES, Curve, PointResult, known
+from cachelab.report.data import (
+    STAGES,
+    Curve,
+    PointResult,
+    known,
+    percentile_error,
+    percentile_ms,
+)
 
 #: The line styles the plots use (matplotlib's names).
 LineStyle = Literal["-", "--", "-.", ":"]
@@ -88,15 +95,19 @@ def plot_response_time(ax: Axes, curves: Sequence[Curve], xlabel: str,
 
 
 def plot_percentiles(ax: Axes, curves: Sequence[Curve], qos_ms: float, xlabel: str,
-                     ticks: Sequence[str] | None = None, log_x: bool = False) -> None:
-    """p50, p90 and p99 of the client response time (one colour per curve, one line style
-    per percentile), with the QoS target as a horizontal line."""
+                     ticks: Sequence[str] | None = None, log_x: bool = False,
+                     role: str = "load") -> None:
+    """p50, p90 and p99 of the client response time of `role`'s clients (one colour per
+    curve, one line style per percentile), each with its order-statistic interval as error
+    bars, and the QoS target as a horizontal line."""
     handles = []
     for i, c in enumerate(curves):
         colour = f"C{i % 10}"
         for name, style in PERCENTILE_STYLES.items():
-            ax.plot(c.x, [p.percentiles_ms[name] for p in c.points], linestyle=style,
-                    marker=".", color=colour)
+            errors = [percentile_error(p, name, role) for p in c.points]
+            ax.errorbar(c.x, [percentile_ms(p, name, role) for p in c.points],
+                        yerr=[[e[0] for e in errors], [e[1] for e in errors]],
+                        linestyle=style, marker=".", color=colour, capsize=2)
         handles.append(Line2D([], [], color=colour, label=c.label))
     handles += [Line2D([], [], color="black", linestyle=style, label=name)
                 for name, style in PERCENTILE_STYLES.items()]

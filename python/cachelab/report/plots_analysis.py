@@ -12,7 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from cachelab.analysis import factorial
-from cachelab.report.data import Curve, known
+from cachelab.report.data import Curve, known, percentile_error, percentile_ms
 from cachelab.report.designs import Analysed
 from cachelab.report.distributions import OpDistribution
 from cachelab.report.models import MvaSection, QueueingPoint, utilisation
@@ -180,15 +180,18 @@ def plot_utilisation(ax: Axes, curves: Sequence[Curve], xlabel: str,
 
 def plot_latency_throughput(ax: Axes, curves: Sequence[Curve], qos_ms: float) -> None:
     """p50 (dashed) and p99 (solid) client response time against achieved throughput,
-    one line per configuration, with the QoS target."""
+    one line per configuration, each with its order-statistic interval as error bars, with
+    the QoS target."""
     handles = []
     for i, c in enumerate(curves):
         colour = f"C{i % 10}"
         pts = sorted(c.points, key=lambda p: known(p.throughput))
         xs = [known(p.throughput) for p in pts]
-        ax.plot(xs, [p.percentiles_ms["p99"] for p in pts], marker="o", color=colour)
-        ax.plot(xs, [p.percentiles_ms["p50"] for p in pts], marker=".", color=colour,
-                linestyle="--")
+        for name, marker, style in (("p99", "o", "-"), ("p50", ".", "--")):
+            errors = [percentile_error(p, name) for p in pts]
+            ax.errorbar(xs, [percentile_ms(p, name) for p in pts],
+                        yerr=[[e[0] for e in errors], [e[1] for e in errors]], marker=marker,
+                        color=colour, linestyle=style, capsize=2)
         handles.append(Line2D([], [], color=colour, label=c.label))
     handles += [Line2D([], [], color="black", label="p99"),
                 Line2D([], [], color="black", linestyle="--", label="p50"),

@@ -24,6 +24,18 @@ def _point_means(sec: Sections) -> Table:
                                  "cv_within_max", "cv_between", "stable", "validation"), rows)
 
 
+def _percentile_intervals(sec: Sections) -> Table:
+    """Each point's percentiles over its merged histograms, with their order-statistic
+    intervals, per role of client (`load`, `measure`)."""
+    rows = [(p.index, p.label, role, i.name, i.quantile, i.estimate_ms, i.low_ms, i.high_ms,
+             i.confidence, i.samples)
+            for p in sec.data.points for role, named in sorted(p.intervals.items())
+            for i in named.values()]
+    return Table("percentile_intervals", ("point", "label", "role", "percentile", "quantile",
+                                          "estimate_ms", "low_ms", "high_ms", "confidence",
+                                          "samples"), rows)
+
+
 def _decomposition(sec: Sections) -> Table:
     rows = [(p.index, p.label, *(p.decomposition[s] for s in STAGES), p.queue_len,
              ", ".join(f"{v:g}" for v in p.server_service_us))
@@ -162,7 +174,8 @@ def _interactive_law(sec: Sections) -> Table:
 
 #: The report's tables by export name, in the order the page shows them.
 TABLES: dict[str, Callable[[Sections], Table]] = {
-    "point_means": _point_means, "decomposition": _decomposition, "qos": _qos,
+    "point_means": _point_means, "percentile_intervals": _percentile_intervals,
+    "decomposition": _decomposition, "qos": _qos,
     "interactive_law": _interactive_law, "per_op": _per_op, "utilisation": _utilisation,
     "factorial": _factorial, "factorial_runs": _factorial_runs, "queueing": _queueing,
     "mva": _mva, "mva_stations": _mva_stations, "histograms": _histograms, "links": _links,

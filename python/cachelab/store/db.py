@@ -15,6 +15,7 @@ is being written. Inserts name their columns, so a record's field order is free.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import time
@@ -26,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from cachelab import loadgen, proxy_stats
+from cachelab import loadgen, proxy_stats, selfcheck
 from cachelab.cpu import SHARES
 from cachelab.errors import UserError
 from cachelab.proxy_stats import Welford
@@ -35,17 +36,22 @@ from cachelab.store import check
 from cachelab.store.records import (
     CapacityRecord,
     CapacityTrial,
+    ClientClock,
     ClientOpTotals,
+    ClientPlacement,
+    ClientTiming,
     LateRun,
     LinkRecord,
     MiddlewareOp,
     MiddlewareQueue,
     MiddlewareRate,
+    RunCheck,
     RunRecord,
     RunStart,
     ServerService,
     StoredCapacity,
     StoredExperiment,
+    StoredInterval,
     StoredPoint,
     StoredRun,
     Table,
@@ -60,7 +66,10 @@ WELFORD_METRICS = ("response", "decode", "queue_wait", "worker_service", "server
 _LATENCY = ("avg", "stddev", "p50", "p90", "p99", "p999", "max")
 #: Per-run tables, exported as they are stored (`raw_table`).
 RUN_TABLES = ("client_summary", "client_second", "mw_window", "mw_op", "mw_server",
-              "mw_histogram", "cpu_sample")
+              "mw_histogram", "cpu_sample", "client_instance", "client_timing",
+              "run_percentile", "run_check")
+_INTERVAL = ("role", "name", "quantile", "estimate_ms", "low_ms", "high_ms", "confidence",
+             "samples")
 
 
 class Store:
@@ -134,6 +143,7 @@ class Store:
             "topology", "repetitions", "run_time_s", "warmup_s", "cooldown_s",
             "stats_window_s", "qos_target_ms", "report_x", "max_repetitions")}
         settings["cv_threshold"] = exp.validation.cv_threshold
+        settings["stop_p99_width_ms"] = exp.validation.stop_when.p99_width_ms
         settings["order"] = exp.order
         settings["order_seed"] = order_seed
         settings["factors"] = list(exp.factor_paths)
@@ -160,9 +170,21 @@ class Store:
                 "p90_ms": s.p90_ms, "p99_ms": s.p99_ms, "p999_ms": s.p999_ms,
                 "max_ms": s.max_ms, "hits": s.hits, "misses": s.misses, "errors": s.errors,
                 "cv_within": s.cv_within, "host": _json(record.host),
-                "fell_behind": s.fell_behind, "send_lag_p99_ms": s.send_lag_p99_ms})
+                "fell_behind": s.fell_behind, "send_lag_p99_ms": s.send_lag_p99_ms,
+                "start_at_unix_ms": record.start_at_unix_ms})
             for i, report in enumerate(record.loads):
                 _save_load(c, run_id, i, report)
+            placed = {(pl.role, pl.instance): pl for pl in record.placements}
+            for role, reports in (("load", record.loads), ("measure", record.measures)):
+                for i, report in enumerate(reports):
+                    _save_client(c, run_id, role, i, report, placed.get((role, i)))
+            _insert_many(c, "run_percentile", [
+                {"run_id": run_id, **{k: getattr(x, k) for k in _INTERVAL}}
+                for x in record.intervals])
+            _insert_many(c, "run_check", [
+                {"run_id": run_id, "name": x.name, "passed": x.passed,
+                 "statistic": _finite(x.statistic), "p_value": _finite(x.p_value),
+                 "reason": x.reason} for x in record.checks])
             for i, stats in enumerate(record.middlewares):
                 _save_middleware(c, run_id, i, stats)
             _insert_many(c, "cpu_sample", [
@@ -185,6 +207,18 @@ class Store:
                 {"run_id": run_id, "name": name, "content": zlib.compress(data)}
                 for name, data in sorted(record.artifacts.items())])
         return run_id
+
+    def save_point_intervals(self, exp_id: int, point: int,
+                             intervals: Sequence[selfcheck.Interval], runs: int) -> None:
+        """Replaces a point's percentile intervals (over the merged histograms of the `runs`
+        runs its aggregates use), as they stand after its latest run."""
+        with self.transaction() as c:
+            (point_id,) = c.execute("SELECT id FROM point WHERE experiment_id = ? AND idx = ?",
+                                    (exp_id, point)).fetchone()
+            c.execute("DELETE FROM point_percentile WHERE point_id = ?", (point_id,))
+            _insert_many(c, "point_percentile", [
+                {"point_id": point_id, **{k: getattr(x, k) for k in _INTERVAL}, "runs": runs}
+                for x in intervals])
 
     # -- the experiment, its points and runs ----------------------------------------------
 
@@ -257,6 +291,71 @@ class Store:
                 trials, a["capacity"], a["uncertainty"], a["latency_ms"], a["percentile"],
                 a["target_ms"], a["reason"], bool(a["limited_by_generator"]))))
         return out
+
+    def point_intervals(self, exp_id: int) -> dict[int, dict[str, dict[str, StoredInterval]]]:
+        """Every point's percentile intervals: by point index, role and name (p50, ...)."""
+        out: dict[int, dict[str, dict[str, StoredInterval]]] = {}
+        for r in self.conn.execute(
+                "SELECT p.idx, x.* FROM point_percentile x JOIN point p ON p.id = x.point_id "
+                "WHERE p.experiment_id = ? ORDER BY p.idx, x.role, x.quantile", (exp_id,)):
+            out.setdefault(r["idx"], {}).setdefault(r["role"], {})[r["name"]] = \
+                StoredInterval(*(r[k] for k in _INTERVAL))
+        return out
+
+    def run_intervals(self, run_id: int) -> dict[str, dict[str, StoredInterval]]:
+        """One run's percentile intervals by role and name."""
+        out: dict[str, dict[str, StoredInterval]] = {}
+        for r in self.conn.execute("SELECT * FROM run_percentile WHERE run_id = ? "
+                                   "ORDER BY role, quantile", (run_id,)):
+            out.setdefault(r["role"], {})[r["name"]] = StoredInterval(*(r[k] for k in _INTERVAL))
+        return out
+
+    def run_checks(self, exp_id: int) -> list[RunCheck]:
+        """Every run's self-checks, by point and repetition."""
+        return [RunCheck(r["idx"], r["label"], r["repetition"], r["name"], bool(r["passed"]),
+                         r["statistic"], r["p_value"], r["reason"])
+                for r in self.conn.execute(
+                    "SELECT p.idx, p.label, run.repetition, k.* FROM run_check k "
+                    "JOIN run ON run.id = k.run_id JOIN point p ON p.id = run.point_id "
+                    "WHERE p.experiment_id = ? ORDER BY p.idx, run.repetition, k.name",
+                    (exp_id,))]
+
+    def client_timings(self, run_ids: Sequence[int], point: int) -> list[ClientTiming]:
+        """The runs' timing figures per role, figure and clock, averaged over instances."""
+        return [ClientTiming(point, r["role"], r["figure"], r["clock"], r["p50"], r["p99"],
+                             r["n"])
+                for r in self.conn.execute(
+                    "SELECT role, figure, clock, avg(p50_ms) AS p50, avg(p99_ms) AS p99, "
+                    f"count(*) AS n FROM client_timing WHERE run_id IN ({_marks(run_ids)}) "
+                    "GROUP BY role, figure, clock ORDER BY role, figure", tuple(run_ids))]
+
+    def client_clocks(self, run_ids: Sequence[int], point: int) -> list[ClientClock]:
+        """Per role and latency clock: whether every instance had kernel stamps, a fallback
+        reason if any, and the busiest load thread's CPU share."""
+        return [ClientClock(point, r["role"], r["latency_clock"], bool(r["kernel"]),
+                            r["fallback"], r["busiest"])
+                for r in self.conn.execute(
+                    "SELECT role, latency_clock, min(kernel) AS kernel, max(fallback) AS "
+                    "fallback, max(cpu_busiest_share) AS busiest FROM client_instance "
+                    f"WHERE run_id IN ({_marks(run_ids)}) AND latency_clock IS NOT NULL "
+                    "GROUP BY role, latency_clock ORDER BY role", tuple(run_ids))]
+
+    def run_histograms(self, run_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
+        """Per run, its load instances' `total` histograms (from their stored reports)."""
+        out: dict[int, tuple[str, ...]] = {i: () for i in run_ids}
+        for r in self.conn.execute(
+                f"SELECT run_id, content FROM artifact WHERE run_id IN ({_marks(run_ids)}) "
+                "AND name LIKE 'load-%.json' ORDER BY run_id, name", tuple(run_ids)):
+            doc = json.loads(zlib.decompress(r["content"]))
+            out[r["run_id"]] += (doc["histograms"]["total"],)
+        return out
+
+    def measure_histograms(self, run_ids: Sequence[int]) -> list[str]:
+        """The measuring clients' `total` histograms of the runs."""
+        return [json.loads(zlib.decompress(r["content"]))["histograms"]["total"]
+                for r in self.conn.execute(
+                    f"SELECT content FROM artifact WHERE run_id IN ({_marks(run_ids)}) "
+                    "AND name LIKE 'measure-%.json' ORDER BY run_id, name", tuple(run_ids))]
 
     # -- what was measured in runs -------------------------------------------------------
 
@@ -403,6 +502,37 @@ def _save_load(c: sqlite3.Connection, run_id: int, instance: int,
          "ops": r.ops, "hits": r.hits, "misses": r.misses, "errors": r.errors,
          "latency_ms_avg": r.latency_ms_avg, "latency_ms_max": r.latency_ms_max}
         for r in report.series])
+
+
+def _save_client(c: sqlite3.Connection, run_id: int, role: str, instance: int,
+                 report: loadgen.Report, placed: ClientPlacement | None) -> None:
+    """One client instance's clock, timestamps and CPU, and its timing figures."""
+    t, cpu = report.timing, report.client_cpu
+    key = {"run_id": run_id, "role": role, "instance": instance}
+    _insert(c, "client_instance", {
+        **key, "host": placed.host if placed else None,
+        "clock_offset_us": placed.clock_offset_us if placed else None,
+        "started_unix_ms": report.started_unix_ms, "start_late_us": report.start_late_us,
+        "timestamps": t.timestamps if t else None, "kernel": t.kernel if t else None,
+        "fallback": t.fallback if t else None, "latency_clock": t.latency_clock if t else None,
+        "requests": t.requests if t else None,
+        "transmit_stamped": t.transmit_stamped if t else None,
+        "receipt_stamped": t.receipt_stamped if t else None,
+        "hardware_wire": t.hardware_wire if t else None,
+        "cpu_threads": cpu.threads if cpu else None, "cpu_user_s": cpu.user_s if cpu else None,
+        "cpu_system_s": cpu.system_s if cpu else None,
+        "cpu_wall_s": cpu.wall_s if cpu else None, "cpu_share": cpu.share if cpu else None,
+        "cpu_busiest_share": cpu.busiest_thread_share if cpu else None,
+        "cpu_saturated": cpu.saturated if cpu else None})
+    if t is not None:
+        _insert_many(c, "client_timing", [
+            {**key, "figure": name, "clock": f.clock,
+             **{f"{k}_ms": f.latency_ms[k] for k in _LATENCY}}
+            for name, f in t.figures.items()])
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
 
 def _save_middleware(c: sqlite3.Connection, run_id: int, mw: int,

@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from cachelab import loadgen, proxy_stats
+from cachelab.analysis.trust import Check
 from cachelab.cpu import Sample
 from cachelab.proxy_stats import Welford
+from cachelab.selfcheck import Interval
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,29 @@ class RunRecord:
     links: tuple[LinkRecord, ...] = ()
     #: Capacity mode: the search's trials and its answer.
     capacity: CapacityRecord | None = None
+    #: The measuring client's report (load.measure_rate), if any.
+    measures: tuple[loadgen.Report, ...] = ()
+    #: Where each client instance ran and its host's clock offset: the load instances in
+    #: order, then the measuring client.
+    placements: tuple[ClientPlacement, ...] = ()
+    #: The common --start-at instant every instance was given (Unix ms).
+    start_at_unix_ms: int | None = None
+    #: The percentiles of each role's merged histograms with their intervals.
+    intervals: tuple[Interval, ...] = ()
+    #: The self-checks the run passed or failed (selfcheck.checks).
+    checks: tuple[Check, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClientPlacement:
+    """A client instance of a run: its role (`load` or `measure`), its number within the
+    role, the host it ran on (None on `local`) and that host's clock offset, µs (how far
+    its clock is ahead of the harness's; None when not measured)."""
+
+    role: str
+    instance: int
+    host: str | None
+    clock_offset_us: float | None
 
 
 @dataclass(frozen=True)
@@ -281,3 +306,59 @@ class Table:
     name: str
     columns: tuple[str, ...]
     rows: list[tuple[Any, ...]]
+
+
+@dataclass(frozen=True)
+class StoredInterval:
+    """A percentile with its order-statistic interval (`run_percentile` or
+    `point_percentile` row), ms."""
+
+    role: str
+    name: str
+    quantile: float
+    estimate_ms: float
+    low_ms: float
+    high_ms: float
+    confidence: float
+    samples: int
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    """A self-check of one run (`run_check` row), with the run it belongs to."""
+
+    point: int
+    label: str
+    repetition: int
+    name: str
+    passed: bool
+    statistic: float | None
+    p_value: float | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class ClientTiming:
+    """One figure of the load generators' `timing` at one point and role, averaged over
+    its runs' instances: the clock it uses and its mean p50 and p99 (ms)."""
+
+    point: int
+    role: str
+    figure: str
+    clock: str
+    p50_ms: float
+    p99_ms: float
+    instances: int
+
+
+@dataclass(frozen=True)
+class ClientClock:
+    """What a point's clients measured with: the clock ending the summary's latencies,
+    whether the kernel stamped every connection, and the busiest load thread's CPU."""
+
+    point: int
+    role: str
+    latency_clock: str
+    kernel: bool
+    fallback: str | None
+    busiest_cpu_share: float | None

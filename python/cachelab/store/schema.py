@@ -190,6 +190,46 @@ CREATE TABLE capacity_answer (
 """)),
     # The load generators' own timing error (open loop: the worst instance's p99 send lag).
     Migration("0005_run_send_lag", _script("ALTER TABLE run ADD COLUMN send_lag_p99_ms REAL")),
+    # Trustworthy measurement (issue 24): each client instance's clock, kernel timestamps
+    # and own CPU; its timing figures; every run's and point's percentiles with their
+    # order-statistic intervals; the runs' self-checks; the common start instant.
+    Migration("0006_trust", _script("""
+ALTER TABLE run ADD COLUMN start_at_unix_ms INTEGER;
+CREATE TABLE client_instance (
+    run_id INTEGER NOT NULL REFERENCES run(id), role TEXT NOT NULL, instance INTEGER NOT NULL,
+    host TEXT, clock_offset_us REAL, started_unix_ms INTEGER NOT NULL, start_late_us INTEGER,
+    timestamps TEXT, kernel INTEGER, fallback TEXT, latency_clock TEXT, requests INTEGER,
+    transmit_stamped INTEGER, receipt_stamped INTEGER, hardware_wire INTEGER,
+    cpu_threads INTEGER, cpu_user_s REAL, cpu_system_s REAL, cpu_wall_s REAL, cpu_share REAL,
+    cpu_busiest_share REAL, cpu_saturated INTEGER,
+    PRIMARY KEY (run_id, role, instance)
+);
+CREATE TABLE client_timing (
+    run_id INTEGER NOT NULL REFERENCES run(id), role TEXT NOT NULL, instance INTEGER NOT NULL,
+    figure TEXT NOT NULL, clock TEXT NOT NULL, avg_ms REAL NOT NULL, stddev_ms REAL NOT NULL,
+    p50_ms REAL NOT NULL, p90_ms REAL NOT NULL, p99_ms REAL NOT NULL, p999_ms REAL NOT NULL,
+    max_ms REAL NOT NULL,
+    PRIMARY KEY (run_id, role, instance, figure)
+);
+CREATE TABLE run_percentile (
+    run_id INTEGER NOT NULL REFERENCES run(id), role TEXT NOT NULL, name TEXT NOT NULL,
+    quantile REAL NOT NULL, estimate_ms REAL NOT NULL, low_ms REAL NOT NULL,
+    high_ms REAL NOT NULL, confidence REAL NOT NULL, samples INTEGER NOT NULL,
+    PRIMARY KEY (run_id, role, name)
+);
+CREATE TABLE point_percentile (
+    point_id INTEGER NOT NULL REFERENCES point(id), role TEXT NOT NULL, name TEXT NOT NULL,
+    quantile REAL NOT NULL, estimate_ms REAL NOT NULL, low_ms REAL NOT NULL,
+    high_ms REAL NOT NULL, confidence REAL NOT NULL, samples INTEGER NOT NULL,
+    runs INTEGER NOT NULL,
+    PRIMARY KEY (point_id, role, name)
+);
+CREATE TABLE run_check (
+    run_id INTEGER NOT NULL REFERENCES run(id), name TEXT NOT NULL, passed INTEGER NOT NULL,
+    statistic REAL, p_value REAL, reason TEXT NOT NULL,
+    PRIMARY KEY (run_id, name)
+);
+""")),
 )
 
 
