@@ -187,6 +187,9 @@ class Report:
     client_cpu: ClientCpu | None = None
     #: With --start-at: how late the clock started after the instant, µs.
     start_late_us: int | None = None
+    #: Open loop: a sample of the gaps between successive sends of each load thread in
+    #: the window, ns (empty in closed loop and in reports before it existed).
+    send_intervals_ns: tuple[int, ...] = ()
 
     def ops_per_second(self) -> dict[int, int]:
         """Requests completed in each second of the run, every operation type together."""
@@ -218,7 +221,8 @@ def parse(text: str, where: str = "load report") -> Report:
                       run["window_end_s"], summary, dict(doc["totals"]), doc["open_loop"],
                       series, {op: doc["histograms"][op] for op in OPS},
                       doc["configuration"], _timing(doc.get("timing")),
-                      _client_cpu(doc.get("client_cpu")), run.get("start_late_us"))
+                      _client_cpu(doc.get("client_cpu")), run.get("start_late_us"),
+                      tuple(doc.get("send_intervals_ns", ())))
     except (KeyError, TypeError) as exc:
         raise UserError(f"{where}: missing or malformed field {exc}") from None
 

@@ -10,9 +10,9 @@ warm-up and the cool-down cut). Latency rather than throughput because the inter
 about latency, and because in open loop the throughput is the schedule's, not the
 system's.
 
-The arrival check (trust.poisson_arrivals) needs the open-loop send intervals, which the
-load generator's JSON report does not carry (only the send lag's summary), so it is not
-run; docs/analysis.md says so.
+The arrival check (trust.poisson_arrivals) tests each open-loop instance with Poisson
+arrivals on the sample of send gaps its report carries (`send_intervals_ns`: the gaps
+between successive sends of each load thread in the window).
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from cachelab import hdr, loadgen
 from cachelab.analysis import trust
 
+#: Fewer send gaps than this say too little about their distribution to test it.
+MIN_SEND_INTERVALS = 50
 #: The percentiles every run and every point carries an interval for.
 PERCENTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p999": 0.999}
 CONFIDENCE = 0.95
@@ -123,8 +125,9 @@ def checks(loads: Sequence[loadgen.Report], *, mode: str, run_time: float, warmu
            cooldown: float, offsets_s: Sequence[float] | None = None,
            start_s: float | None = None) -> tuple[trust.Check, ...]:
     """The run's self-checks: independence and stationarity of its steady per-second
-    latency (with at least MIN_SECONDS seconds that had requests), and in closed loop
-    the load generators' CPU (the busiest thread of any instance)."""
+    latency (with at least MIN_SECONDS seconds that had requests), in closed loop the
+    load generators' CPU (the busiest thread of any instance), and in open loop with
+    Poisson arrivals whether the sends were exponential (the worst instance)."""
     out: list[trust.Check] = []
     series = steady(aligned(loads, offsets_s, start_s), run_time, warmup, cooldown)
     latency = [s.latency_ms for s in series.values() if s.ops]
@@ -133,4 +136,10 @@ def checks(loads: Sequence[loadgen.Report], *, mode: str, run_time: float, warmu
     cpus = [r.client_cpu.busiest_thread_share for r in loads if r.client_cpu is not None]
     if mode == "closed" and cpus:
         out.append(trust.client_saturation(max(cpus)))
+    arrivals = [trust.poisson_arrivals(r.send_intervals_ns) for r in loads
+                if r.configuration.get("arrival") == "poisson"
+                and len(r.send_intervals_ns) >= MIN_SEND_INTERVALS]
+    if arrivals:
+        # One verdict for the run: the instance whose sends fit worst.
+        out.append(min(arrivals, key=lambda c: (c.passed, c.p_value)))
     return tuple(out)

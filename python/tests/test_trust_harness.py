@@ -282,3 +282,26 @@ def test_every_percentile_plot_draws_the_intervals_as_error_bars():
                        for seg in c.lines[2][0].get_segments())
         # the p99 bars span each point's interval, not the mean over runs (9.0)
         assert (4.0, 7.0) in spans and (5.5, 6.5) in spans and (0.9, 1.1) in spans
+
+
+def test_poisson_sends_pass_the_arrival_check_and_bunched_sends_fail_it():
+    base = loadgen.load(TIMED)
+    assert base.configuration.get("arrival") == "poisson"
+    rng = np.random.default_rng(11)
+    steady = with_series(base, list(1 + 0.05 * rng.standard_normal(20)))
+    window = dict(run_time=20, warmup=0, cooldown=0)
+    poisson = dataclasses.replace(
+        steady, send_intervals_ns=tuple(int(g) for g in rng.exponential(500_000, 5000)))
+    fixed = dataclasses.replace(
+        steady, send_intervals_ns=tuple(500_000 + int(g) for g in rng.normal(0, 500, 5000)))
+    ok = {k.name: k for k in selfcheck.checks([poisson], mode="open", **window)}
+    assert ok["arrivals"].passed
+    bad = {k.name: k for k in selfcheck.checks([poisson, fixed], mode="open", **window)}
+    assert not bad["arrivals"].passed and "not exponential" in bad["arrivals"].reason
+    # a fixed-interval schedule, or too few gaps, is not tested
+    evenly = dataclasses.replace(fixed, configuration={**fixed.configuration,
+                                                       "arrival": "fixed"})
+    short = dataclasses.replace(poisson, send_intervals_ns=poisson.send_intervals_ns[:10])
+    for report in (evenly, short):
+        names = [k.name for k in selfcheck.checks([report], mode="open", **window)]
+        assert "arrivals" not in names

@@ -103,6 +103,9 @@ pub struct Totals {
     pub connection_errors: u64,
 }
 
+/// The most send gaps one report keeps: enough for a goodness-of-fit test, small in JSON.
+pub const MAX_SEND_INTERVALS: usize = 10_000;
+
 #[derive(Debug, Clone)]
 pub struct Recorder {
     pub window: Window,
@@ -114,6 +117,11 @@ pub struct Recorder {
     pub send_lag_moments: Welford,
     /// Requests sent inside the window (the achieved offered load).
     pub sent_in_window: u64,
+    /// Open loop: the gaps in ns between successive sends of this recorder's thread
+    /// inside the window (at most [`MAX_SEND_INTERVALS`]): what the arrival check tests.
+    pub send_intervals_ns: Vec<u64>,
+    /// When this thread last sent in open loop.
+    last_send_ns: Option<u64>,
     /// Open loop: requests whose scheduled time falls inside the window, sent or not.
     pub scheduled_in_window: u64,
     /// When the last request completed or failed.
@@ -184,6 +192,8 @@ impl Recorder {
             send_lag: LatencyHistogram::default(),
             send_lag_moments: Welford::default(),
             sent_in_window: 0,
+            send_intervals_ns: Vec::new(),
+            last_send_ns: None,
             scheduled_in_window: 0,
             last_event_ns: 0,
             timing: Timing::default(),
@@ -203,12 +213,21 @@ impl Recorder {
     /// A request is written at `at_ns`; `lag_ns` is its send lag in open loop.
     pub fn sent(&mut self, at_ns: u64, lag_ns: Option<u64>) {
         self.totals.sent += 1;
+        let previous = match lag_ns {
+            Some(_) => self.last_send_ns.replace(at_ns),
+            None => None,
+        };
         if self.window.contains(at_ns) {
             self.sent_in_window += 1;
             if let Some(lag) = lag_ns {
                 let us = ns_to_us(lag);
                 self.send_lag.record(us);
                 self.send_lag_moments.add(us as f64);
+            }
+            if let Some(previous) = previous {
+                if self.send_intervals_ns.len() < MAX_SEND_INTERVALS {
+                    self.send_intervals_ns.push(at_ns.saturating_sub(previous));
+                }
             }
         }
     }
@@ -291,6 +310,11 @@ impl Recorder {
             .expect("histograms of one unit merge");
         self.send_lag_moments.merge(&other.send_lag_moments);
         self.sent_in_window += other.sent_in_window;
+        // Each thread's gaps are a sample of its own process (threads share the rate
+        // evenly); the merged sample is theirs in turn, still bounded.
+        let room = MAX_SEND_INTERVALS.saturating_sub(self.send_intervals_ns.len());
+        self.send_intervals_ns
+            .extend(other.send_intervals_ns.iter().take(room));
         self.scheduled_in_window += other.scheduled_in_window;
         self.last_event_ns = self.last_event_ns.max(other.last_event_ns);
         self.timing.merge(&other.timing);
@@ -368,6 +392,25 @@ mod tests {
             (2, 0, 0)
         );
         assert_eq!((r.totals.errors, r.totals.timeouts), (2, 1));
+    }
+
+    #[test]
+    fn open_loop_sends_keep_their_gaps_inside_the_window_and_closed_loop_none() {
+        let mut r = Recorder::new(Window {
+            start_ns: 1_000,
+            end_ns: 10_000,
+        });
+        r.sent(500, Some(0)); // before the window: only a starting point
+        r.sent(1_500, Some(0));
+        r.sent(4_000, Some(10));
+        r.sent(20_000, Some(0)); // after the window
+        assert_eq!(r.send_intervals_ns, vec![1_000, 2_500]);
+        let mut closed = Recorder::new(r.window);
+        closed.sent(2_000, None);
+        closed.sent(3_000, None);
+        assert!(closed.send_intervals_ns.is_empty());
+        r.merge(&closed);
+        assert_eq!(r.send_intervals_ns.len(), 2);
     }
 
     #[test]

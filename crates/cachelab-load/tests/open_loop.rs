@@ -147,6 +147,20 @@ fn open_loop_achieves_the_target_rate_within_2_percent() {
         );
         assert_eq!(u(report, "/totals/errors"), 0);
         assert_eq!(u(report, "/totals/sent"), u(report, "/totals/completed"));
+        // The send gaps it reports for the arrival check: one thread sending 2000/s
+        // leaves gaps of 500 us on average, evenly spaced or exponential.
+        let gaps: Vec<f64> = report["send_intervals_ns"]
+            .as_array()
+            .expect("open loop reports its send gaps")
+            .iter()
+            .map(|g| g.as_f64().unwrap())
+            .collect();
+        assert!(gaps.len() > 1000, "{arrival}: {} gaps", gaps.len());
+        let mean_us = gaps.iter().sum::<f64>() / gaps.len() as f64 / 1000.0;
+        assert!(
+            (mean_us / 500.0 - 1.0).abs() < 0.1,
+            "{arrival}: mean gap {mean_us} us"
+        );
     }
 }
 

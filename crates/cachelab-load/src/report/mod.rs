@@ -58,6 +58,12 @@ pub struct Report {
     /// Connection set-up (connect and TLS handshake), apart from request latency.
     #[serde(default)]
     pub connection_setup: Option<SetupReport>,
+    /// Open loop: a sample of the gaps in ns between successive sends of each load
+    /// thread inside the window (each thread's in turn, at most 10,000 in all), so the
+    /// harness can test that the arrivals follow the chosen distribution. Empty in
+    /// closed loop.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub send_intervals_ns: Vec<u64>,
     /// Every run of `--run-count`, in order (one entry for a single run). With several,
     /// the fields above are their aggregate (see [`runs`]).
     #[serde(default)]
@@ -525,6 +531,7 @@ fn build_one(config: &Config, m: &Measured) -> Report {
         timing: Some(timing::timing(&recorder.timing, config.timestamps)),
         client_cpu: Some(timing::client_cpu(&recorder.cpu)),
         connection_setup: Some(setup::setup(&recorder.setup)),
+        send_intervals_ns: recorder.send_intervals_ns.clone(),
         runs: Vec::new(),
     }
 }
