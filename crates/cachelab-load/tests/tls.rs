@@ -461,9 +461,13 @@ fn mutual_tls_with_a_client_certificate_and_a_refusal_without_one() {
     );
     assert_eq!(refused.code, Some(1), "{}", refused.stderr);
     assert_eq!(refused.stderr.lines().count(), 1, "{}", refused.stderr);
+    // Usually the server's alert is read and explained; when the server's close wins
+    // the race (our write fails before its alert can be read), the socket's error is
+    // reported, still as the handshake's, on one line.
     assert!(
         refused.stderr.contains("TLS handshake with")
-            && refused.stderr.contains("client certificate"),
+            && (refused.stderr.contains("client certificate")
+                || refused.stderr.contains("during the TLS handshake")),
         "{}",
         refused.stderr
     );

@@ -186,7 +186,9 @@ impl Link {
                 match tls.write_tls(&mut Io(&self.socket)) {
                     Ok(_) => {}
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Err(io_error(e)),
+                    // A server that refuses us sends an alert and closes, and our next
+                    // write can fail first: read the alert, so the error says why.
+                    Err(e) => return Err(alert_or(tls, &self.socket, e)),
                 }
                 continue;
             }
@@ -208,7 +210,7 @@ impl Link {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(io_error(e)),
+                Err(e) => return Err(alert_or(tls, &self.socket, e)),
             }
         }
     }
@@ -318,4 +320,20 @@ impl Link {
         self.plaintext_left -= n;
         Ok(n)
     }
+}
+
+/// The handshake failed on the socket (`e`): if the server's alert is still there to be
+/// read, the error is the alert's (with its hint); otherwise the socket's.
+fn alert_or(tls: &mut ClientConnection, socket: &Socket, e: io::Error) -> OpenError {
+    for _ in 0..4 {
+        match tls.read_tls(&mut Io(socket)) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                if let Err(alert) = tls.process_new_packets() {
+                    return OpenError::Handshake(crate::tls::explain(&alert));
+                }
+            }
+        }
+    }
+    OpenError::Handshake(format!("{e} during the TLS handshake"))
 }
