@@ -174,6 +174,11 @@ def _round_trip(tmp_path, delay_ms: float) -> float:
 def test_a_delayed_link_adds_its_configured_round_trip(tmp_path):
     configured = 2 * (0.45 + 0.45) * 1000
     tolerance = 0.05 * configured + 20
+    # Above the delay: the delay lines' own lateness (they report it), and the echo
+    # ends waking from idle once per hop. With 1.8 ms gaps the CPUs sink into deeper
+    # idle states than with back-to-back round trips: on this shared machine that adds
+    # 100-200 us the delay line cannot control (its own lateness stays near 2 us).
+    wake_ups = 0.15 * configured
     measured = []
     # A delay line is never early, so every attempt must add at least the configured
     # delay; a host stall (CI shares its machine) can make one attempt late, so the
@@ -181,12 +186,15 @@ def test_a_delayed_link_adds_its_configured_round_trip(tmp_path):
     for _ in range(3):
         base = _round_trip(tmp_path, 0)
         delayed = _round_trip(tmp_path, 0.45)
-        measured.append((base, delayed))
+        late = sum(json.loads((tmp_path / f"delay-{host}.json").read_text())[d]["lateness_us"]
+                   ["p50"] for host in ("load1", "server1") for d in ("ab", "ba"))
+        measured.append((base, delayed, late))
         assert delayed - base >= configured - tolerance, measured
-        if delayed - base <= configured + tolerance:
+        if delayed - base <= configured + tolerance + wake_ups + late:
             break
     else:
-        raise AssertionError(f"every attempt added more than {configured + tolerance} us: "
+        raise AssertionError(f"every attempt added more than {configured + tolerance + wake_ups}"
+                             f" us plus the delay lines' own lateness: (base, delayed, late) "
                              f"{measured}")
     stats = json.loads((tmp_path / "delay-load1.json").read_text())
     assert stats["ab"]["packets"] > 400 and stats["ab"]["drops"] == 0
@@ -247,7 +255,7 @@ def test_a_capacity_search_finds_the_limit_a_shaped_link_sets(tmp_path):
         # still completes 95% of what it offers in a trial, hence the 1/0.95)
         assert found.capacity <= bound / 0.95, (found, bound)
         assert record.summary.throughput == found.capacity
-        assert len(found.trials) >= 4 and {t[6] for t in found.trials} >= {"pass", "fail"}
+        assert len(found.trials) >= 4 and {t.verdict for t in found.trials} >= {"pass", "fail"}
         if found.capacity + found.uncertainty >= 0.9 * bound:
             break
     else:
