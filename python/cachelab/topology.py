@@ -113,6 +113,10 @@ class Layout:
     loads: tuple[int, ...]
     #: The measuring client (load.measure_rate), if any.
     measures: tuple[int, ...] = ()
+    #: The CFS period of the hosts' CPU quotas, µs (a scale model stretches it too).
+    cpu_period_us: int = 100_000
+    #: The scale model's k (1: none); the hosts above are already scaled.
+    scale: float = 1.0
 
     def host(self, role: str, i: int) -> PlannedHost:
         return self.hosts[self._placement(role)[i]]
@@ -158,8 +162,9 @@ def plan(config: RunConfig) -> Layout:
     hosts = tuple(scaled(h, t.scale) for h in hosts)
     if len(hosts) > MAX_HOSTS:
         raise ValueError(f"{len(hosts)} hosts; at most {MAX_HOSTS} fit in one topology")
+    period_us = min(round(t.cpu_period_ms * 1000 * t.scale), 1_000_000)
     return Layout(hosts, placement["server"], placement["middleware"], placement["load"],
-                  placement["measure"])
+                  placement["measure"], period_us, t.scale)
 
 
 def round_trip_ms(a: PlannedHost, b: PlannedHost) -> float:
