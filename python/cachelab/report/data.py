@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from cachelab import linkbound, loadgen, spec, topology, validate
 from cachelab.analysis import laws, qos
-from cachelab.report import measure
+from cachelab.report import measure, rescale
 from cachelab.store import (
     ClientClock,
     ClientTiming,
@@ -86,6 +86,9 @@ class PointResult:
     clocks: tuple[ClientClock, ...] = ()
     #: Where the clients' time went (wire, response, send and read delays), per role.
     timings: tuple[ClientTiming, ...] = ()
+    #: A scale model's k: the figures above are already rescaled to full speed
+    #: (throughput x k, times / k; report/rescale.py). 1: no scale model.
+    scale: float = 1.0
 
     @property
     def measured(self) -> bool:
@@ -139,7 +142,8 @@ def _point(s: Store, stored: StoredPoint, runs: list[StoredRun], settings: dict[
     response = _mean([r.response_ms for r in used])
     mw = measure.middleware(s, measure.steady_windows(s, used, settings))
     low, high = settings["warmup_s"], settings["run_time_s"] - settings["cooldown_s"]
-    return PointResult(
+    k = float(stored.config.get("topology", {}).get("scale", 1.0) or 1.0)
+    return rescale.point(PointResult(
         **base, steady_runs=len(verdict.steady), verdict=verdict,
         throughput=_mean([r.throughput for r in used]),
         throughput_std=_std([r.throughput for r in used]),
@@ -162,7 +166,7 @@ def _point(s: Store, stored: StoredPoint, runs: list[StoredRun], settings: dict[
         intervals=intervals,
         clocks=tuple(s.client_clocks(ids, stored.index)),
         timings=tuple(s.client_timings(ids, stored.index)),
-    )
+    ), k)
 
 
 def percentile_ms(p: PointResult, name: str, role: str = "load") -> float:
