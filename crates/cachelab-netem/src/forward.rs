@@ -130,8 +130,7 @@ pub fn run(
         }
         let next = next_due(&dirs);
         let now = Instant::now();
-        if let Some(due) = next.filter(|due| due.saturating_duration_since(now) <= settings.spin)
-        {
+        if let Some(due) = next.filter(|due| due.saturating_duration_since(now) <= settings.spin) {
             spin_until(due, &sockets, &mut dirs, &mut pool);
             continue;
         }
@@ -203,8 +202,7 @@ impl Line {
             let mut arrival = Instant::now();
             match got {
                 Ok(Received::Frame(len, stamp)) => {
-                    if let Some(age) = stamp.and_then(|s| s.age()).filter(|a| *a < MAX_STAMP_AGE)
-                    {
+                    if let Some(age) = stamp.and_then(|s| s.age()).filter(|a| *a < MAX_STAMP_AGE) {
                         arrival = arrival.checked_sub(age).unwrap_or(arrival);
                     }
                     let frame = pool.keep(landing, len);

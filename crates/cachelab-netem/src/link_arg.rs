@@ -37,10 +37,14 @@ impl FromStr for LinkArg {
             return Err(LinkArgError(format!("{s:?} has {} fields", parts.len())));
         }
         if parts[..3].iter().any(|p| p.is_empty()) {
-            return Err(LinkArgError(format!("{s:?} has an empty name or interface")));
+            return Err(LinkArgError(format!(
+                "{s:?} has an empty name or interface"
+            )));
         }
         if parts[1] == parts[2] {
-            return Err(LinkArgError(format!("{s:?} names the same interface twice")));
+            return Err(LinkArgError(format!(
+                "{s:?} names the same interface twice"
+            )));
         }
         let us = |p: &str| {
             p.parse::<u64>()

@@ -51,15 +51,15 @@ fn stamp_of(msg: &libc::msghdr) -> Option<Stamp> {
     unsafe {
         let mut cmsg = libc::CMSG_FIRSTHDR(msg);
         while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET
-                && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
             {
                 let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
                 if ts.tv_sec <= 0 {
                     return None;
                 }
                 return Some(Stamp(
-                    std::time::UNIX_EPOCH + std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32),
+                    std::time::UNIX_EPOCH
+                        + std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32),
                 ));
             }
             cmsg = libc::CMSG_NXTHDR(msg, cmsg);

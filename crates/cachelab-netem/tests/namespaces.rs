@@ -196,7 +196,10 @@ fn one_process_serves_several_links_never_early() {
                 assert_eq!(link[dir]["send_errors"], 0, "{stats}");
             }
         }
-        assert!(links[2]["ab"]["bytes"].as_u64().unwrap() > BYTES as u64, "{stats}");
+        assert!(
+            links[2]["ab"]["bytes"].as_u64().unwrap() > BYTES as u64,
+            "{stats}"
+        );
         for (i, r) in rtts.iter().enumerate() {
             assert!(
                 links[i]["ab"]["packets"].as_u64().unwrap() >= ROUNDS as u64,
