@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cachelab.spec import MAX_HOSTS, ROLES, RunConfig
+from cachelab.spec.experiment import MAX_HOSTS, ROLES, RunConfig
 
 #: Addresses of the emulated hosts: inside 198.18.0.0/15, the range RFC 2544 sets aside
 #: for benchmarking, so they cannot clash with a real network. The controller (this

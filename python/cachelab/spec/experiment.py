@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cachelab import sweep as sweep_mod
 from cachelab.errors import UserError
-from cachelab.order import ORDERS
+from cachelab.spec import sweep as sweep_mod
+from cachelab.spec.order import ORDERS
 
 SERVER_KINDS = ("memcached", "redis")
 #: Topologies of SPEC section 3 (docs/topologies.md).
