@@ -23,16 +23,55 @@ use tokio::sync::watch;
 use tracing::warn;
 
 use crate::backend::{Backend, FillError, IdleEnd};
+use crate::budget::MemoryBudget;
 use crate::counters::Counters;
 use crate::health::FailureKind;
+use crate::health::Health;
+use crate::histograms::LatencyUnits;
 use crate::job::Job;
+use crate::metrics::WorkerStats;
 use crate::metrics::{OpKind, Outcome, Timestamps};
+use crate::queue::RequestQueue;
 use crate::routing::answers::values_answer_request;
 use crate::routing::merge::{
     is_success, pick_replicated_reply, values_by_key, values_concat, Outcome as Replicated,
 };
 use crate::routing::plan::{Merge, PartKeys, Plan, ServerId};
-use crate::server::WorkerContext;
+use crate::stats_units::StatsUnits;
+use crossbeam_utils::CachePadded;
+use std::sync::MutexGuard;
+
+/// What a worker runs with besides its handles.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerSettings {
+    pub pipeline: usize,
+    /// Connection attempts give up after this long (the default server timeout).
+    pub connect_timeout: Duration,
+    pub backoff_max: Duration,
+    pub max_reply_bytes: usize,
+}
+
+/// A worker's handles: the queue it takes from, the server health it reports to and
+/// reads, the budget its reply buffers are charged to, its counters and its statistics
+/// unit.
+#[derive(Clone)]
+pub struct WorkerContext {
+    pub queue: Arc<RequestQueue<Job>>,
+    pub health: Arc<Health>,
+    pub budget: Arc<MemoryBudget>,
+    pub counters: Arc<[CachePadded<Counters>]>,
+    pub stats: Arc<StatsUnits>,
+    /// Cumulative latency histograms (the metrics endpoint, `stats`).
+    pub latencies: Arc<LatencyUnits>,
+    pub settings: WorkerSettings,
+}
+
+impl WorkerContext {
+    /// The worker's own statistics unit; contended only at window boundaries.
+    pub fn lock_stats(&self, worker: usize) -> MutexGuard<'_, WorkerStats> {
+        self.stats.lock(worker)
+    }
+}
 
 #[derive(Debug, Clone, Copy)]
 enum State {
