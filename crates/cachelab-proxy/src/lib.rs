@@ -39,6 +39,7 @@ pub mod config_yaml;
 pub mod connection;
 pub mod counters;
 pub mod decode;
+pub mod down;
 pub mod endpoint;
 pub mod health;
 pub mod histograms;
