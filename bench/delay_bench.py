@@ -20,7 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from cachelab import linkprobe, netns, spec, topology
+from cachelab.hosts import linkprobe, netns
+from cachelab.spec import experiment as spec
+from cachelab.spec import topology
 
 DELAY_MS = 0.45
 SAMPLES = 2000

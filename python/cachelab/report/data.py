@@ -1,6 +1,6 @@
 """The report's numbers, assembled from the results database. No plotting, no HTML.
 
-Aggregates over a point use its steady runs (validate.py); within a run, only the steady
+Aggregates over a point use its steady runs (run/validate.py); within a run, only the steady
 part counts: the client summaries already cut warm-up and cool-down, middleware windows
 and CPU samples are kept when their midpoint lies in [warm-up, run time - cool-down].
 Middleware times merge the Welford triples of those windows exactly, over operation types,
@@ -13,9 +13,12 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from cachelab import linkbound, loadgen, spec, topology, validate
-from cachelab.analysis import laws, qos
+from cachelab.analysis import laws, linkbound, qos
+from cachelab.readers import loadgen
 from cachelab.report import measure
+from cachelab.run import validate
+from cachelab.spec import experiment as spec
+from cachelab.spec import topology
 from cachelab.store import (
     ClientClock,
     ClientTiming,
