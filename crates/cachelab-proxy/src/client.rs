@@ -427,6 +427,7 @@ mod tests {
             conn: Arc::clone(conn),
             seq: conn.reserve(),
             frame: bytes::Bytes::new(),
+            spans: Default::default(),
             pool: Arc::new(Pool::replicate(
                 vec![server],
                 false,
