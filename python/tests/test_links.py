@@ -9,12 +9,15 @@ import time
 
 import pytest
 
-from cachelab import linkbound, machine, spec, topology
-from cachelab.cpu import process_usage
+from cachelab.analysis import linkbound
 from cachelab.errors import UserError
-from cachelab.netns import tbf_args
-from cachelab.report import measure, rescale
-from cachelab.report.data import PointResult
+from cachelab.hosts.netns import tbf_args
+from cachelab.readers.cpu import process_usage
+from cachelab.report import measure
+from cachelab.report.data import PointResult, rescaled
+from cachelab.run import machine
+from cachelab.spec import experiment as spec
+from cachelab.spec import topology
 from cachelab.store import StoredInterval
 
 BASE = """
@@ -153,7 +156,7 @@ def test_rescaling_multiplies_throughput_and_divides_times_by_k():
               server_service_us=(400.0,), link_bound=linkbound.Bound(700.0, "server1 up"),
               ops={"get": measure.OpResult(500.0, 4.0, 2000)},
               intervals={"load": {"p99": i}})
-    r = rescale.point(p, 4)
+    r = rescaled(p, 4)
     assert (r.throughput, r.throughput_std, r.response_ms, r.response_std) == (
         2000, 40, 1, 0.1)
     assert r.percentiles_ms == {"p99": 2.0} and r.decomposition == {"network": 750.0}
@@ -162,11 +165,11 @@ def test_rescaling_multiplies_throughput_and_divides_times_by_k():
     assert r.ops["get"] == measure.OpResult(2000.0, 1.0, 2000)
     got = r.intervals["load"]["p99"]
     assert (got.estimate_ms, got.low_ms, got.high_ms, got.samples) == (2.0, 1.5, 3.0, 1000)
-    assert r.scale == 4 and rescale.point(p, 1) is p
+    assert r.scale == 4 and rescaled(p, 1) is p
 
 
 def test_an_unmeasured_point_rescales_to_itself():
-    r = rescale.point(point(), 2)
+    r = rescaled(point(), 2)
     assert r.throughput is None and r.response_ms is None and r.scale == 2
 
 

@@ -17,9 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from cachelab import linkbound, linkprobe, loadgen, netns, runner, spec, topology
+from cachelab.analysis import linkbound
 from cachelab.errors import UserError
-from cachelab.progress import Progress
+from cachelab.hosts import linkprobe, netns
+from cachelab.readers import loadgen
+from cachelab.run import runner
+from cachelab.run.progress import Progress
+from cachelab.spec import experiment as spec
+from cachelab.spec import topology
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 

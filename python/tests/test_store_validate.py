@@ -6,10 +6,12 @@ import sqlite3
 
 import pytest
 
-from cachelab import spec, store, validate
+from cachelab import store
 from cachelab.errors import UserError
-from cachelab.progress import Progress
-from cachelab.runner import run_experiment
+from cachelab.run import validate
+from cachelab.run.progress import Progress
+from cachelab.run.runner import run_experiment
+from cachelab.spec import experiment as spec
 
 EXPERIMENT = """
 name = "synthetic"
@@ -167,7 +169,7 @@ def test_a_crash_loses_only_the_run_in_progress_and_resume_continues(tmp_path):
 
 
 def test_stored_state_tells_empty_unfinished_finished_and_other(tmp_path):
-    from cachelab.runner import stored_state
+    from cachelab.run.runner import stored_state
 
     exp = spec.parse(EXPERIMENT)
     assert stored_state(exp, tmp_path) == "empty"
@@ -197,7 +199,7 @@ def steady(points: int, runs: int = 5) -> dict[int, list[float]]:
 
 
 def test_randomized_runs_every_planned_run_once_in_the_seeds_order(tmp_path):
-    from cachelab import order
+    from cachelab.spec import order
 
     execute = fake_executor(steady(4))
     run(tmp_path, execute, text=RANDOM)

@@ -5,9 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from cachelab import cgroups, linkbound, spec, topology
-from cachelab.cpu import core_percent
-from cachelab.netns import tbf_args
+from cachelab.analysis import linkbound
+from cachelab.hosts import cgroups
+from cachelab.hosts.netns import tbf_args
+from cachelab.readers.cpu import core_percent
+from cachelab.spec import experiment as spec
+from cachelab.spec import topology
 
 BASE = """
 name = "t"

@@ -10,6 +10,7 @@ use crate::budget::Charge;
 use crate::client::ClientConn;
 use crate::metrics::OpKind;
 use crate::routing::plan::{Access, Pool};
+use crate::routing::spans::KeySpans;
 
 pub struct Job {
     pub conn: Arc<ClientConn>,
@@ -17,6 +18,8 @@ pub struct Job {
     pub seq: u64,
     /// The request as the servers get it (noreply already removed).
     pub frame: Bytes,
+    /// Where a multi-key request's keys are in `frame` (empty otherwise).
+    pub spans: KeySpans,
     /// The pool it was decoded for: a reload after that does not change its servers.
     pub pool: Arc<Pool>,
     pub access: Access,

@@ -6,7 +6,7 @@
 //! contract is `schema/stats-file.schema.json` (fields documented in
 //! docs/stats-file.md), and `schema/stats-file.golden.jsonl` is what this writer
 //! produces for a fixed run: the writer is tested against it here, and the Python
-//! reader (`cachelab.proxy_stats`) against the same file.
+//! reader (`cachelab.readers.proxy_stats`) against the same file.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -24,8 +24,9 @@ use tracing::{error, info};
 
 use crate::config::Config;
 use crate::metrics::{OpKind, OpStats, WorkerStats};
+use crate::observed::Observed;
 use crate::routing::plan::Mode;
-use crate::server::{Observed, StatsUnits};
+use crate::stats_units::StatsUnits;
 
 /// Bumped when a field changes meaning or disappears (adding fields does not bump it).
 pub const SCHEMA_VERSION: u32 = 1;

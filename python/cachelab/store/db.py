@@ -27,11 +27,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from cachelab import loadgen, proxy_stats, selfcheck
-from cachelab.cpu import SHARES
 from cachelab.errors import UserError
-from cachelab.proxy_stats import Welford
-from cachelab.spec import Experiment, config_dict
+from cachelab.readers import loadgen, proxy_stats, selfcheck
+from cachelab.readers.cpu import SHARES
+from cachelab.readers.proxy_stats import Welford
+from cachelab.spec.experiment import Experiment, config_dict
 from cachelab.store import check
 from cachelab.store.records import (
     CapacityRecord,

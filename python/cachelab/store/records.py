@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cachelab import loadgen, proxy_stats
 from cachelab.analysis.trust import Check
-from cachelab.cpu import Sample
-from cachelab.proxy_stats import Welford
-from cachelab.selfcheck import Interval
+from cachelab.readers import loadgen, proxy_stats
+from cachelab.readers.cpu import Sample
+from cachelab.readers.proxy_stats import Welford
+from cachelab.readers.selfcheck import Interval
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,11 @@ import csv
 import json
 from pathlib import Path
 
-from cachelab import paths, validate
+from cachelab import paths
 from cachelab.errors import UserError
 from cachelab.report import sections
 from cachelab.report.tables import TABLES
+from cachelab.run import validate
 from cachelab.store import RUN_TABLES, Store, Table
 
 FORMATS = ("csv", "parquet")

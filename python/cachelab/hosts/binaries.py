@@ -8,8 +8,9 @@ from pathlib import Path
 
 from cachelab.errors import UserError
 
-#: The repository root when running from a checkout (python/cachelab/binaries.py -> ../..).
-REPO_ROOT = Path(__file__).resolve().parents[2]
+#: The repository root when running from a checkout
+#: (python/cachelab/hosts/binaries.py -> ../../..).
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def find_binary(name: str) -> Path:

@@ -21,7 +21,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cachelab import hdr, loadgen, selfcheck
+from cachelab.readers import hdr, loadgen, selfcheck
 from cachelab.store import RunSummary
 
 

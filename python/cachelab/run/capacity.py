@@ -15,10 +15,11 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from cachelab import hdr, loadgen, local
 from cachelab.analysis import capacity as cap
-from cachelab.hosts import LOOPBACK, Host
-from cachelab.spec import Experiment, RunConfig
+from cachelab.hosts import local
+from cachelab.hosts.host import LOOPBACK, Host
+from cachelab.readers import hdr, loadgen
+from cachelab.spec.experiment import Experiment, RunConfig
 
 #: Requests beyond the percentile a trial must hold (20 above p99 means 2,000 requests).
 MIN_TAIL_SAMPLES = 20

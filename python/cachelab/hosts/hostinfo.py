@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 from cachelab import __version__
-from cachelab.binaries import find_binary
 from cachelab.errors import UserError
+from cachelab.hosts.binaries import find_binary
 
 
 def cpu_model(cpuinfo: str) -> str | None:

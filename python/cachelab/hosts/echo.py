@@ -113,7 +113,7 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["rtt"]:
         print(json.dumps({"rtt_us": rtt(argv[1], int(argv[2]), int(argv[3]))}))
         return 0
-    print("usage: python -m cachelab.echo echo ADDR PORT | clock ADDR PORT | "
+    print("usage: python -m cachelab.hosts.echo echo ADDR PORT | clock ADDR PORT | "
           "rtt ADDR PORT COUNT",
           file=sys.stderr)
     return 2

@@ -1,6 +1,6 @@
 """A host as the process starters see it: an address to listen on and to connect to, and
 how to run a process there. `Host` is this machine or an emulated host on it (a command
-prefix enters the host's network namespace and cgroup); `cachelab.ssh.SshHost` is a
+prefix enters the host's network namespace and cgroup); `cachelab.hosts.ssh.SshHost` is a
 real host reached over SSH and has the same methods."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cachelab.cgroups import CpuGroup
+from cachelab.hosts.cgroups import CpuGroup
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class Host:
 
     def python(self) -> list[str]:
         """How to run cachelab's stdlib-only echo module here."""
-        return [sys.executable, "-m", "cachelab.echo"]
+        return [sys.executable, "-m", "cachelab.hosts.echo"]
 
     def which(self, command: str) -> str | None:
         return shutil.which(command)

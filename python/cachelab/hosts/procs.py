@@ -1,6 +1,6 @@
 """Process primitives for the processes of an experiment: free loopback ports, waiting for
 a listener, and the `Managed` handle (stopped on `stop()` or when used as a context manager,
-so a test or an experiment that fails half-way leaves nothing running). `cachelab.local`
+so a test or an experiment that fails half-way leaves nothing running). `cachelab.hosts.local`
 starts the servers, middlewares and load generators with them.
 """
 

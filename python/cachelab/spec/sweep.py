@@ -1,4 +1,4 @@
-"""Expanding a sweep into its points: pure, no validation (spec.py checks every point).
+"""Expanding a sweep into its points: pure, no validation (experiment.py checks every point).
 
 A point is a mapping from field paths (`load.clients`) to values. The sweep is every
 explicit point crossed with every combination of the factor levels; the first factor varies

@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cachelab.binaries import find_binary
 from cachelab.errors import UserError
-from cachelab.hosts import LOOPBACK, Host
-from cachelab.procs import START_TIMEOUT_S, Managed, free_port, require_command, wait_for_port
+from cachelab.hosts.binaries import find_binary
+from cachelab.hosts.host import LOOPBACK, Host
+from cachelab.hosts.procs import START_TIMEOUT_S, Managed, free_port, require_command, wait_for_port
 
 HOST = LOOPBACK.address
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cachelab.errors import UserError
-from cachelab.spec import RunConfig
+from cachelab.spec.experiment import RunConfig
 
 SCHEMA = "cachelab-load/1"
 OPS = ("set", "get", "multiget", "total")

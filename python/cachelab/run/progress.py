@@ -16,9 +16,9 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from cachelab.spec import Experiment, Point
+from cachelab.run.validate import RunOutcome, Verdict
+from cachelab.spec.experiment import Experiment, Point
 from cachelab.store import RunRecord
-from cachelab.validate import RunOutcome, Verdict
 
 #: Assumed overhead of a run beyond its run time (start, populate, stop, store) until a
 #: run has been timed.

@@ -30,8 +30,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from cachelab.spec import RunConfig
-from cachelab.topology import Layout
+from cachelab.spec.experiment import RunConfig
+from cachelab.spec.topology import Layout
 
 MSS = 1448
 HEADERS = 66  # Ethernet 14 + IPv4 20 + TCP 20 + timestamps 12

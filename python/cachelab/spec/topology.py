@@ -24,13 +24,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from cachelab.spec import ROLES, Host, LinkProfile, RunConfig, Topology
+from cachelab.spec.experiment import MAX_HOSTS, ROLES, Host, LinkProfile, RunConfig, Topology
 
 #: Addresses of the emulated hosts: inside 198.18.0.0/15, the range RFC 2544 sets aside
 #: for benchmarking, so they cannot clash with a real network. The controller (this
 #: process's namespace) is .1 of the subnet, hosts .2 upwards.
 SUBNET_BASE = (198, 18)
-MAX_HOSTS = 250
 
 
 @dataclass(frozen=True)

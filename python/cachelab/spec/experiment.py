@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cachelab import sweep as sweep_mod
 from cachelab.errors import UserError
-from cachelab.order import ORDERS
+from cachelab.spec import sweep as sweep_mod
+from cachelab.spec.order import ORDERS
 
 SERVER_KINDS = ("memcached", "redis")
 #: Topologies of SPEC section 3 (docs/topologies.md).
@@ -599,6 +599,9 @@ def _check_run(c: RunConfig) -> None:
 MAX_PROCESSES = 256
 #: Client connections one run may open (each takes a socket and a port on its host).
 MAX_CLIENTS = 50_000
+#: Emulated hosts one topology may have: their addresses are .2 upwards in one /24
+#: (topology.address; the controller is .1).
+MAX_HOSTS = 250
 
 
 def _check_counts(c: RunConfig) -> None:
@@ -615,8 +618,6 @@ def _check_counts(c: RunConfig) -> None:
         raise UserError(f"load.clients: {c.total_clients} client connections in all "
                         f"(instances x threads x clients); at most {MAX_CLIENTS} fit")
     if c.topology.kind == "netns":
-        from cachelab.topology import MAX_HOSTS  # topology imports this module
-
         hosts = len(c.topology.host) or processes
         if hosts > MAX_HOSTS:
             raise UserError(f"topology: {hosts} emulated hosts; at most {MAX_HOSTS} fit in "

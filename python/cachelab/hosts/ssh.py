@@ -1,5 +1,5 @@
 """The `ssh` topology: real hosts reached over SSH (paramiko), with the methods of
-`cachelab.hosts.Host`, so the runner starts servers, middlewares and load generators on
+`cachelab.hosts.host.Host`, so the runner starts servers, middlewares and load generators on
 them as on emulated hosts.
 
 On each host cachelab works in `/tmp/cachelab-ssh-<controller>-<pid>-<host>/`: the
@@ -31,9 +31,9 @@ from pathlib import Path, PurePosixPath
 
 import paramiko
 
-from cachelab import cgroups, echo
-from cachelab.binaries import find_binary
 from cachelab.errors import UserError
+from cachelab.hosts import cgroups, echo
+from cachelab.hosts.binaries import find_binary
 
 #: Binaries of ours that `copy_binaries` puts on the hosts.
 OURS = ("cachelab-proxy", "cachelab-load")

@@ -1,6 +1,6 @@
 """Measuring the links between hosts, as the original study did before its experiments:
 the round trip with a TCP echo (small messages, Nagle off, one outstanding: the ends are
-`cachelab.echo`, run on the two hosts) and the bandwidth with iperf3 (Debian's package),
+`cachelab.hosts.echo`, run on the two hosts) and the bandwidth with iperf3 (Debian's package),
 each direction."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cachelab.errors import UserError
-from cachelab.hosts import Host
+from cachelab.hosts.host import Host
 
 MESSAGE = 64
 RTT_COUNT = 200
@@ -73,7 +73,7 @@ def clock_offset(host: Host, count: int = OFFSET_COUNT) -> float:
     """How far `host`'s wall clock is ahead of this process's, in µs (echo.offset): a
     clock server on the host, asked from here. Emulated hosts share this kernel's clock,
     so theirs is the probe's own error (a few µs)."""
-    from cachelab import echo
+    from cachelab.hosts import echo
 
     server = host.spawn_piped([*host.python(), "clock", host.address, str(PORT + 2)])
     try:

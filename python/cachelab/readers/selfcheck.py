@@ -22,8 +22,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cachelab import hdr, loadgen
 from cachelab.analysis import trust
+from cachelab.readers import hdr, loadgen
 
 #: Fewer send gaps than this say too little about their distribution to test it.
 MIN_SEND_INTERVALS = 50

@@ -25,29 +25,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cachelab import (
-    capacity,
-    hdr,
-    hostinfo,
-    linkprobe,
-    loadgen,
-    local,
-    machine,
-    netns,
-    order,
-    paths,
-    proxy_stats,
-    selfcheck,
-    topology,
-    validate,
-)
+from cachelab import paths
 from cachelab.analysis import trust
-from cachelab.cpu import GroupSampler, Sampler, process_usage
 from cachelab.errors import UserError
-from cachelab.hosts import LOOPBACK, Host
-from cachelab.procs import Managed
-from cachelab.progress import Progress, Status
-from cachelab.spec import Experiment, Point, RunConfig
+from cachelab.hosts import hostinfo, linkprobe, local, netns
+from cachelab.hosts.host import LOOPBACK, Host
+from cachelab.hosts.procs import Managed
+from cachelab.readers import hdr, loadgen, proxy_stats, selfcheck
+from cachelab.readers.cpu import GroupSampler, Sampler, process_usage
+from cachelab.run import capacity, machine, validate
+from cachelab.run.progress import Progress, Status
+from cachelab.spec import order, topology
+from cachelab.spec.experiment import Experiment, Point, RunConfig
 from cachelab.store import (
     FILENAME,
     CapacityRecord,
@@ -312,7 +301,7 @@ def _hosts(c: RunConfig, layout: topology.Layout | None, directory: Path,
     if layout is None:
         return _Placement({}, None)
     if c.topology.kind == "ssh":
-        from cachelab import ssh  # paramiko loads slowly; only SSH experiments need it
+        from cachelab.hosts import ssh  # paramiko loads slowly; only SSH experiments need it
 
         cluster = stack.enter_context(ssh.Cluster(c.topology, layout, directory))
         return _Placement(cluster.hosts, layout, cluster.collect, cluster.versions())

@@ -34,11 +34,11 @@ import subprocess
 import time
 from pathlib import Path
 
-from cachelab import cgroups
-from cachelab.binaries import find_binary
 from cachelab.errors import UserError
-from cachelab.hosts import Host
-from cachelab.topology import Layout, PlannedHost, address, controller_address
+from cachelab.hosts import cgroups
+from cachelab.hosts.binaries import find_binary
+from cachelab.hosts.host import Host
+from cachelab.spec.topology import Layout, PlannedHost, address, controller_address
 
 PREFIX = "cachelab-"
 NETNS_DIR = Path("/run/netns")
