@@ -9,6 +9,7 @@ so nothing is counted twice.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -118,6 +119,18 @@ def core_percent(before: tuple[float, float], after: tuple[float, float],
         return 0.0, 0.0
     return (max(0.0, 100.0 * (after[0] - before[0]) / seconds),
             max(0.0, 100.0 * (after[1] - before[1]) / seconds))
+
+
+def process_usage(pid: int, proc: str = "/proc") -> tuple[float, float]:
+    """Cumulative (user, system) CPU seconds of process `pid`, all its threads, from
+    /proc/<pid>/stat (fields 14 and 15, in clock ticks)."""
+    with open(f"{proc}/{pid}/stat") as f:
+        text = f.read()
+    # The command name (field 2) is in parentheses and may hold spaces or parentheses:
+    # the fields after it start past the last ')'.
+    fields = text[text.rindex(")") + 2:].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 class GroupSampler:

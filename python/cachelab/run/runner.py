@@ -13,6 +13,7 @@ crash loses only the run in progress, and `resume=True` continues with it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import os
 import shutil
@@ -25,13 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from cachelab import paths
+from cachelab.analysis import trust
 from cachelab.errors import UserError
 from cachelab.hosts import hostinfo, linkprobe, local, netns
 from cachelab.hosts.host import LOOPBACK, Host
 from cachelab.hosts.procs import Managed
 from cachelab.readers import hdr, loadgen, proxy_stats, selfcheck
-from cachelab.readers.cpu import GroupSampler, Sampler
-from cachelab.run import capacity, validate
+from cachelab.readers.cpu import GroupSampler, Sampler, process_usage
+from cachelab.run import capacity, machine, validate
 from cachelab.run.progress import Progress, Status
 from cachelab.spec import order, topology
 from cachelab.spec.experiment import Experiment, Point, RunConfig
@@ -40,6 +42,7 @@ from cachelab.store import (
     CapacityRecord,
     CapacityTrial,
     ClientPlacement,
+    EmulatorCpuSample,
     HostCpuSample,
     LinkRecord,
     RunHost,
@@ -95,10 +98,14 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
         groups = {} if layout is None else {
             h.name: reader for h in layout.hosts
             if (reader := place.hosts[h.name].cpu_reader()) is not None}
+        emulator: dict[str, Callable[[], tuple[float, float]]] = {
+            f"cachelab-delay[{pid}]": functools.partial(process_usage, pid)
+            for pid in place.emulator_pids}
         placements = _client_placements(c, layout, place)
         seed = c.workload.seed + 1000 * (repetition - 1)
         start_at = None
-        with Sampler() as sampler, GroupSampler(groups) as host_sampler:
+        with Sampler() as sampler, GroupSampler(groups) as host_sampler, \
+                GroupSampler(emulator) as emulator_sampler:
             started = time.time()
             if c.load.mode == "capacity":
                 searched = capacity.search(
@@ -154,12 +161,40 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
     artifacts = {f.name: f.read_bytes() for f in sorted(directory.iterdir())
                  if f.is_file() and not f.name.startswith("populate-")}
     hosts = () if layout is None else tuple(
-        RunHost(h.name, ",".join(h.roles), place.hosts[h.name].address, h.link_mbit,
-                h.delay_ms, h.cpu_quota, h.cpus) for h in layout.hosts)
+        RunHost(h.name, ",".join(h.roles), place.hosts[h.name].address,
+                max(h.egress_mbit, h.ingress_mbit), h.delay_ms, h.cpu_quota, h.cpus,
+                h.egress_mbit, h.ingress_mbit) for h in layout.hosts)
+    if layout is not None and c.topology.kind == "netns":
+        lead = 0.0 if start_at is None else max(0.0, start_at / 1000 - started)
+        checks += (_machine_check(exp, layout, sampler, host_sampler, emulator_sampler,
+                                  lead),)
     return RunRecord(point.index, repetition, started, ended, summary, host, reports, stats,
                      tuple(sampler.samples), artifacts, hosts,
                      tuple(HostCpuSample(*x) for x in host_sampler.samples), links,
-                     capacity_record, measures, placements, start_at, intervals, checks)
+                     capacity_record, measures, placements, start_at, intervals, checks,
+                     tuple(EmulatorCpuSample(*x) for x in emulator_sampler.samples))
+
+
+def _machine_check(exp: Experiment, layout: topology.Layout, sampler: Sampler,
+                   host_sampler: GroupSampler, emulator_sampler: GroupSampler,
+                   lead: float) -> trust.Check:
+    """Whether this machine, rather than the emulated hosts, was the limit (machine.py),
+    over the steady part of the run (`lead`: seconds from the samplers' start to the
+    load generators')."""
+    low, high = lead + exp.warmup_s, lead + exp.run_time_s - exp.cooldown_s
+    busy = machine.steady_mean([(x.t, 100.0 - x.idle) for x in sampler.samples
+                                if x.cpu == "all"], low, high)
+    emulator: dict[float, float] = {}
+    for t, _, usr, sys_ in emulator_sampler.samples:
+        emulator[t] = emulator.get(t, 0.0) + usr + sys_
+    hosts = {h.name: machine.steady_mean([(t, usr + sys_) for t, name, usr, sys_
+                                          in host_sampler.samples if name == h.name],
+                                         low, high) for h in layout.hosts}
+    return machine.check(machine.MachineUse(
+        os.cpu_count() or 1, busy or 0.0,
+        machine.steady_mean(sorted(emulator.items()), low, high) or 0.0,
+        {name: pct for name, pct in hosts.items() if pct is not None},
+        {h.name: h.cpu_quota for h in layout.hosts}))
 
 
 def _client_placements(c: RunConfig, layout: topology.Layout | None,
@@ -244,8 +279,11 @@ class _Placement:
 
     def __init__(self, hosts: Mapping[str, Any], layout: topology.Layout | None,
                  collect: Callable[[], None] = lambda: None,
-                 versions: dict[str, dict[str, str]] | None = None) -> None:
+                 versions: dict[str, dict[str, str]] | None = None,
+                 emulator_pids: tuple[int, ...] = ()) -> None:
         self.hosts = hosts
+        #: The delay line's process(es), whose CPU is sampled beside the hosts'.
+        self.emulator_pids = emulator_pids
         self.layout = layout
         #: Brings the files remote processes wrote into the run directory.
         self.collect = collect
@@ -268,7 +306,7 @@ def _hosts(c: RunConfig, layout: topology.Layout | None, directory: Path,
         cluster = stack.enter_context(ssh.Cluster(c.topology, layout, directory))
         return _Placement(cluster.hosts, layout, cluster.collect, cluster.versions())
     centre = stack.enter_context(netns.DataCentre(layout, log_dir=directory))
-    return _Placement(centre.hosts, layout)
+    return _Placement(centre.hosts, layout, emulator_pids=centre.emulator_pids)
 
 
 def _measure_links(c: RunConfig, layout: topology.Layout,
@@ -281,13 +319,12 @@ def _measure_links(c: RunConfig, layout: topology.Layout,
     by_name = {h.name: h for h in layout.hosts}
     for src, dst in layout.pairs():
         a, b = by_name[src], by_name[dst]
-        key: tuple[object, ...] = ((a.link_mbit, a.delay_ms, a.cpu_quota),
-                                   (b.link_mbit, b.delay_ms, b.cpu_quota))
+        key: tuple[object, ...] = (a.link_key(), b.link_key())
         if c.topology.kind == "ssh":
             key = (src, dst)
         if key not in measured:
             m = linkprobe.measure(place.hosts[src], place.hosts[dst],
-                                  bandwidth=bool(a.link_mbit or b.link_mbit))
+                                  bandwidth=a.shaped or b.shaped)
             measured[key] = LinkRecord(src, dst, m.rtt_p50_us, m.rtt_p99_us, m.rtt_min_us,
                                        1000 * topology.round_trip_ms(a, b), m.mbit_forward,
                                        m.mbit_reverse)

@@ -12,6 +12,7 @@ from cachelab.store.records import (
     ClientOpTotals,
     ClientPlacement,
     ClientTiming,
+    EmulatorCpuSample,
     HostCpuSample,
     LateRun,
     LinkRecord,
@@ -37,7 +38,7 @@ from cachelab.store.schema import MIGRATIONS, Migration, migrate
 __all__ = [
     "FILENAME", "MIGRATIONS", "RUN_TABLES", "WELFORD_METRICS", "CapacityRecord",
     "CapacityTrial", "ClientClock", "ClientOpTotals", "ClientPlacement",
-    "ClientTiming", "HostCpuSample", "LateRun", "LinkRecord", "Migration",
+    "ClientTiming", "EmulatorCpuSample", "HostCpuSample", "LateRun", "LinkRecord", "Migration",
     "MiddlewareOp", "MiddlewareQueue", "MiddlewareRate", "RunCheck", "RunHost", "RunRecord",
     "RunStart",
     "RunSummary", "ServerService", "Store", "StoredCapacity", "StoredExperiment",

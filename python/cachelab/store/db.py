@@ -191,7 +191,7 @@ class Store:
                 {"run_id": run_id, "t": x.t, "cpu": x.cpu, **{k: getattr(x, k) for k in SHARES}}
                 for x in record.cpu])
             for table, rows in (("run_host", record.hosts), ("host_cpu", record.host_cpu),
-                                ("link", record.links)):
+                                ("link", record.links), ("emulator_cpu", record.emulator_cpu)):
                 _insert_many(c, table, [{"run_id": run_id, **asdict(x)} for x in rows])
             if record.capacity is not None:
                 k = record.capacity

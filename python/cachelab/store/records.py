@@ -69,8 +69,10 @@ class RunRecord:
     start_at_unix_ms: int | None = None
     #: The percentiles of each role's merged histograms with their intervals.
     intervals: tuple[Interval, ...] = ()
-    #: The self-checks the run passed or failed (selfcheck.checks).
+    #: The self-checks the run passed or failed (selfcheck.checks, and machine.check).
     checks: tuple[Check, ...] = ()
+    #: The emulator's CPU samples (netns with delays).
+    emulator_cpu: tuple[EmulatorCpuSample, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -119,10 +121,25 @@ class RunHost:
     host: str
     roles: str
     address: str
+    #: The faster of the two directions (the column from before they were apart).
     link_mbit: float
     delay_ms: float
     cpu_quota: float
     cpus: str | None
+    #: What the host sends and receives, Mbit/s (0: unshaped).
+    egress_mbit: float | None = None
+    ingress_mbit: float | None = None
+
+
+@dataclass(frozen=True)
+class EmulatorCpuSample:
+    """The delay line's CPU over one interval, in percent of one core (from
+    /proc/<pid>/stat), outside every host's cgroup."""
+
+    t: float
+    process: str
+    usr: float
+    sys: float
 
 
 @dataclass(frozen=True)

@@ -230,6 +230,17 @@ CREATE TABLE run_check (
     PRIMARY KEY (run_id, name)
 );
 """)),
+    # The emulated data centre (issue 25): each host's egress and ingress rates apart, and
+    # the delay line's own CPU every second (the machine check is a run_check row).
+    Migration("0007_links_and_emulator", _script("""
+ALTER TABLE run_host ADD COLUMN egress_mbit REAL;
+ALTER TABLE run_host ADD COLUMN ingress_mbit REAL;
+CREATE TABLE emulator_cpu (
+    run_id INTEGER NOT NULL REFERENCES run(id), t REAL NOT NULL, process TEXT NOT NULL,
+    usr REAL NOT NULL, sys REAL NOT NULL,
+    PRIMARY KEY (run_id, t, process)
+);
+""")),
 )
 
 
