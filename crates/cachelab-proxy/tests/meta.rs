@@ -107,10 +107,7 @@ fn meta_keys_route_like_text_keys_and_writes_are_replicated() {
         ),
     )
     .unwrap();
-    let shard = cachelab_testkit::Proxy::start_args(
-        env!("CARGO_BIN_EXE_cachelab-proxy"),
-        &["--config".into(), conf.display().to_string()],
-    );
+    let shard = Proxy::start_args(&["--config".into(), conf.display().to_string()]);
     let mut c = connect(shard.addr);
     for i in 0..30 {
         let key = format!("m{i}");

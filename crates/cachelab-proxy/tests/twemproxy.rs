@@ -123,16 +123,13 @@ fn nutcracker_yml(listen: u16, hash: &str, distribution: &str, servers: &[Memcac
     yml
 }
 
-fn cachelab_with(conf: &Path) -> cachelab_testkit::Proxy {
-    cachelab_testkit::Proxy::start_args(
-        env!("CARGO_BIN_EXE_cachelab-proxy"),
-        &[
-            "--config".into(),
-            conf.display().to_string(),
-            "-t".into(),
-            "4".into(),
-        ],
-    )
+fn cachelab_with(conf: &Path) -> common::Proxy {
+    common::Proxy::start_args(&[
+        "--config".into(),
+        conf.display().to_string(),
+        "-t".into(),
+        "4".into(),
+    ])
 }
 
 /// Every key on the same server through both proxies, for each (hash, distribution).
