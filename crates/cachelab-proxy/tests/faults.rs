@@ -32,7 +32,11 @@ impl Tally {
     /// Waits (bounded) until `more` requests beyond the `from`th have completed.
     fn wait_for(&self, from: usize, more: usize) {
         let done = common::wait_until(Duration::from_secs(20), || self.completed() >= from + more);
-        assert!(done, "{} of {more} more requests completed", self.completed() - from);
+        assert!(
+            done,
+            "{} of {more} more requests completed",
+            self.completed() - from
+        );
     }
 
     fn between(&self, from: Instant, to: Instant) -> f64 {
@@ -143,7 +147,7 @@ fn a_server_killed_and_restarted_under_load_costs_no_read_and_no_later_write() {
     let threads = load(&proxy, 4, 4, &tally, &stop);
     tally.wait_for(0, 500);
     servers[2].stop(); // SIGKILL
-    // Down until writes have seen it (they answer SERVER_ERROR) and reads went on.
+                       // Down until writes have seen it (they answer SERVER_ERROR) and reads went on.
     let down = tally.completed();
     assert!(
         common::wait_until(Duration::from_secs(10), || {

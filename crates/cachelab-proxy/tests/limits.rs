@@ -44,8 +44,10 @@ fn a_connection_past_the_limit_gets_the_error_line_and_is_closed() {
             .unwrap()
     };
     assert!(
-        common::wait_until(Duration::from_secs(5), || stat(&mut first, "curr_connections")
-            == "1"),
+        common::wait_until(Duration::from_secs(5), || stat(
+            &mut first,
+            "curr_connections"
+        ) == "1"),
         "the closed connection still holds its place"
     );
     let mut fourth = proxy.client();

@@ -95,7 +95,7 @@ fn meta_commands_through_the_proxy_get_the_bytes_memcached_gives() {
 #[test]
 fn meta_keys_route_like_text_keys_and_writes_are_replicated() {
     let servers = start_servers(3);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::temp_dir();
     let conf = dir.path().join("shard.toml");
     let list: Vec<String> = servers.iter().map(|s| format!("\"{}\"", s.addr)).collect();
     std::fs::write(

@@ -15,7 +15,7 @@ use cachelab_protocol::Expect;
 use common::{start_servers, values_reply, Client, Memcached};
 
 fn start(config: &str, extra: &[&str]) -> (common::Proxy, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::temp_dir();
     let path = dir.path().join("proxy.toml");
     std::fs::write(&path, config).unwrap();
     let mut args = vec!["--config".to_string(), path.display().to_string()];
@@ -230,7 +230,11 @@ fn with_replicas_a_killed_server_costs_no_read_is_ejected_once_and_comes_back() 
         let done = common::wait_until(Duration::from_secs(20), || {
             reads.load(Ordering::Relaxed) >= from + n
         });
-        assert!(done, "the readers stalled at {}", reads.load(Ordering::Relaxed));
+        assert!(
+            done,
+            "the readers stalled at {}",
+            reads.load(Ordering::Relaxed)
+        );
     };
     more_reads(200);
     servers[1].stop(); // SIGKILL

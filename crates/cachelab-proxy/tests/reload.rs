@@ -30,7 +30,7 @@ struct Tally {
 #[test]
 fn the_pool_changes_twice_under_load_without_an_error_or_a_dropped_connection() {
     let servers = start_servers(3);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::temp_dir();
     let path = dir.path().join("proxy.toml");
     std::fs::write(&path, pool(&[&servers[0]], "replicate")).unwrap();
     // The binary: SIGHUP is part of the subject.

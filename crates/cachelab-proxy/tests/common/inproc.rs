@@ -130,10 +130,7 @@ impl Proxy {
     /// With exactly `args` (plus the stats file in a temporary directory), e.g.
     /// `--config FILE`; panics if the proxy cannot start.
     pub fn start_args(args: &[String]) -> Proxy {
-        let dir = tempfile::Builder::new()
-            .prefix("cachelab")
-            .tempdir()
-            .unwrap();
+        let dir = cachelab_testkit::temp_dir();
         let mut argv = vec!["cachelab-proxy".to_string()];
         argv.extend(args.iter().cloned());
         argv.push("--stats-file".into());
@@ -158,7 +155,10 @@ impl Proxy {
         match started.recv() {
             Ok(Ok(())) => {}
             Ok(Err(e)) => panic!("the proxy did not start: {e}"),
-            Err(_) => panic!("the proxy's thread ended before it started: {:?}", thread.join()),
+            Err(_) => panic!(
+                "the proxy's thread ended before it started (panicked: {})",
+                thread.join().is_err()
+            ),
         }
         Proxy {
             addr: *addrs.first().expect("a TCP listener"),

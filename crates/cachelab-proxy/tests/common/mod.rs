@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 pub mod inproc;
 
+#[allow(unused_imports)] // not every test file serves in process
 pub use inproc::Proxy;
 
 /// The binary, for tests whose subject is the process (its CPU time and memory, its
