@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from cachelab import capacity as capacity_io
-from cachelab import spec
+from cachelab import loadgen, spec
 from cachelab.errors import UserError
 
 
@@ -66,7 +66,8 @@ def search_server(address: str, out: Path, exp: spec.Experiment,
         raise UserError(f"--server: expected HOST:PORT, got {address!r}")
     out.mkdir(parents=True, exist_ok=True)
     config = exp.points[0].config
-    outcome = capacity_io.search(exp, config, [(match[1], int(match[2]))], out, log=log)
+    outcome = capacity_io.search(exp, config,
+                                 [(match[1], int(match[2]), loadgen.PLAIN)], out, log=log)
     write_outcome(out, exp, outcome, address)
     return outcome
 

@@ -18,6 +18,7 @@ from cachelab.store.records import (
     MiddlewareOp,
     MiddlewareQueue,
     MiddlewareRate,
+    ProcessCpu,
     RunCheck,
     RunHost,
     RunRecord,
@@ -30,6 +31,7 @@ from cachelab.store.records import (
     StoredPoint,
     StoredRun,
     Table,
+    TlsSession,
     WindowKey,
 )
 from cachelab.store.schema import MIGRATIONS, Migration, migrate
@@ -38,8 +40,9 @@ __all__ = [
     "FILENAME", "MIGRATIONS", "RUN_TABLES", "WELFORD_METRICS", "CapacityRecord",
     "CapacityTrial", "ClientClock", "ClientOpTotals", "ClientPlacement",
     "ClientTiming", "HostCpuSample", "LateRun", "LinkRecord", "Migration",
-    "MiddlewareOp", "MiddlewareQueue", "MiddlewareRate", "RunCheck", "RunHost", "RunRecord",
-    "RunStart",
+    "MiddlewareOp", "MiddlewareQueue", "MiddlewareRate", "ProcessCpu", "RunCheck",
+    "RunHost", "RunRecord", "RunStart",
     "RunSummary", "ServerService", "Store", "StoredCapacity", "StoredExperiment",
-    "StoredInterval", "StoredPoint", "StoredRun", "Table", "WindowKey", "migrate",
+    "StoredInterval", "StoredPoint", "StoredRun", "Table", "TlsSession", "WindowKey",
+    "migrate",
 ]
