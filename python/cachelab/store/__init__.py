@@ -6,6 +6,7 @@ package runs SQL; callers get typed records.
 
 from cachelab.store.db import FILENAME, RUN_TABLES, WELFORD_METRICS, Store
 from cachelab.store.records import (
+    HOPS,
     CapacityRecord,
     CapacityTrial,
     ClientClock,
@@ -37,7 +38,7 @@ from cachelab.store.records import (
 from cachelab.store.schema import MIGRATIONS, Migration, migrate
 
 __all__ = [
-    "FILENAME", "MIGRATIONS", "RUN_TABLES", "WELFORD_METRICS", "CapacityRecord",
+    "FILENAME", "HOPS", "MIGRATIONS", "RUN_TABLES", "WELFORD_METRICS", "CapacityRecord",
     "CapacityTrial", "ClientClock", "ClientOpTotals", "ClientPlacement",
     "ClientTiming", "HostCpuSample", "LateRun", "LinkRecord", "Migration",
     "MiddlewareOp", "MiddlewareQueue", "MiddlewareRate", "ProcessCpu", "RunCheck",
