@@ -17,6 +17,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cachelab import spec
 from cachelab.report.data import PointResult, ReportData, known, percentile_ms
 from cachelab.store import HOPS, ProcessCpu, Store, TlsSession
 
@@ -111,12 +112,12 @@ def costs(s: Store, data: ReportData) -> list[TlsCost]:
 
 
 def _key(config: dict) -> str:
-    """A configuration's identity for pairing: TLS settings read as their effect (a
+    """A configuration's identity for pairing: read back through the spec (so a database
+    from before a field existed has its default), TLS settings as their effect (a
     middleware's is no part of a configuration without one; `load.tls` follows the
-    target; a database from before TLS has none of them)."""
-    c = copy.deepcopy(config)
-    c["servers"]["tls"] = bool(c["servers"].get("tls"))
-    c["middleware"]["tls"] = bool(c["middleware"]["count"] and c["middleware"].get("tls"))
+    target)."""
+    c = spec.config_dict(spec.config_from_dict(config))
+    c["middleware"]["tls"] = bool(c["middleware"]["count"] and c["middleware"]["tls"])
     c["load"]["tls"] = None
     return json.dumps(c, sort_keys=True)
 
