@@ -17,6 +17,7 @@ use tracing::{info, warn};
 
 use crate::budget::{Charge, MemoryBudget};
 use crate::config::BACKOFF_INITIAL;
+use crate::down::{Down, IdleEnd};
 use crate::endpoint::Endpoint;
 use crate::health::{FailureKind, Health};
 use crate::server_stream::ServerStream;
@@ -25,31 +26,11 @@ use crate::server_stream::ServerStream;
 #[derive(Debug)]
 pub enum FillError {
     /// The connection is unusable (closed, reset, read error): the server failed.
-    Connection(String),
+    Connection(Down),
     /// One request's reply passed --max-reply-bytes: the request is refused.
     TooLarge,
     /// The memory budget is exhausted: the request is refused.
     OutOfMemory,
-}
-
-/// Why an idle server connection must be closed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IdleEnd {
-    /// The server closed it (a restart).
-    Closed,
-    /// The server sent bytes while no request was out: they answer nothing we sent.
-    UnaskedBytes,
-    Failed,
-}
-
-impl IdleEnd {
-    pub fn reason(self) -> &'static str {
-        match self {
-            IdleEnd::Closed => "server closed the idle connection",
-            IdleEnd::UnaskedBytes => "server sent bytes on an idle connection",
-            IdleEnd::Failed => "idle connection failed",
-        }
-    }
 }
 
 /// A reply buffer larger than this is replaced by a fresh one once it is empty.
@@ -72,7 +53,7 @@ pub struct Backend {
     backoff: Duration,
     retry_at: Option<Instant>,
     /// Why the server is down, for the SERVER_ERROR line.
-    reason: String,
+    down: Down,
     connect_timeout: Duration,
     backoff_max: Duration,
     /// `rbuf` held against the memory budget.
@@ -102,7 +83,7 @@ impl Backend {
             wbuf: BytesMut::with_capacity(4 * 1024),
             backoff: BACKOFF_INITIAL,
             retry_at: None,
-            reason: String::from("not connected yet"),
+            down: Down::NotConnectedYet,
             connect_timeout,
             backoff_max,
             charge: Charge::new(budget),
@@ -114,26 +95,25 @@ impl Backend {
         self.stream.is_some()
     }
 
-    pub fn reason(&self) -> &str {
-        &self.reason
+    /// Why the server cannot be used now (or why it last could not).
+    pub fn down(&self) -> &Down {
+        &self.down
     }
 
-    /// Connects if down and the retry time has come; true if the server can be used.
-    /// An ejected server cannot be used, whatever the state of this connection.
-    pub async fn ensure_connected(&mut self) -> bool {
+    /// Connects if down and the retry time has come; Err says why the server cannot
+    /// be used. An ejected server cannot be used, whatever the state of this connection.
+    pub async fn ensure_connected(&mut self) -> Result<(), Down> {
         if self.health.is_ejected(self.index) {
-            if self.stream.is_some() {
-                self.drop_connection("server ejected");
-            }
-            self.reason = self.health.reason(self.index);
-            return false;
+            let down = Down::Ejected(self.health.reason(self.index));
+            self.drop_connection(down.clone());
+            return Err(down);
         }
         if self.stream.is_some() {
-            return true;
+            return Ok(());
         }
         let restored = self.health.restores(self.index) != self.restores_seen;
         if !restored && self.retry_at.is_some_and(|at| Instant::now() < at) {
-            return false;
+            return Err(self.down.clone());
         }
         let connector = self.health.connector(self.index);
         let attempt = tokio::time::timeout(self.connect_timeout, connector.connect());
@@ -148,53 +128,51 @@ impl Backend {
                 // Replies parsed before the failure still belong to requests of the
                 // current batch; only the unparsed remainder of the old stream goes.
                 self.rbuf.truncate(self.parsed);
-                true
+                Ok(())
             }
             Ok(Err(e)) => {
-                self.schedule_retry(FailureKind::Connection, e.to_string());
-                false
+                Err(self.schedule_retry(FailureKind::Connection, Down::Connect(e.to_string())))
             }
-            Err(_) => {
-                let reason = format!(
-                    "connect timed out after {} ms",
-                    self.connect_timeout.as_millis()
-                );
-                self.schedule_retry(FailureKind::Timeout, reason);
-                false
-            }
+            Err(_) => Err(self.schedule_retry(
+                FailureKind::Timeout,
+                Down::ConnectTimeout(self.connect_timeout.as_millis()),
+            )),
         }
     }
 
-    fn schedule_retry(&mut self, kind: FailureKind, reason: String) {
+    /// Reports the failure to the shared health and waits out the backoff; returns it.
+    fn schedule_retry(&mut self, kind: FailureKind, down: Down) -> Down {
         self.retry_at = Some(Instant::now() + self.backoff);
         self.backoff = (self.backoff * 2).min(self.backoff_max);
         self.restores_seen = self.health.restores(self.index);
-        self.health.report_failure(self.index, kind, &reason);
-        self.reason = reason;
+        self.health
+            .report_failure(self.index, kind, &down.to_string());
+        self.down = down.clone();
+        down
     }
 
     /// Marks the server down after an error on an established connection and reports
     /// it. Replies already parsed for the current request stay readable until
     /// `finish_request`.
-    pub fn fail(&mut self, kind: FailureKind, reason: impl Into<String>) {
-        let reason = reason.into();
+    pub fn fail(&mut self, kind: FailureKind, down: Down) {
         if self.stream.take().is_some() {
-            warn!(worker = self.worker, server = %self.addr, %reason,
+            warn!(worker = self.worker, server = %self.addr, reason = %down,
                   "server connection failed; reconnecting with backoff");
         }
         self.wbuf.clear();
-        self.schedule_retry(kind, reason);
+        self.schedule_retry(kind, down);
     }
 
     /// Closes the connection without counting it against the server: it was ejected
     /// (replies still owed on this connection would arrive out of step), or it closed
     /// while idle (a restart), to be reopened by the next request that needs it.
-    pub fn drop_connection(&mut self, reason: &str) {
+    pub fn drop_connection(&mut self, down: Down) {
         if self.stream.take().is_some() {
-            info!(worker = self.worker, server = %self.addr, %reason, "server connection closed");
+            info!(worker = self.worker, server = %self.addr, reason = %down,
+                  "server connection closed");
         }
         self.wbuf.clear();
-        self.reason = reason.to_string();
+        self.down = down;
     }
 
     /// An answer arrived: the server is alive.
@@ -226,40 +204,39 @@ impl Backend {
     /// would swallow them, so it is checked first and replaced; a write that fails on a
     /// connection used before is retried once on a fresh one (a write error means the
     /// kernel refused the bytes: the server did not get the request).
-    pub async fn send(&mut self) -> Result<(), ()> {
+    pub async fn send(&mut self) -> Result<(), Down> {
         if let Some(end) = self.closed_while_idle() {
-            self.drop_connection(end.reason());
+            self.drop_connection(Down::Idle(end));
             self.reconnect_keeping_wbuf().await?;
         }
         let Some(stream) = self.stream.as_mut() else {
             self.wbuf.clear();
-            return Err(());
+            return Err(self.down.clone());
         };
         if let Err(first) = write_flushed(stream, &self.wbuf).await {
             info!(worker = self.worker, server = %self.addr, error = %first,
                   "write failed; retrying once on a fresh connection");
-            self.drop_connection("write failed");
+            self.drop_connection(Down::WriteRetried);
             self.reconnect_keeping_wbuf().await?;
             let stream = self.stream.as_mut().expect("just connected");
             if let Err(e) = write_flushed(stream, &self.wbuf).await {
-                self.fail(FailureKind::Connection, format!("write failed: {e}"));
-                return Err(());
+                let down = Down::WriteFailed(e.to_string());
+                self.fail(FailureKind::Connection, down.clone());
+                return Err(down);
             }
         }
         self.wbuf.clear();
         Ok(())
     }
 
-    async fn reconnect_keeping_wbuf(&mut self) -> Result<(), ()> {
+    async fn reconnect_keeping_wbuf(&mut self) -> Result<(), Down> {
         let pending = std::mem::take(&mut self.wbuf);
         let connected = self.ensure_connected().await;
         self.wbuf = pending;
-        if connected {
-            Ok(())
-        } else {
+        if connected.is_err() {
             self.wbuf.clear();
-            Err(())
         }
+        connected
     }
 
     /// Why this connection must go, if the server closed (or reset) it or sent bytes
@@ -283,7 +260,7 @@ impl Backend {
     /// so a drained socket costs no extra `recv` returning EAGAIN.
     pub fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), FillError>> {
         let Some(stream) = self.stream.as_mut() else {
-            return Poll::Ready(Err(FillError::Connection(self.reason.clone())));
+            return Poll::Ready(Err(FillError::Connection(self.down.clone())));
         };
         if self.rbuf.len() - self.parsed > self.max_reply {
             return Poll::Ready(Err(FillError::TooLarge));
@@ -292,9 +269,7 @@ impl Backend {
             self.rbuf.reserve(16 * 1024);
         }
         match tokio_util::io::poll_read_buf(Pin::new(stream), cx, &mut self.rbuf) {
-            Poll::Ready(Ok(0)) => Poll::Ready(Err(FillError::Connection(
-                "server closed the connection".into(),
-            ))),
+            Poll::Ready(Ok(0)) => Poll::Ready(Err(FillError::Connection(Down::Closed))),
             Poll::Ready(Ok(_)) => {
                 crate::busy_poll::touch();
                 // The buffer's capacity, not its length: that is what the allocator holds.
@@ -305,7 +280,7 @@ impl Backend {
                 }
             }
             Poll::Ready(Err(e)) => {
-                Poll::Ready(Err(FillError::Connection(format!("read failed: {e}"))))
+                Poll::Ready(Err(FillError::Connection(Down::ReadFailed(e.to_string()))))
             }
             Poll::Pending => Poll::Pending,
         }

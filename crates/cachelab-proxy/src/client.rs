@@ -18,6 +18,7 @@ use std::sync::{Mutex, MutexGuard};
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::sync::Notify;
 
+use crate::admission::{ClientLimits, ReplyWindow};
 use crate::budget::{Charge, MemoryBudget};
 use crate::client_stream::ClientWriter;
 use crate::endpoint::Peer;
@@ -60,6 +61,8 @@ struct Outbox {
     aside: usize,
     /// `buf` and `aside` held against the memory budget.
     charge: Charge,
+    /// The replies handed to the client so far: how much its requests will bring.
+    window: ReplyWindow,
 }
 
 impl Outbox {
@@ -122,6 +125,7 @@ impl ClientConn {
                 held: VecDeque::new(),
                 aside: 0,
                 charge: Charge::new(budget),
+                window: ReplyWindow::default(),
             }),
             wake: Notify::new(),
         }
@@ -197,6 +201,8 @@ impl ClientConn {
             if !ob.dead {
                 let before = ob.buf.len();
                 write(&mut ob.buf);
+                let size = ob.buf.len() - before;
+                ob.window.observe(size);
                 let n = ob.pending_bytes();
                 if !ob.charge.resize(n) {
                     ob.buf.truncate(before);
@@ -208,6 +214,7 @@ impl ClientConn {
         } else {
             let mut aside = BytesMut::new();
             write(&mut aside);
+            ob.window.observe(aside.len());
             let n = ob.pending_bytes() + aside.len();
             if !ob.charge.resize(n) {
                 aside.clear();
@@ -223,6 +230,7 @@ impl ClientConn {
     /// Completes slot `seq` without a reply (the client sent noreply).
     pub fn complete_silent(&self, seq: u64) {
         let mut ob = self.lock();
+        ob.window.observe(0);
         let index = (seq - ob.base_seq) as usize;
         if index == 0 {
             self.advance_locked(&mut ob);
@@ -303,12 +311,15 @@ impl ClientConn {
         self.lock().dead
     }
 
-    /// Arms a wake-up for the next completion if `in_flight() >= limit` or the client
-    /// has `max_pending` reply bytes or more unread; returns whether the caller should
-    /// wait.
-    pub fn must_wait(&self, limit: usize, max_pending: usize) -> bool {
+    /// Arms a wake-up for the next completion if the client may not have another
+    /// request dispatched now ([`ReplyWindow::may_dispatch`]: requests in flight, and
+    /// the bytes they and its unread replies come to); returns whether the caller
+    /// should wait.
+    pub fn must_wait(&self, limits: ClientLimits) -> bool {
         let mut ob = self.lock();
-        let wait = !ob.dead && (ob.slots.len() >= limit || ob.pending_bytes() >= max_pending);
+        let in_flight = ob.slots.len();
+        let unread = ob.pending_bytes();
+        let wait = !ob.dead && !ob.window.may_dispatch(in_flight, unread, limits);
         ob.task_waiting = wait;
         wait
     }

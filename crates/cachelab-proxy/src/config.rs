@@ -228,7 +228,8 @@ pub struct Args {
     #[arg(long, default_value_t = DEFAULT_MAX_REPLY_BYTES, value_name = "BYTES")]
     pub max_reply_bytes: usize,
 
-    /// Reply bytes a client may leave unread before we stop reading its requests.
+    /// Reply bytes a client may have coming (unread replies, plus its requests in flight
+    /// at its largest reply so far) before nothing more of its is dispatched.
     #[arg(long, default_value_t = DEFAULT_MAX_PENDING_BYTES, value_name = "BYTES")]
     pub max_pending_bytes: usize,
 

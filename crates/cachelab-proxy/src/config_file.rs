@@ -796,7 +796,7 @@ mod tests {
         let spec = &listeners[0].pool;
         assert_eq!(spec.servers.len(), n);
         let health = crate::health::Health::new(&[], 2);
-        let pool = crate::server::build_pool(spec, &health).unwrap();
+        let pool = crate::pool_build::build_pool(spec, &health).unwrap();
         // One address under many names: one server to the health registry, every name
         // on the ring.
         assert_eq!(health.len(), 1);

@@ -14,15 +14,41 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use crate::admission::ClientLimits;
 use crate::budget::Charge;
+use crate::budget::MemoryBudget;
 use crate::client::ClientConn;
 use crate::client_stream::ClientReader;
 use crate::decode::{binary_error, Class, Decoder, Forward, Local, Step};
 use crate::job::Job;
+use crate::log_limit::LogLimit;
 use crate::metrics::OpKind;
+use crate::observed::{NetCounters, Observed, PoolSlot};
+use crate::queue::RequestQueue;
 use crate::routing::plan::{Access, Pool};
-use crate::server::{NetContext, PoolSlot};
 use crate::stats_command::compose_stats;
+use cachelab_protocol::Limits;
+use std::time::Duration;
+
+/// What the connection tasks run with besides their handles.
+#[derive(Debug, Clone, Copy)]
+pub struct NetSettings {
+    pub limits: Limits,
+    pub max_inflight: usize,
+    pub idle_timeout: Option<Duration>,
+    pub max_pending_bytes: usize,
+}
+
+/// The net layer's handles: the queue it feeds, the budget requests are charged to,
+/// the proxy-wide log limit, its counters, and a read-only view for `stats`.
+pub struct NetContext {
+    pub settings: NetSettings,
+    pub queue: Arc<RequestQueue<Job>>,
+    pub budget: Arc<MemoryBudget>,
+    pub log_limit: LogLimit,
+    pub net: Arc<NetCounters>,
+    pub observed: Arc<Observed>,
+}
 
 /// Bad requests per connection logged individually; after that, one line per 1000.
 const LOGGED_ERRORS: u64 = 10;
@@ -58,6 +84,7 @@ pub async fn serve(
         decoder: Decoder::default(),
         rbuf: BytesMut::with_capacity(16 * 1024),
         errors: 0,
+        paused: false,
     };
     let end = session.read_loop(&mut stop).await;
     match &end {
@@ -105,13 +132,29 @@ struct Session {
     decoder: Decoder,
     rbuf: BytesMut,
     errors: u64,
+    /// Decoding stopped before a request the client may not have dispatched yet
+    /// ([`crate::admission`]); the rest of `rbuf` is decoded before reading more.
+    paused: bool,
+}
+
+/// How far `decode_all` got.
+#[derive(Debug, PartialEq, Eq)]
+enum Decoded {
+    /// Every complete request in the buffer was handled.
+    All,
+    /// Stopped before a request the client may not have dispatched yet.
+    Paused,
+    /// The client sent `quit` (or must be closed).
+    Quit,
 }
 
 impl Session {
     async fn read_loop(&mut self, stop: &mut watch::Receiver<bool>) -> End {
-        let max_inflight = self.net.settings.max_inflight;
+        let limits = ClientLimits {
+            max_inflight: self.net.settings.max_inflight,
+            max_pending_bytes: self.net.settings.max_pending_bytes,
+        };
         let idle_timeout = self.net.settings.idle_timeout;
-        let max_pending = self.net.settings.max_pending_bytes;
         let mut last_read = tokio::time::Instant::now();
         loop {
             if *stop.borrow() {
@@ -123,12 +166,22 @@ impl Session {
             // Runs to completion (never inside select!), so a flush is never abandoned
             // half-way with the outbox marked blocked.
             self.conn.flush_when_blocked().await;
-            if self.conn.must_wait(max_inflight, max_pending) {
+            if self.conn.must_wait(limits) {
+                self.net.net.client_pauses.fetch_add(1, Ordering::Relaxed);
                 tokio::select! {
                     _ = self.conn.woken() => {}
                     _ = stop.changed() => return End::Shutdown,
                 }
                 continue;
+            }
+            if self.paused {
+                // What was read before the pause arrives now, as if it had waited
+                // unread in the socket (the client's own backlog, not the proxy's).
+                match self.decode_all(Instant::now(), limits) {
+                    Decoded::Quit => return End::Quit,
+                    Decoded::Paused => continue,
+                    Decoded::All => {}
+                }
             }
             if self.rbuf.capacity() - self.rbuf.len() < 4096 {
                 self.rbuf.reserve(16 * 1024);
@@ -152,7 +205,7 @@ impl Session {
                     crate::busy_poll::touch();
                     last_read = tokio::time::Instant::now();
                     let arrival = Instant::now();
-                    if self.decode_all(arrival) {
+                    if self.decode_all(arrival, limits) == Decoded::Quit {
                         return End::Quit;
                     }
                 }
@@ -176,17 +229,19 @@ impl Session {
         .await;
     }
 
-    /// Handles every complete request in the buffer; true if the client sent `quit`.
-    fn decode_all(&mut self, arrival: Instant) -> bool {
-        let limits = self.net.settings.limits;
+    /// Handles every complete request in the buffer, stopping before a request to
+    /// forward while the client may not have more dispatched.
+    fn decode_all(&mut self, arrival: Instant, limits: ClientLimits) -> Decoded {
+        self.paused = false;
+        let parse_limits = self.net.settings.limits;
         let generation = self.slot.generation();
         if generation != self.generation {
             self.pool = self.slot.current();
             self.generation = generation;
         }
         loop {
-            match self.decoder.step(&self.rbuf, &limits) {
-                Step::Incomplete => return false,
+            match self.decoder.step(&self.rbuf, &parse_limits) {
+                Step::Incomplete => return Decoded::All,
                 Step::Skipped(n) => self.rbuf.advance(n),
                 Step::Binary => {
                     self.net.net.bad_requests.fetch_add(1, Ordering::Relaxed);
@@ -196,19 +251,24 @@ impl Session {
                     }
                     self.conn.reply_now(&binary_error(&self.rbuf));
                     self.rbuf.clear();
-                    return true;
+                    return Decoded::Quit;
                 }
                 Step::Reject(invalid) => {
                     if self.reject(invalid, arrival) {
-                        return true;
+                        return Decoded::Quit;
                     }
                 }
                 Step::Request { len, class } => {
+                    if matches!(class, Class::Forward(_)) && self.conn.must_wait(limits) {
+                        // Decoded again when the client may have it dispatched.
+                        self.paused = true;
+                        return Decoded::Paused;
+                    }
                     self.net.net.arrivals.fetch_add(1, Ordering::Relaxed);
                     match class {
                         Class::Local(Local::Quit) => {
                             self.rbuf.advance(len);
-                            return true;
+                            return Decoded::Quit;
                         }
                         Class::Local(local) => {
                             self.rbuf.advance(len);

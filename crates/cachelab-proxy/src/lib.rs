@@ -27,6 +27,7 @@
 //!   Unix sockets and TLS (rustls), on the client side and towards the servers.
 //! - [`server::run`] wires it together and shuts it down gracefully.
 
+pub mod admission;
 pub mod backend;
 pub mod budget;
 pub mod busy_poll;
@@ -38,6 +39,7 @@ pub mod config_yaml;
 pub mod connection;
 pub mod counters;
 pub mod decode;
+pub mod down;
 pub mod endpoint;
 pub mod health;
 pub mod histograms;
@@ -46,11 +48,14 @@ pub mod log_limit;
 pub mod logging;
 pub mod metrics;
 pub mod metrics_http;
+pub mod observed;
+pub mod pool_build;
 pub mod queue;
 pub mod routing;
 pub mod server;
 pub mod server_stream;
 pub mod stats_command;
 pub mod stats_file;
+pub mod stats_units;
 pub mod tls;
 pub mod worker;

@@ -24,7 +24,7 @@ use tracing::debug;
 
 use crate::counters::Counters;
 use crate::metrics::OpKind;
-use crate::server::Observed;
+use crate::observed::Observed;
 
 const REQUEST_LIMIT: usize = 8 * 1024;
 const IO_TIMEOUT: Duration = Duration::from_secs(2);
@@ -172,6 +172,12 @@ impl Collector for ProxyCollector {
             "bad_requests",
             "Requests rejected by the net layer.",
             load(&net.bad_requests),
+        )?;
+        counter(
+            e,
+            "client_pauses",
+            "Times a client got nothing more dispatched until it read its replies.",
+            load(&net.client_pauses),
         )?;
         counter(
             e,

@@ -8,14 +8,11 @@
 //! [`run`] takes its listeners, its shutdown signal and its reload requests from the
 //! caller, so tests bind `127.0.0.1:0`, reload and stop the server when they like.
 
-use std::collections::HashMap;
 use std::future::{poll_fn, Future};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
-
-use cachelab_protocol::Limits;
 
 use crossbeam_utils::CachePadded;
 use thiserror::Error;
@@ -27,213 +24,22 @@ use tracing::{error, info, warn};
 use crate::budget::MemoryBudget;
 use crate::client::ClientConn;
 use crate::client_stream;
-use crate::config::{Config, PoolSpec};
+use crate::config::Config;
 use crate::connection;
+use crate::connection::{NetContext, NetSettings};
 use crate::counters::Counters;
 use crate::endpoint::{Accepted, Endpoint, Listener};
-use crate::health::{self, Health, MAX_SERVERS};
+use crate::health::{self, Health};
 use crate::histograms::LatencyUnits;
-use crate::job::Job;
 use crate::log_limit::LogLimit;
-use crate::metrics::WorkerStats;
+use crate::observed::{NetCounters, Observed, PoolSlot};
+use crate::pool_build::{build_pool, PoolError};
 use crate::queue::RequestQueue;
-use crate::routing::plan::{Pool, PoolServer};
-use crate::routing::ring::Member;
 use crate::stats_file::{RunSummary, StatsWriter};
-use crate::tls::{ListenerTls, ServerTls, TlsError};
+use crate::stats_units::StatsUnits;
+use crate::tls::{ListenerTls, TlsError};
 use crate::worker::Worker;
-
-/// Counters kept by the net layer.
-#[derive(Debug, Default)]
-pub struct NetCounters {
-    pub curr_connections: AtomicU64,
-    pub total_connections: AtomicU64,
-    /// Requests decoded (forwarded or answered locally), not counting rejected ones.
-    pub arrivals: AtomicU64,
-    pub bad_requests: AtomicU64,
-    /// Connections refused because --max-connections were open.
-    pub rejected_connections: AtomicU64,
-    /// TLS handshakes with clients that failed or timed out (memcached's
-    /// `ssl_handshake_errors`).
-    pub tls_handshake_errors: AtomicU64,
-}
-
-/// The pool behind one listener, replaced whole by a reload. Requests take the pool
-/// current when they are decoded and keep it until they are answered.
-pub struct PoolSlot {
-    generation: AtomicU64,
-    pool: RwLock<Arc<Pool>>,
-}
-
-impl PoolSlot {
-    pub fn new(pool: Pool) -> Self {
-        PoolSlot {
-            generation: AtomicU64::new(0),
-            pool: RwLock::new(Arc::new(pool)),
-        }
-    }
-
-    /// Bumped by every reload; a connection compares it with the generation of the
-    /// pool it holds (one load, no lock, per read from the client).
-    pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
-    }
-
-    pub fn current(&self) -> Arc<Pool> {
-        Arc::clone(&self.pool.read().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    pub fn replace(&self, pool: Pool) {
-        *self.pool.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(pool);
-        self.generation.fetch_add(1, Ordering::AcqRel);
-    }
-}
-
-/// Builds a pool from its specification, registering its servers with `health`.
-/// A pool's server-side TLS files are read here, so a reload rereads them: connections
-/// opened after it use the new files. They are read once per host, not per entry, so a
-/// pool naming one host thousands of times still builds in linear time.
-pub fn build_pool(spec: &PoolSpec, health: &Health) -> Result<Pool, ServerError> {
-    let mut tls_by_host: HashMap<&str, Arc<ServerTls>> = HashMap::new();
-    let servers = spec
-        .servers
-        .iter()
-        .map(|s| {
-            let tls = match &spec.server_tls {
-                Some(tls) => Some(match tls_by_host.get(s.host.as_str()) {
-                    Some(known) => Arc::clone(known),
-                    None => {
-                        let built = crate::tls::client_config(tls, &s.host)
-                            .map(Arc::new)
-                            .map_err(|e| ServerError::Tls(spec.name.clone(), e))?;
-                        tls_by_host.insert(&s.host, Arc::clone(&built));
-                        built
-                    }
-                }),
-                None => None,
-            };
-            let id = health
-                .register(&s.addr, spec.failure_limit, tls)
-                .ok_or(ServerError::TooManyServers(MAX_SERVERS))?;
-            Ok(PoolServer {
-                id,
-                addr: s.addr.clone(),
-                member: Member {
-                    name: s.name.clone(),
-                    weight: s.weight,
-                },
-            })
-        })
-        .collect::<Result<Vec<_>, ServerError>>()?;
-    Ok(Pool::new(
-        spec.name.clone(),
-        servers,
-        spec.mode,
-        spec.hash,
-        spec.hash_tag,
-        spec.distribution,
-        spec.auto_eject,
-        spec.read_policy,
-        spec.timeout,
-    ))
-}
-
-/// Every worker's statistics unit; each is locked by its worker for every request
-/// (uncontended) and by the statistics writer once per window.
-pub struct StatsUnits(Box<[CachePadded<Mutex<WorkerStats>>]>);
-
-impl StatsUnits {
-    pub fn new(workers: usize, servers: usize, now: Instant) -> Self {
-        StatsUnits(
-            (0..workers)
-                .map(|_| CachePadded::new(Mutex::new(WorkerStats::new(servers, now))))
-                .collect(),
-        )
-    }
-
-    pub fn lock(&self, worker: usize) -> MutexGuard<'_, WorkerStats> {
-        self.0[worker]
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-/// What a worker runs with besides its handles.
-#[derive(Debug, Clone, Copy)]
-pub struct WorkerSettings {
-    pub pipeline: usize,
-    /// Connection attempts give up after this long (the default server timeout).
-    pub connect_timeout: Duration,
-    pub backoff_max: Duration,
-    pub max_reply_bytes: usize,
-}
-
-/// A worker's handles: the queue it takes from, the server health it reports to and
-/// reads, the budget its reply buffers are charged to, its counters and its statistics
-/// unit.
-#[derive(Clone)]
-pub struct WorkerContext {
-    pub queue: Arc<RequestQueue<Job>>,
-    pub health: Arc<Health>,
-    pub budget: Arc<MemoryBudget>,
-    pub counters: Arc<[CachePadded<Counters>]>,
-    pub stats: Arc<StatsUnits>,
-    /// Cumulative latency histograms (the metrics endpoint, `stats`).
-    pub latencies: Arc<LatencyUnits>,
-    pub settings: WorkerSettings,
-}
-
-impl WorkerContext {
-    /// The worker's own statistics unit; contended only at window boundaries.
-    pub fn lock_stats(&self, worker: usize) -> MutexGuard<'_, WorkerStats> {
-        self.stats.lock(worker)
-    }
-}
-
-/// What the connection tasks run with besides their handles.
-#[derive(Debug, Clone, Copy)]
-pub struct NetSettings {
-    pub limits: Limits,
-    pub max_inflight: usize,
-    pub idle_timeout: Option<Duration>,
-    pub max_pending_bytes: usize,
-}
-
-/// The net layer's handles: the queue it feeds, the budget requests are charged to,
-/// the proxy-wide log limit, its counters, and a read-only view for `stats`.
-pub struct NetContext {
-    pub settings: NetSettings,
-    pub queue: Arc<RequestQueue<Job>>,
-    pub budget: Arc<MemoryBudget>,
-    pub log_limit: LogLimit,
-    pub net: Arc<NetCounters>,
-    pub observed: Arc<Observed>,
-}
-
-/// A read-only view of the whole proxy, for the `stats` command, the metrics endpoint
-/// and the statistics writer: nothing here is written through it.
-pub struct Observed {
-    pub counters: Arc<[CachePadded<Counters>]>,
-    pub latencies: Arc<LatencyUnits>,
-    pub net: Arc<NetCounters>,
-    pub health: Arc<Health>,
-    pub budget: Arc<MemoryBudget>,
-    pub queue: Arc<RequestQueue<Job>>,
-    /// Per listener, its address and pool.
-    pub listeners: Vec<(Endpoint, Arc<PoolSlot>)>,
-    pub started: Instant,
-    pub workers: usize,
-    pub pipeline: usize,
-    pub sharded: bool,
-}
+use crate::worker::{WorkerContext, WorkerSettings};
 
 /// The proxy's parts, wired once at start.
 pub struct Parts {
@@ -318,8 +124,8 @@ pub enum ServerError {
     StatsFile(std::path::PathBuf, std::io::Error),
     #[error("cannot listen for metrics on {0}: {1}")]
     Metrics(std::net::SocketAddr, std::io::Error),
-    #[error("more than {0} distinct servers")]
-    TooManyServers(usize),
+    #[error(transparent)]
+    Pool(#[from] PoolError),
     #[error("{0} listeners for {1} configured listeners")]
     Listeners(usize, usize),
     #[error("pool {0}: {1}")]

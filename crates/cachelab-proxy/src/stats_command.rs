@@ -7,8 +7,8 @@ use bytes::BytesMut;
 use cachelab_protocol::compose_stat;
 
 use crate::counters::Counters;
+use crate::observed::Observed;
 use crate::routing::plan::Mode;
-use crate::server::Observed;
 
 /// Every counter, then one block per server (`server_<i>` its address,
 /// `server_<i>_state` up or ejected, `_failures` in a row now, `_ejections` so far,
@@ -57,6 +57,7 @@ pub fn compose_stats(shared: &Observed, out: &mut BytesMut) {
     compose_stat(out, "memory_used", shared.budget.used());
     compose_stat(out, "memory_budget", shared.budget.limit());
     compose_stat(out, "memory_refusals", shared.budget.refusals());
+    compose_stat(out, "client_pauses", load(&net.client_pauses));
     compose_stat(out, "server_ejections", shared.health.ejections());
     compose_stat(out, "worker_batches", totals.batches);
     let latencies = shared.latencies.total();

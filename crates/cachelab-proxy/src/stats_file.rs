@@ -24,8 +24,9 @@ use tracing::{error, info};
 
 use crate::config::Config;
 use crate::metrics::{OpKind, OpStats, WorkerStats};
+use crate::observed::Observed;
 use crate::routing::plan::Mode;
-use crate::server::{Observed, StatsUnits};
+use crate::stats_units::StatsUnits;
 
 /// Bumped when a field changes meaning or disappears (adding fields does not bump it).
 pub const SCHEMA_VERSION: u32 = 1;

@@ -22,17 +22,58 @@ use cachelab_protocol::{
 use tokio::sync::watch;
 use tracing::warn;
 
-use crate::backend::{Backend, FillError, IdleEnd};
+use crate::backend::{Backend, FillError};
+use crate::budget::MemoryBudget;
 use crate::counters::Counters;
+use crate::down::{Down, IdleEnd, OutOfStep};
 use crate::health::FailureKind;
+use crate::health::Health;
+use crate::histograms::LatencyUnits;
 use crate::job::Job;
+use crate::log_limit::Window;
+use crate::metrics::WorkerStats;
 use crate::metrics::{OpKind, Outcome, Timestamps};
+use crate::queue::RequestQueue;
 use crate::routing::answers::values_answer_request;
 use crate::routing::merge::{
     is_success, pick_replicated_reply, values_by_key, values_concat, Outcome as Replicated,
 };
 use crate::routing::plan::{Merge, PartKeys, Plan, ServerId};
-use crate::server::WorkerContext;
+use crate::stats_units::StatsUnits;
+use crossbeam_utils::CachePadded;
+use std::sync::MutexGuard;
+
+/// What a worker runs with besides its handles.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerSettings {
+    pub pipeline: usize,
+    /// Connection attempts give up after this long (the default server timeout).
+    pub connect_timeout: Duration,
+    pub backoff_max: Duration,
+    pub max_reply_bytes: usize,
+}
+
+/// A worker's handles: the queue it takes from, the server health it reports to and
+/// reads, the budget its reply buffers are charged to, its counters and its statistics
+/// unit.
+#[derive(Clone)]
+pub struct WorkerContext {
+    pub queue: Arc<RequestQueue<Job>>,
+    pub health: Arc<Health>,
+    pub budget: Arc<MemoryBudget>,
+    pub counters: Arc<[CachePadded<Counters>]>,
+    pub stats: Arc<StatsUnits>,
+    /// Cumulative latency histograms (the metrics endpoint, `stats`).
+    pub latencies: Arc<LatencyUnits>,
+    pub settings: WorkerSettings,
+}
+
+impl WorkerContext {
+    /// The worker's own statistics unit; contended only at window boundaries.
+    pub fn lock_stats(&self, worker: usize) -> MutexGuard<'_, WorkerStats> {
+        self.stats.lock(worker)
+    }
+}
 
 #[derive(Debug, Clone, Copy)]
 enum State {
@@ -89,8 +130,9 @@ struct Taken {
     failovers: u64,
 }
 
-/// Rate limit for warnings about replicated requests, per worker.
-const WARN_INTERVAL: Duration = Duration::from_secs(1);
+/// Warnings about replicated requests a worker logs per second; the rest are counted
+/// and the count goes with the next one logged.
+const WARNINGS_PER_SECOND: u32 = 1;
 
 pub struct Worker {
     id: usize,
@@ -112,8 +154,7 @@ pub struct Worker {
     replicated: Vec<Replicated<Instant>>,
     /// Per part of the request being finished, the exchange that answered it.
     part_answers: Vec<Option<usize>>,
-    last_warning: Option<Instant>,
-    suppressed_warnings: u64,
+    warnings: Window,
     /// Ejections and restores of servers (see `health`): a worker waiting on a server
     /// that gets ejected stops waiting.
     health_changes: watch::Receiver<u64>,
@@ -133,8 +174,7 @@ impl Worker {
             blocked: Vec::new(),
             replicated: Vec::with_capacity(8),
             part_answers: Vec::with_capacity(8),
-            last_warning: None,
-            suppressed_warnings: 0,
+            warnings: Window::new(WARNINGS_PER_SECOND),
             health_changes: ctx.health.subscribe(),
             ctx,
         };
@@ -162,8 +202,8 @@ impl Worker {
     /// Opens the connections to every server (a server that is down is retried later).
     pub async fn connect(&mut self) {
         for backend in &mut self.backends {
-            if !backend.ensure_connected().await {
-                warn!(worker = self.id, server = %backend.addr, reason = backend.reason(),
+            if let Err(down) = backend.ensure_connected().await {
+                warn!(worker = self.id, server = %backend.addr, reason = %down,
                       "server unavailable at start");
             }
         }
@@ -183,7 +223,7 @@ impl Worker {
                 biased;
                 job = queue.pop(self.id) => job,
                 (server, end) = idle_closed(backends) => {
-                    backends[server].drop_connection(end.reason());
+                    backends[server].drop_connection(Down::Idle(end));
                     if end == IdleEnd::UnaskedBytes {
                         self.ctx.counters[self.id].record_out_of_step();
                     }
@@ -252,7 +292,7 @@ impl Worker {
         for backend in &mut self.backends {
             if backend.has_unasked_bytes() {
                 // Every exchange is settled: these bytes answer nothing that was sent.
-                backend.drop_connection(OUT_OF_STEP_EXTRA);
+                backend.drop_connection(Down::OutOfStep(OutOfStep::Extra));
                 self.ctx.counters[self.id].record_out_of_step();
             }
             backend.finish_request();
@@ -273,7 +313,7 @@ impl Worker {
             if cursor > 0 {
                 taken.failovers += 1;
             }
-            if self.backends[server].ensure_connected().await {
+            if self.backends[server].ensure_connected().await.is_ok() {
                 compose(
                     &taken.job,
                     &self.plans[index],
@@ -592,7 +632,7 @@ impl Worker {
             if server >= self.backends.len() {
                 self.grow_backends(server + 1);
             }
-            if !self.backends[server].ensure_connected().await {
+            if self.backends[server].ensure_connected().await.is_err() {
                 continue;
             }
             let Some(expect) =
@@ -682,10 +722,8 @@ impl Worker {
         for index in 0..self.exchanges.len() {
             if matches!(self.exchanges[index].result, State::Pending) {
                 let server = self.exchanges[index].server;
-                self.backends[server].fail(
-                    FailureKind::Timeout,
-                    format!("no reply within {} ms", timeout.as_millis()),
-                );
+                self.backends[server]
+                    .fail(FailureKind::Timeout, Down::NoReply(timeout.as_millis()));
                 fail_pending(&mut self.exchanges, server);
             }
         }
@@ -700,7 +738,7 @@ impl Worker {
                 .iter()
                 .any(|e| e.server == server && matches!(e.result, State::Pending));
             if waiting && self.ctx.health.is_ejected(server) {
-                self.backends[server].drop_connection("server ejected while we waited");
+                self.backends[server].drop_connection(Down::EjectedWhileWaiting);
                 fail_pending(&mut self.exchanges, server);
             }
         }
@@ -737,23 +775,14 @@ impl Worker {
 
     fn reply_unavailable(&self, job: &Job, outcome: &Outcome, failovers: u64, server: ServerId) {
         let backend = &self.backends[server];
-        let line = format!(
-            "SERVER_ERROR server {} unavailable: {}\r\n",
-            backend.addr,
-            backend.reason().replace(['\r', '\n'], " ")
-        );
         self.reply(job, outcome, failovers, |out| {
-            out.extend_from_slice(line.as_bytes())
+            backend.down().compose_reply(&backend.addr, out)
         });
     }
 
     fn warn_replication(&mut self, job: &Job, range: std::ops::Range<usize>) {
-        let now = Instant::now();
-        if self
-            .last_warning
-            .is_some_and(|last| now.duration_since(last) < WARN_INTERVAL)
-        {
-            self.suppressed_warnings += 1;
+        let (allowed, suppressed) = self.warnings.allow(Instant::now());
+        if !allowed {
             return;
         }
         let answers: Vec<String> = self.exchanges[range]
@@ -766,15 +795,12 @@ impl Worker {
                         backend.addr,
                         String::from_utf8_lossy(&backend.rbuf[offset..offset + len]).trim_end()
                     ),
-                    _ => format!("{}: {}", backend.addr, backend.reason()),
+                    _ => format!("{}: {}", backend.addr, backend.down()),
                 }
             })
             .collect();
         warn!(worker = self.id, op = job.op.name(), answers = %answers.join("; "),
-              suppressed = self.suppressed_warnings,
-              "replicated request did not succeed on every server");
-        self.last_warning = Some(now);
-        self.suppressed_warnings = 0;
+              suppressed, "replicated request did not succeed on every server");
     }
 
     fn check_replicas_agree(&mut self, job: &Job, range: std::ops::Range<usize>) {
@@ -908,11 +934,11 @@ fn poll_replies(
                     if step.is_some() {
                         // Whatever follows on this connection may answer something
                         // else: close it, and let the requests after this one fail over.
-                        backend.drop_connection(if foreign {
-                            OUT_OF_STEP_MALFORMED
+                        backend.drop_connection(Down::OutOfStep(if foreign {
+                            OutOfStep::Foreign
                         } else {
-                            OUT_OF_STEP_ERROR
-                        });
+                            OutOfStep::ReadDifferently
+                        }));
                         counters.record_out_of_step();
                         fail_pending(exchanges, server);
                     }
@@ -936,7 +962,7 @@ fn poll_replies(
                             at: Instant::now(),
                             line,
                         };
-                        backend.drop_connection("reply refused (too large or out of memory)");
+                        backend.drop_connection(Down::ReplyRefused);
                         fail_pending(exchanges, server);
                         break;
                     }
@@ -949,7 +975,7 @@ fn poll_replies(
                 Err(ReplyError::Malformed(_)) => {
                     // Not what was asked (a stray reply, or one read out of step): the
                     // connection goes, but a client's bytes must not eject a server.
-                    backend.drop_connection(OUT_OF_STEP_MALFORMED);
+                    backend.drop_connection(Down::OutOfStep(OutOfStep::Foreign));
                     counters.record_out_of_step();
                     fail_pending(exchanges, server);
                     break;
@@ -963,11 +989,6 @@ fn poll_replies(
         Poll::Ready(())
     }
 }
-
-/// Why a server connection was closed as out of step (the reason of its SERVER_ERROR).
-const OUT_OF_STEP_ERROR: &str = "reply out of step (the server read the request differently)";
-const OUT_OF_STEP_MALFORMED: &str = "reply out of step (it does not answer the request)";
-const OUT_OF_STEP_EXTRA: &str = "reply out of step (more replies than requests)";
 
 /// What to do with a reply that shows the server framed the request differently.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

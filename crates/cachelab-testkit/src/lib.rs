@@ -461,6 +461,15 @@ impl Client {
         }
     }
 
+    /// A client on a connection opened elsewhere (to send before reading, say).
+    pub fn from_stream(stream: TcpStream) -> Client {
+        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        Client {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
     pub fn send(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).unwrap();
     }
