@@ -8,13 +8,14 @@ the keys."""
 from __future__ import annotations
 
 import io
+import os
 import re
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from cachelab import runner, spec
+from cachelab import netns, runner, spec
 from cachelab.binaries import REPO_ROOT, find_binary
 from cachelab.commands import export as export_cmd
 from cachelab.commands import run as run_cmd
@@ -162,4 +163,41 @@ def test_a_failed_run_leaves_no_key_behind(tmp_path, private_tmp, monkeypatch):
     with pytest.raises(RuntimeError, match="populate failed"):
         runner.run_experiment(spec.load(path), tmp_path / "out",
                               progress=Progress(io.StringIO()))
+    assert list(private_tmp.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+def test_tls_on_both_hops_between_emulated_hosts(proxy_binary, tmp_path, private_tmp):
+    """The same certificates serve hosts whose addresses the topology chooses (they name
+    roles, not addresses), and the probe of the middleware's hop runs in its namespace."""
+    find_binary("cachelab-load")
+    exp = spec.parse("""
+name = "tls-netns"
+repetitions = 1
+run_time_s = 1
+warmup_s = 0.2
+cooldown_s = 0.2
+[topology]
+kind = "netns"
+[servers]
+memory_mb = 64
+tls = true
+[middleware]
+workers = 2
+threads = 1
+tls = true
+[load]
+clients = 2
+[workload]
+data_size = 32
+key_maximum = 1000
+""")
+    record = runner.execute_run(exp, exp.points[0], 1, tmp_path / "run")
+    assert record.summary.throughput > 0 and record.summary.misses == 0
+    assert {h.host for h in record.hosts} == {"server1", "middleware1", "load1"}
+    assert {(x.hop, x.source) for x in record.tls} == {
+        ("load->middleware", "cachelab-load"), ("middleware->server", "probe")}
+    assert all(x.version in ("TLSv1_3", "TLSv1.3") for x in record.tls)
+    assert sorted(p.role for p in record.process_cpu) == ["load", "middleware", "server"]
+    assert netns.leftovers(os.getpid()) == []
     assert list(private_tmp.iterdir()) == []
