@@ -56,11 +56,13 @@ class Wiring:
 
     def middleware(self, i: int) -> MiddlewareTransport:
         m = self.config.middleware
+        socket = None
+        if m.unix_socket:
+            assert self.sockets is not None
+            socket = self.sockets / f"middleware-{i}.sock"
         return MiddlewareTransport(
             listener_tls=self._certificates("middleware.tls") if m.tls else None,
-            server_tls=self.server_tls(),
-            socket=(self.sockets / f"middleware-{i}.sock"
-                    if m.unix_socket and self.sockets is not None else None))
+            server_tls=self.server_tls(), socket=socket)
 
     def to_servers(self, server: Managed) -> loadgen.Transport:
         """How a load generator (the populate step, or the load without a middleware)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cachelab import spec
-from cachelab.report.data import PointResult, ReportData, known, percentile_ms
+from cachelab.report.data import PointResult, ReportData, percentile_ms
 from cachelab.store import HOPS, ProcessCpu, Store, TlsSession
 
 #: Roles whose CPU per request is shown, in the table's order.
@@ -120,8 +120,3 @@ def _key(config: dict) -> str:
     c["middleware"]["tls"] = bool(c["middleware"]["count"] and c["middleware"]["tls"])
     c["load"]["tls"] = None
     return json.dumps(c, sort_keys=True)
-
-
-def throughput_ratio(cost: TlsCost) -> float:
-    """Throughput with TLS over throughput without."""
-    return known(cost.point.throughput) / known(cost.baseline.throughput)
