@@ -17,6 +17,7 @@ interleaved, and prints its figures beside ours. Results: bench/results/fairness
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -126,10 +127,8 @@ def one_run(binary: Path, memcached_port: int, greedy: int) -> dict[str, float]:
         for _ in range(greedy):
             c = socket.create_connection(("127.0.0.1", port))
             c.settimeout(5)
-            try:
+            with contextlib.suppress(OSError):  # the proxy stopped reading it: the point
                 c.sendall(b"get big\r\n" * GREEDY_GETS)
-            except OSError:
-                pass  # the proxy stopped reading it: that is the point
             clients.append(c)
         wait_quiet(port)
         beside = control_latencies(port)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cachelab.binaries import find_binary
 from cachelab.errors import UserError
-from cachelab.local import start_server
+from cachelab.hosts.binaries import find_binary
+from cachelab.hosts.local import start_server
 
 
 def start_memcached(log_dir):

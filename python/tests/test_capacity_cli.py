@@ -4,7 +4,7 @@ printed in one line, and every trial is written to capacity.json with a plot."""
 import json
 
 from cachelab import cli
-from cachelab.binaries import find_binary
+from cachelab.hosts.binaries import find_binary
 
 
 def test_capacity_of_a_running_memcached(memcached, tmp_path, capsys):

@@ -227,7 +227,7 @@ def test_missing_network_file_is_one_line(capsys, tmp_path):
 
 
 def test_export_help_names_every_report_table(capsys):
-    from cachelab.export import raw_names, report_names
+    from cachelab.report.export import raw_names, report_names
 
     code, out, _ = run_cli(capsys, "export", "--help")
     text = " ".join(out.split())

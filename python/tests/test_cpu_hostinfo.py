@@ -4,7 +4,8 @@ import time
 
 import pytest
 
-from cachelab import cpu, hostinfo
+from cachelab.hosts import hostinfo
+from cachelab.readers import cpu
 
 
 def counters(text: str) -> cpu.Counters:

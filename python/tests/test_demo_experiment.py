@@ -6,9 +6,9 @@ import shlex
 import sqlite3
 
 from cachelab import cli, store
-from cachelab.binaries import REPO_ROOT, find_binary
 from cachelab.commands import run as run_cmd
-from cachelab.progress import Progress
+from cachelab.hosts.binaries import REPO_ROOT, find_binary
+from cachelab.run.progress import Progress
 
 SHORTER = {"repetitions": "1", "run_time_s": "2", "warmup_s": "0.5", "cooldown_s": "0.5"}
 

@@ -19,7 +19,7 @@ from cachelab.cli import main
 from cachelab.commands import export as export_cmd
 from cachelab.commands import report as report_cmd
 from cachelab.commands import run as run_cmd
-from cachelab.progress import Progress
+from cachelab.run.progress import Progress
 
 TINY = """
 name = "tiny"
@@ -68,7 +68,7 @@ key_maximum = 200
 
 @pytest.fixture
 def binaries(proxy_binary):
-    from cachelab.binaries import find_binary
+    from cachelab.hosts.binaries import find_binary
 
     return find_binary("cachelab-load")
 

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from cachelab import hdr, loadgen, spec
 from cachelab.errors import UserError
+from cachelab.readers import hdr, loadgen
+from cachelab.spec import experiment as spec
 
 DATA = Path(__file__).parent / "data"
 REPORT = DATA / "load-report.json"  # cachelab-load -t 1 -c 2 --test-time 3 --ratio 1:10

@@ -1,4 +1,4 @@
-from cachelab.memcache_client import Client
+from cachelab.hosts.memcache_client import Client
 
 
 def test_set_get_and_multi_get_against_real_memcached(memcached):

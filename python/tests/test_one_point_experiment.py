@@ -7,10 +7,10 @@ import re
 import sqlite3
 
 from cachelab import store
-from cachelab.binaries import REPO_ROOT, find_binary
 from cachelab.commands import export as export_cmd
 from cachelab.commands import run as run_cmd
-from cachelab.progress import Progress
+from cachelab.hosts.binaries import REPO_ROOT, find_binary
+from cachelab.run.progress import Progress
 
 SHORTER = {"repetitions": "2", "run_time_s": "2", "warmup_s": "0.5", "cooldown_s": "0.5"}
 

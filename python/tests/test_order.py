@@ -3,7 +3,7 @@ layouts."""
 
 import pytest
 
-from cachelab import order
+from cachelab.spec import order
 
 
 def test_randomized_is_a_permutation_reproducible_from_its_seed():

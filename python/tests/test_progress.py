@@ -4,7 +4,9 @@ import io
 
 from rich.console import Console
 
-from cachelab import progress, spec, store, validate
+from cachelab import store
+from cachelab.run import progress, validate
+from cachelab.spec import experiment as spec
 
 EXPERIMENT = spec.parse("""
 name = "p"

@@ -3,10 +3,10 @@
 import subprocess
 import sys
 
-from cachelab import proxy_stats
 from cachelab.cli import main
-from cachelab.local import start_middleware
-from cachelab.memcache_client import Client
+from cachelab.hosts.local import start_middleware
+from cachelab.hosts.memcache_client import Client
+from cachelab.readers import proxy_stats
 
 
 def test_proxy_started_from_python_replicates_and_reports_its_stats(
@@ -55,7 +55,7 @@ def test_cachelab_proxy_runs_the_binary(proxy_binary):
 def test_a_missing_binary_is_one_line_and_exit_1(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("CACHELAB_BIN_DIR", str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr("cachelab.binaries.REPO_ROOT", tmp_path)
+    monkeypatch.setattr("cachelab.hosts.binaries.REPO_ROOT", tmp_path)
     assert main(["proxy", "--version"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cachelab-proxy not found" in err

@@ -7,7 +7,7 @@ import urllib.request
 
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from cachelab.memcache_client import Client
+from cachelab.hosts.memcache_client import Client
 
 
 def _free_port():

@@ -7,7 +7,7 @@ import pytest
 
 from cachelab.cli import main
 from cachelab.commands.proxy import program
-from cachelab.memcache_client import Client
+from cachelab.hosts.memcache_client import Client
 
 
 def _config(servers, mode):

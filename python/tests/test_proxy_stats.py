@@ -4,9 +4,9 @@ import random
 
 import pytest
 
-from cachelab import proxy_stats
 from cachelab.errors import UserError
-from cachelab.proxy_stats import Welford
+from cachelab.readers import proxy_stats
+from cachelab.readers.proxy_stats import Welford
 
 
 def welford_of(xs):

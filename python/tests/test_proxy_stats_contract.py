@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from cachelab import proxy_stats
+from cachelab.readers import proxy_stats
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "crates" / "cachelab-proxy" / "schema"
 GOLDEN = SCHEMA_DIR / "stats-file.golden.jsonl"

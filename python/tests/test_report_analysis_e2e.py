@@ -27,8 +27,8 @@ from cachelab import store
 from cachelab.cli import main
 from cachelab.commands import export as export_cmd
 from cachelab.commands import run as run_cmd
-from cachelab.progress import Progress
 from cachelab.report import write_report
+from cachelab.run.progress import Progress
 
 COMMON = """
 repetitions = 2
@@ -62,7 +62,7 @@ workers = 4
 
 @pytest.fixture(scope="module")
 def experiments(tmp_path_factory, proxy_binary):
-    from cachelab.binaries import find_binary
+    from cachelab.hosts.binaries import find_binary
 
     find_binary("cachelab-load")
     root = tmp_path_factory.mktemp("analysis")

@@ -2,8 +2,8 @@
 
 import dataclasses
 
-from cachelab import validate
 from cachelab.report import data
+from cachelab.run import validate
 
 
 def point(index, factors, clients, throughput=100.0, p99=0.5, mode="closed"):

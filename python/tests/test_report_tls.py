@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from cachelab import spec
 from cachelab.report import tls
+from cachelab.spec import experiment as spec
 from cachelab.store import ProcessCpu
 
 BASE = 'name = "t"\nrun_time_s = 3\nwarmup_s = 0.5\ncooldown_s = 0.5\n'

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from cachelab import local, spec, topology
-from cachelab.binaries import find_binary
-from cachelab.progress import Progress
-from cachelab.runner import run_experiment
+from cachelab.hosts import local
+from cachelab.hosts.binaries import find_binary
+from cachelab.run.progress import Progress
+from cachelab.run.runner import run_experiment
+from cachelab.spec import experiment as spec
+from cachelab.spec import topology
 
 
 def cmdline(pid: int) -> list[str]:

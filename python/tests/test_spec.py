@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from cachelab import spec, sweep
 from cachelab.errors import UserError
+from cachelab.spec import experiment as spec
+from cachelab.spec import sweep
 
 EXPERIMENTS = Path(__file__).parents[2] / "experiments"
 

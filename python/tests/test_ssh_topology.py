@@ -17,12 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from cachelab import netns, spec, topology
 from cachelab.errors import UserError
-from cachelab.procs import wait_for_port
-from cachelab.progress import Progress
-from cachelab.runner import run_experiment
-from cachelab.ssh import SshHost
+from cachelab.hosts import netns
+from cachelab.hosts.procs import wait_for_port
+from cachelab.hosts.ssh import SshHost
+from cachelab.run.progress import Progress
+from cachelab.run.runner import run_experiment
+from cachelab.spec import experiment as spec
+from cachelab.spec import topology
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("sshd") is None,

@@ -25,11 +25,13 @@ from pathlib import Path
 import pytest
 
 import cachelab
-from cachelab import hostinfo, spec, store
+from cachelab import store
 from cachelab.cli import main
 from cachelab.errors import UserError
-from cachelab.progress import Progress
-from cachelab.runner import run_experiment
+from cachelab.hosts import hostinfo
+from cachelab.run.progress import Progress
+from cachelab.run.runner import run_experiment
+from cachelab.spec import experiment as spec
 
 EXPERIMENT = """
 name = "damaged"

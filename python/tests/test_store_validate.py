@@ -6,10 +6,12 @@ import sqlite3
 
 import pytest
 
-from cachelab import spec, store, validate
+from cachelab import store
 from cachelab.errors import UserError
-from cachelab.progress import Progress
-from cachelab.runner import run_experiment
+from cachelab.run import validate
+from cachelab.run.progress import Progress
+from cachelab.run.runner import run_experiment
+from cachelab.spec import experiment as spec
 
 EXPERIMENT = """
 name = "synthetic"
@@ -52,13 +54,14 @@ def run(tmp_path, execute, text=EXPERIMENT, **kw):
 def test_migrations_set_the_version_and_are_idempotent(tmp_path):
     path = tmp_path / "r.db"
     with store.Store(path) as s:
-        assert s.version == len(store.MIGRATIONS) == 7
+        assert s.version == len(store.MIGRATIONS) == 8
     with store.Store(path) as s:  # reopening applies nothing twice
         names = [r[0] for r in s.conn.execute("SELECT name FROM _migrations")]
         assert names == ["0001_initial", "0002_run_fell_behind", "0003_hosts_and_links",
                          "0004_capacity_trials", "0005_run_send_lag", "0006_trust",
-                         "0007_tls_and_process_cpu"]
-        assert s.conn.execute("PRAGMA user_version").fetchone()[0] == 7
+                         "0007_links_and_emulator",
+                         "0008_tls_and_process_cpu"]
+        assert s.conn.execute("PRAGMA user_version").fetchone()[0] == 8
 
 
 def test_an_old_database_is_migrated_and_keeps_its_runs(tmp_path):
@@ -71,7 +74,7 @@ def test_an_old_database_is_migrated_and_keeps_its_runs(tmp_path):
                  "host) VALUES (1, 1, 0, 1, 500, 1, 1, 1, 1, 1, 1, 0, 0, 0, '{}')")
     conn.close()
     with store.Store(tmp_path / "r.db") as s:
-        assert s.version == 7
+        assert s.version == len(store.MIGRATIONS)
         row = s.conn.execute("SELECT throughput, fell_behind, start_at_unix_ms FROM run"
                              ).fetchone()
         assert tuple(row) == (500, None, None)
@@ -167,7 +170,7 @@ def test_a_crash_loses_only_the_run_in_progress_and_resume_continues(tmp_path):
 
 
 def test_stored_state_tells_empty_unfinished_finished_and_other(tmp_path):
-    from cachelab.runner import stored_state
+    from cachelab.run.runner import stored_state
 
     exp = spec.parse(EXPERIMENT)
     assert stored_state(exp, tmp_path) == "empty"
@@ -197,7 +200,7 @@ def steady(points: int, runs: int = 5) -> dict[int, list[float]]:
 
 
 def test_randomized_runs_every_planned_run_once_in_the_seeds_order(tmp_path):
-    from cachelab import order
+    from cachelab.spec import order
 
     execute = fake_executor(steady(4))
     run(tmp_path, execute, text=RANDOM)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from cachelab import tls
+from cachelab.hosts import tls
 
 
 def serve_once(pair: tls.Pair) -> tuple[int, threading.Thread]:

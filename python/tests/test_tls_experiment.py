@@ -15,12 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from cachelab import netns, runner, spec
-from cachelab.binaries import REPO_ROOT, find_binary
 from cachelab.commands import export as export_cmd
 from cachelab.commands import run as run_cmd
-from cachelab.progress import Progress
+from cachelab.hosts import netns
+from cachelab.hosts.binaries import REPO_ROOT, find_binary
 from cachelab.report import sections
+from cachelab.run import runner
+from cachelab.run.progress import Progress
+from cachelab.spec import experiment as spec
 from cachelab.store import Store
 
 SHORTER = {"repetitions": "1", "run_time_s": "2", "warmup_s": "0.5", "cooldown_s": "0.5",

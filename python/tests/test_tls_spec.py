@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from cachelab import loadgen, local, spec, tls
 from cachelab.errors import UserError
-from cachelab.procs import Managed
-from cachelab.transport import Wiring
+from cachelab.hosts import local, tls
+from cachelab.hosts.procs import Managed
+from cachelab.readers import loadgen
+from cachelab.run.transport import Wiring
+from cachelab.spec import experiment as spec
 
 BASE = """
 name = "t"

@@ -12,10 +12,14 @@ import numpy as np
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from cachelab import echo, hdr, loadgen, selfcheck, spec, store, validate
+from cachelab import store
 from cachelab.errors import UserError
-from cachelab.progress import Progress
-from cachelab.runner import run_experiment
+from cachelab.hosts import echo
+from cachelab.readers import hdr, loadgen, selfcheck
+from cachelab.run import validate
+from cachelab.run.progress import Progress
+from cachelab.run.runner import run_experiment
+from cachelab.spec import experiment as spec
 
 DATA = Path(__file__).parent / "data"
 #: cachelab-load --rate 2000 --test-time 2 --start-at ... (kernel timestamps), memcached.
@@ -151,7 +155,7 @@ def test_stop_when_and_measure_rate_mistakes_name_the_field(body, expected):
 
 
 def test_the_measuring_client_gets_a_host_of_its_own():
-    from cachelab import topology
+    from cachelab.spec import topology
 
     c = spec.parse('name = "t"\nrun_time_s = 3\nwarmup_s = 1\ncooldown_s = 0\n'
                    '[topology]\nkind = "netns"\n[load]\ninstances = 2\nmeasure_rate = 100\n'

@@ -6,7 +6,7 @@
 //! contract is `schema/stats-file.schema.json` (fields documented in
 //! docs/stats-file.md), and `schema/stats-file.golden.jsonl` is what this writer
 //! produces for a fixed run: the writer is tested against it here, and the Python
-//! reader (`cachelab.proxy_stats`) against the same file.
+//! reader (`cachelab.readers.proxy_stats`) against the same file.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import click
 
-from cachelab import capacity as capacity_io
-from cachelab import loadgen, spec
 from cachelab.errors import UserError
+from cachelab.readers import loadgen
+from cachelab.run import capacity as capacity_io
+from cachelab.spec import experiment as spec
 
 
 def server_experiment(*, protocol: str, ratio: str, data_size: int, key_maximum: int,

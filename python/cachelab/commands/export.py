@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from cachelab import export
+from cachelab.report import export
 
 
 def run(directory: Path, fmt: str = "csv", dest: Path | None = None,

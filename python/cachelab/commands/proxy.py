@@ -16,8 +16,8 @@ from pathlib import Path
 
 import click
 
-from cachelab.binaries import find_binary
 from cachelab.errors import UserError
+from cachelab.hosts.binaries import find_binary
 
 PROXY = "cachelab-proxy"
 #: The largest pid Linux can give (PID_MAX_LIMIT on 64-bit); 0 would signal our own group.

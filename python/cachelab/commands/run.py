@@ -8,10 +8,10 @@ from pathlib import Path
 
 import click
 
-from cachelab import spec
 from cachelab.errors import UserError
-from cachelab.progress import Progress, for_terminal
-from cachelab.runner import Outcome, run_experiment
+from cachelab.run.progress import Progress, for_terminal
+from cachelab.run.runner import Outcome, run_experiment
+from cachelab.spec import experiment as spec
 
 
 def run(path: Path, out: Path | None = None, *, resume: bool = False, again: bool = False,

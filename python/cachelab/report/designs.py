@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cachelab import validate
 from cachelab.analysis import design, factorial
 from cachelab.analysis.errors import AnalysisError
+from cachelab.run import validate
 from cachelab.store import Store
 
 #: The responses the report analyses.

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from cachelab import hdr
 from cachelab.analysis import histogram
+from cachelab.readers import hdr
 from cachelab.report import measure
 from cachelab.report.data import Curve, PointResult
 from cachelab.store import Store

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cachelab.proxy_stats import Welford
+from cachelab.readers.proxy_stats import Welford
 from cachelab.store import WELFORD_METRICS, ClientOpTotals, Store, StoredRun, WindowKey
 
 #: Welford metrics of the middleware (the stats file's `<metric>_us` objects).

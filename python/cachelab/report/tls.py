@@ -17,8 +17,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cachelab import spec
 from cachelab.report.data import PointResult, ReportData, percentile_ms
+from cachelab.spec import experiment as spec
 from cachelab.store import HOPS, ProcessCpu, Store, TlsSession
 
 #: Roles whose CPU per request is shown, in the table's order.

@@ -13,14 +13,22 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from cachelab.errors import UserError
 
-if TYPE_CHECKING:
-    from cachelab.store.schema import Migration
+
+class Migration(Protocol):
+    """What the checks need of a migration (schema.py's `Migration`, which imports this
+    module): its name, and how to apply it, to learn the columns it makes."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def apply(self) -> Callable[[sqlite3.Connection], None]: ...
 
 MIGRATIONS_TABLE = ("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, "
                     "applied_at REAL NOT NULL)")

@@ -27,11 +27,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from cachelab import loadgen, proxy_stats, selfcheck
-from cachelab.cpu import SHARES
 from cachelab.errors import UserError
-from cachelab.proxy_stats import Welford
-from cachelab.spec import Experiment, config_dict
+from cachelab.readers import loadgen, proxy_stats, selfcheck
+from cachelab.readers.cpu import SHARES
+from cachelab.readers.proxy_stats import Welford
+from cachelab.spec.experiment import Experiment, config_dict
 from cachelab.store import check
 from cachelab.store.records import (
     CapacityRecord,
@@ -196,7 +196,7 @@ class Store:
                 {"run_id": run_id, "t": x.t, "cpu": x.cpu, **{k: getattr(x, k) for k in SHARES}}
                 for x in record.cpu])
             for table, rows in (("run_host", record.hosts), ("host_cpu", record.host_cpu),
-                                ("link", record.links)):
+                                ("link", record.links), ("emulator_cpu", record.emulator_cpu)):
                 _insert_many(c, table, [{"run_id": run_id, **asdict(x)} for x in rows])
             if record.capacity is not None:
                 k = record.capacity

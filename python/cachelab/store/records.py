@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cachelab import loadgen, proxy_stats
 from cachelab.analysis.trust import Check
-from cachelab.cpu import Sample
-from cachelab.proxy_stats import Welford
-from cachelab.selfcheck import Interval
+from cachelab.readers import loadgen, proxy_stats
+from cachelab.readers.cpu import Sample
+from cachelab.readers.proxy_stats import Welford
+from cachelab.readers.selfcheck import Interval
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,10 @@ class RunRecord:
     start_at_unix_ms: int | None = None
     #: The percentiles of each role's merged histograms with their intervals.
     intervals: tuple[Interval, ...] = ()
-    #: The self-checks the run passed or failed (selfcheck.checks).
+    #: The self-checks the run passed or failed (selfcheck.checks, and machine.check).
     checks: tuple[Check, ...] = ()
+    #: The emulator's CPU samples (netns with delays).
+    emulator_cpu: tuple[EmulatorCpuSample, ...] = ()
     #: What each encrypted hop negotiated (none without TLS).
     tls: tuple[TlsSession, ...] = ()
     #: The CPU seconds of the run's processes, where measured.
@@ -167,10 +169,25 @@ class RunHost:
     host: str
     roles: str
     address: str
+    #: The faster of the two directions (the column from before they were apart).
     link_mbit: float
     delay_ms: float
     cpu_quota: float
     cpus: str | None
+    #: What the host sends and receives, Mbit/s (0: unshaped).
+    egress_mbit: float | None = None
+    ingress_mbit: float | None = None
+
+
+@dataclass(frozen=True)
+class EmulatorCpuSample:
+    """The delay line's CPU over one interval, in percent of one core (from
+    /proc/<pid>/stat), outside every host's cgroup."""
+
+    t: float
+    process: str
+    usr: float
+    sys: float
 
 
 @dataclass(frozen=True)

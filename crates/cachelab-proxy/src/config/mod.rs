@@ -1,0 +1,489 @@
+//! Command-line options and the validated configuration built from them, and the
+//! configuration file (`--config`: cachelab's TOML or twemproxy's nutcracker.yml).
+//!
+//! - [`args`]: the command line; [`spec`]: listeners, pools and servers as configured;
+//! - [`file`]: reading a file ([`toml`] or [`nutcracker`], over [`yaml`]), with the
+//!   fields both formats share in [`fields`].
+
+pub mod args;
+pub mod fields;
+pub mod file;
+pub mod nutcracker;
+pub mod spec;
+pub mod toml;
+pub mod yaml;
+
+pub use args::Args;
+pub use spec::{ketama_name, ListenerSpec, PoolSpec, ServerSpec};
+
+use std::collections::HashSet;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cachelab_protocol::limits::{DEFAULT_MAX_VALUE_LEN, MAX_KEY_LEN};
+use cachelab_protocol::Limits;
+use thiserror::Error;
+
+use crate::endpoint::Endpoint;
+use crate::health::MAX_SERVERS;
+use crate::tls::{ListenerTlsSpec, Protocols, ServerTlsSpec, TlsError};
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1";
+pub const DEFAULT_PORT: u16 = 11212;
+pub const DEFAULT_WORKERS: usize = 16;
+pub const DEFAULT_STATS_WINDOW_SECS: f64 = 5.0;
+pub const DEFAULT_DRAIN_TIMEOUT_SECS: f64 = 5.0;
+pub const DEFAULT_SERVER_TIMEOUT_MS: u64 = 1000;
+pub const DEFAULT_BACKOFF_MAX_MS: u64 = 1000;
+/// Failures in a row (over all workers) that eject a server; twemproxy's default.
+pub const DEFAULT_FAILURE_LIMIT: u32 = 2;
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+pub const DEFAULT_MAX_INFLIGHT: usize = 1024;
+/// Longest command line accepted by default: room for a 10,000-key multi-GET of 250-byte
+/// keys, which memcached serves.
+pub const DEFAULT_MAX_LINE_LENGTH: usize = 4 << 20;
+/// Bytes held for requests and replies at once (see `budget`).
+pub const DEFAULT_MEMORY_BUDGET_MB: usize = 1024;
+/// Largest reply one server may send for one request (a multi-GET of 10,000 values of
+/// 1 KiB is 10 MiB).
+pub const DEFAULT_MAX_REPLY_BYTES: usize = 32 << 20;
+/// Reply bytes a client may leave unread before we stop reading its requests.
+pub const DEFAULT_MAX_PENDING_BYTES: usize = 4 << 20;
+/// Requests a worker has at the servers at once by default: one, the spec's model.
+pub const DEFAULT_PIPELINE: usize = 1;
+/// Permissions of a Unix socket listener's file (memcached's `-a` default).
+pub const DEFAULT_UNIX_SOCKET_MODE: &str = "700";
+/// TLS protocol versions offered and accepted by default.
+pub const DEFAULT_TLS_PROTOCOLS: &str = "1.2,1.3";
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("--workers must be at least 1")]
+    NoWorkers,
+    #[error("server address {0:?} is not host:port")]
+    BadServer(String),
+    #[error("server address {0:?} did not resolve: {1}")]
+    Unresolved(String, std::io::Error),
+    #[error("--{0} must be a positive number of seconds")]
+    BadSeconds(&'static str),
+    #[error("--{0} must be at least 1")]
+    Zero(&'static str),
+    #[error("{0}")]
+    File(#[from] file::FileError),
+    #[error("--{0}: {1}")]
+    Tls(&'static str, TlsError),
+    #[error("{0}")]
+    Unsupported(&'static str),
+    #[error("--unix-socket-mode {0:?}: expected octal permissions such as 700")]
+    BadMode(String),
+    #[error("{0} distinct server addresses; at most {MAX_SERVERS} are supported")]
+    TooManyServers(usize),
+}
+
+/// The validated configuration the server runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The first listener's address.
+    pub listen: Endpoint,
+    pub workers: usize,
+    /// Every distinct server of every pool, in order of appearance.
+    pub servers: Vec<Endpoint>,
+    /// The command line's `-s` (for the stats file header).
+    pub sharded: bool,
+    pub listeners: Vec<ListenerSpec>,
+    /// `--config`: reread on SIGHUP.
+    pub config_file: Option<PathBuf>,
+    pub pipeline: usize,
+    pub threads: Option<usize>,
+    /// `--busy-poll-us`; zero: off.
+    pub busy_poll: Duration,
+    pub stats_file: Option<PathBuf>,
+    pub stats_window: Duration,
+    pub metrics_addr: Option<SocketAddr>,
+    pub limits: Limits,
+    pub server_timeout: Duration,
+    pub backoff_max: Duration,
+    pub failure_limit: u32,
+    pub drain_timeout: Duration,
+    pub max_connections: usize,
+    pub max_inflight: usize,
+    pub idle_timeout: Option<Duration>,
+    pub memory_budget: usize,
+    pub max_reply_bytes: usize,
+    pub max_pending_bytes: usize,
+    pub log_lines_per_second: u32,
+    /// Permissions of Unix socket listeners' files.
+    pub unix_socket_mode: u32,
+}
+
+/// File descriptors beyond clients and server connections: the listener, the log and
+/// stats files, the metrics listener and its clients, probes, the runtime's own.
+pub const SPARE_DESCRIPTORS: u64 = 64;
+
+impl Config {
+    /// File descriptors the proxy may need at once: every client connection, every
+    /// worker's connection to every server, and `SPARE_DESCRIPTORS`.
+    pub fn descriptors_needed(&self) -> u64 {
+        self.max_connections as u64
+            + (self.workers as u64) * (self.servers.len() as u64)
+            + SPARE_DESCRIPTORS
+    }
+
+    /// A configuration with the defaults, for tests and embedding.
+    pub fn new(listen: SocketAddr, servers: Vec<SocketAddr>, workers: usize) -> Self {
+        let specs = servers
+            .iter()
+            .map(|addr| ServerSpec {
+                addr: Endpoint::Tcp(*addr),
+                host: addr.ip().to_string(),
+                name: ketama_name(&addr.ip().to_string(), addr.port()),
+                weight: 1,
+            })
+            .collect();
+        let pool = PoolSpec::replicate(
+            specs,
+            false,
+            Duration::from_millis(DEFAULT_SERVER_TIMEOUT_MS),
+            DEFAULT_FAILURE_LIMIT,
+        );
+        Config {
+            listen: Endpoint::Tcp(listen),
+            workers,
+            servers: servers.into_iter().map(Endpoint::Tcp).collect(),
+            sharded: false,
+            listeners: vec![ListenerSpec {
+                listen: Endpoint::Tcp(listen),
+                pool,
+                tls: None,
+            }],
+            config_file: None,
+            pipeline: DEFAULT_PIPELINE,
+            threads: None,
+            busy_poll: Duration::ZERO,
+            stats_file: None,
+            stats_window: Duration::from_secs_f64(DEFAULT_STATS_WINDOW_SECS),
+            metrics_addr: None,
+            limits: Limits {
+                max_line_len: DEFAULT_MAX_LINE_LENGTH,
+                ..Limits::default()
+            },
+            server_timeout: Duration::from_millis(DEFAULT_SERVER_TIMEOUT_MS),
+            backoff_max: Duration::from_millis(DEFAULT_BACKOFF_MAX_MS),
+            failure_limit: DEFAULT_FAILURE_LIMIT,
+            drain_timeout: Duration::from_secs_f64(DEFAULT_DRAIN_TIMEOUT_SECS),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_inflight: DEFAULT_MAX_INFLIGHT,
+            idle_timeout: None,
+            memory_budget: DEFAULT_MEMORY_BUDGET_MB << 20,
+            max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
+            max_pending_bytes: DEFAULT_MAX_PENDING_BYTES,
+            log_lines_per_second: crate::log_limit::DEFAULT_LINES_PER_SECOND,
+            unix_socket_mode: 0o700,
+        }
+    }
+}
+
+impl TryFrom<&Args> for Config {
+    type Error = ConfigError;
+
+    fn try_from(args: &Args) -> Result<Self, ConfigError> {
+        if args.workers == 0 {
+            return Err(ConfigError::NoWorkers);
+        }
+        let server_timeout = Duration::from_millis(args.server_timeout);
+        let listeners = match &args.config {
+            Some(path) => file::load(path, server_timeout, args.failure_limit)?,
+            None => {
+                let specs = args
+                    .servers
+                    .iter()
+                    .map(|s| {
+                        if let Some(path) = Endpoint::unix_path(s) {
+                            return Ok(ServerSpec {
+                                addr: Endpoint::Unix(path),
+                                host: s.clone(),
+                                name: s.clone(),
+                                weight: 1,
+                            });
+                        }
+                        let addr = resolve(s)?;
+                        let (host, _) = s.rsplit_once(':').expect("resolve checked host:port");
+                        Ok(ServerSpec {
+                            addr: Endpoint::Tcp(addr),
+                            host: host.to_string(),
+                            name: ketama_name(host, addr.port()),
+                            weight: 1,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, ConfigError>>()?;
+                let mut pool =
+                    PoolSpec::replicate(specs, args.sharded, server_timeout, args.failure_limit);
+                let protocols = Protocols::parse(&args.tls_protocols)
+                    .map_err(|e| ConfigError::Tls("tls-protocols", e))?;
+                if args.server_tls {
+                    pool.server_tls = Some(ServerTlsSpec {
+                        ca: args.server_tls_ca.clone(),
+                        sni: args.server_tls_sni.clone(),
+                        skip_verify: args.server_tls_skip_verify,
+                        cert: args.server_tls_cert.clone(),
+                        key: args.server_tls_key.clone(),
+                        protocols,
+                    });
+                }
+                let tls = match (&args.tls_cert, &args.tls_key) {
+                    (Some(cert), Some(key)) => Some(ListenerTlsSpec {
+                        cert: cert.clone(),
+                        key: key.clone(),
+                        client_ca: args.tls_client_ca.clone(),
+                        protocols,
+                    }),
+                    _ => None,
+                };
+                let listen = match &args.unix_socket {
+                    Some(path) => Endpoint::Unix(path.clone()),
+                    None => Endpoint::Tcp(SocketAddr::new(args.listen, args.port)),
+                };
+                if tls.is_some() && listen.is_unix() {
+                    return Err(ConfigError::Unsupported(
+                        "--tls-cert: TLS is not served on a --unix-socket listener",
+                    ));
+                }
+                if pool.server_tls.is_some() && pool.servers.iter().any(|s| s.addr.is_unix()) {
+                    return Err(ConfigError::Unsupported(
+                        "--server-tls: a Unix socket server cannot speak TLS",
+                    ));
+                }
+                vec![ListenerSpec { listen, pool, tls }]
+            }
+        };
+        let servers = distinct_servers(&listeners);
+        // Refused here, with the reason, rather than as a descriptor shortfall or when
+        // the health registry fills.
+        if servers.len() > MAX_SERVERS {
+            return Err(ConfigError::TooManyServers(servers.len()));
+        }
+        let seconds = |value: f64, name| {
+            Duration::try_from_secs_f64(value)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or(ConfigError::BadSeconds(name))
+        };
+        for (is_zero, name) in [
+            (args.max_connections == 0, "max-connections"),
+            (args.max_inflight == 0, "max-inflight"),
+            (args.server_timeout == 0, "server-timeout"),
+            (args.pipeline == 0, "pipeline"),
+            (args.memory_budget == 0, "memory-budget"),
+            (args.max_reply_bytes == 0, "max-reply-bytes"),
+            (args.max_pending_bytes == 0, "max-pending-bytes"),
+            (args.threads == Some(0), "threads"),
+        ] {
+            if is_zero {
+                return Err(ConfigError::Zero(name));
+            }
+        }
+        Ok(Config {
+            listen: listeners[0].listen.clone(),
+            workers: args.workers,
+            servers,
+            sharded: args.sharded,
+            listeners,
+            config_file: args.config.clone(),
+            pipeline: args.pipeline,
+            threads: args.threads,
+            busy_poll: Duration::from_micros(args.busy_poll_us),
+            stats_file: args.stats_file.clone(),
+            stats_window: seconds(args.stats_window, "stats-window")?,
+            metrics_addr: args.metrics_addr,
+            limits: Limits {
+                max_key_len: MAX_KEY_LEN,
+                max_value_len: args.max_value_size,
+                max_line_len: args.max_line_length.max(16),
+            },
+            server_timeout: Duration::from_millis(args.server_timeout),
+            backoff_max: Duration::from_millis(args.backoff_max.max(1)),
+            failure_limit: args.failure_limit,
+            drain_timeout: seconds(args.drain_timeout, "drain-timeout")?,
+            max_connections: args.max_connections,
+            max_inflight: args.max_inflight,
+            idle_timeout: if args.idle_timeout == 0.0 {
+                None
+            } else {
+                Some(seconds(args.idle_timeout, "idle-timeout")?)
+            },
+            memory_budget: args.memory_budget.saturating_mul(1 << 20),
+            max_reply_bytes: args.max_reply_bytes,
+            max_pending_bytes: args.max_pending_bytes,
+            log_lines_per_second: args.log_lines_per_second.max(1),
+            unix_socket_mode: u32::from_str_radix(&args.unix_socket_mode, 8)
+                .ok()
+                .filter(|m| *m <= 0o777)
+                .ok_or_else(|| ConfigError::BadMode(args.unix_socket_mode.clone()))?,
+        })
+    }
+}
+
+/// Every distinct server of every listener's pool, in order of appearance.
+pub fn distinct_servers(listeners: &[ListenerSpec]) -> Vec<Endpoint> {
+    let mut seen = HashSet::new();
+    listeners
+        .iter()
+        .flat_map(|l| &l.pool.servers)
+        .map(|s| &s.addr)
+        .filter(|addr| seen.insert(*addr))
+        .cloned()
+        .collect()
+}
+
+pub(crate) fn resolve(server: &str) -> Result<SocketAddr, ConfigError> {
+    if !server.contains(':') {
+        return Err(ConfigError::BadServer(server.to_string()));
+    }
+    server
+        .to_socket_addrs()
+        .map_err(|e| ConfigError::Unresolved(server.to_string(), e))?
+        .next()
+        .ok_or_else(|| ConfigError::BadServer(server.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn parse(argv: &[&str]) -> Result<Config, String> {
+        let args = Args::try_parse_from(argv).map_err(|e| e.to_string())?;
+        Config::try_from(&args).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_original_flags_are_accepted() {
+        let c = parse(&[
+            "p",
+            "-l",
+            "127.0.0.1",
+            "-p",
+            "0",
+            "-t",
+            "8",
+            "-m",
+            "127.0.0.1:1",
+            "127.0.0.1:2",
+            "-s",
+        ])
+        .unwrap();
+        assert_eq!(c.workers, 8);
+        assert_eq!(c.servers.len(), 2);
+        assert!(c.sharded);
+        assert_eq!(c.listen.port(), Some(0));
+    }
+
+    #[test]
+    fn servers_are_required_and_must_be_host_port() {
+        assert!(parse(&["p"]).is_err());
+        let err = parse(&["p", "-m", "localhost"]).unwrap_err();
+        assert!(err.contains("not host:port"), "{err}");
+    }
+
+    #[test]
+    fn descriptors_count_clients_server_connections_and_spares() {
+        let c = parse(&[
+            "p",
+            "-t",
+            "10",
+            "--max-connections",
+            "100",
+            "-m",
+            "127.0.0.1:1",
+            "127.0.0.1:2",
+        ])
+        .unwrap();
+        assert_eq!(c.descriptors_needed(), 100 + 10 * 2 + SPARE_DESCRIPTORS);
+    }
+
+    #[test]
+    fn tls_and_unix_sockets_on_the_command_line() {
+        let c = parse(&[
+            "p",
+            "--unix-socket",
+            "/tmp/cachelab-p.sock",
+            "--unix-socket-mode",
+            "660",
+            "-m",
+            "/tmp/cachelab-m.sock",
+            "127.0.0.1:2",
+        ])
+        .unwrap();
+        assert_eq!(c.listen, Endpoint::Unix("/tmp/cachelab-p.sock".into()));
+        assert_eq!(c.unix_socket_mode, 0o660);
+        assert_eq!(c.servers[0], Endpoint::Unix("/tmp/cachelab-m.sock".into()));
+        let c = parse(&[
+            "p",
+            "--tls-cert",
+            "c.pem",
+            "--tls-key",
+            "k.pem",
+            "--tls-client-ca",
+            "ca.pem",
+            "--tls-protocols",
+            "TLSv1.3",
+            "--server-tls",
+            "--server-tls-ca",
+            "s.pem",
+            "--server-tls-sni",
+            "cache",
+            "-m",
+            "127.0.0.1:1",
+        ])
+        .unwrap();
+        let tls = c.listeners[0].tls.as_ref().unwrap();
+        assert_eq!(
+            tls.client_ca.as_deref(),
+            Some(std::path::Path::new("ca.pem"))
+        );
+        assert!(!tls.protocols.tls12 && tls.protocols.tls13);
+        let server = c.listeners[0].pool.server_tls.as_ref().unwrap();
+        assert_eq!(server.sni.as_deref(), Some("cache"));
+        // Sub-options need their switch; a key needs its certificate.
+        assert!(parse(&["p", "--server-tls-ca", "s.pem", "-m", "127.0.0.1:1"]).is_err());
+        assert!(parse(&["p", "--tls-cert", "c.pem", "-m", "127.0.0.1:1"]).is_err());
+        let err = parse(&[
+            "p",
+            "--server-tls",
+            "--server-tls-skip-verify",
+            "-m",
+            "/tmp/m.sock",
+        ])
+        .unwrap_err();
+        assert!(err.contains("Unix socket server"), "{err}");
+        assert!(parse(&["p", "--unix-socket-mode", "999", "-m", "127.0.0.1:1"]).is_err());
+    }
+
+    #[test]
+    fn more_distinct_servers_than_the_registry_holds_are_refused_by_count() {
+        let servers: Vec<String> = (1..=MAX_SERVERS + 1)
+            .map(|port| format!("127.0.0.1:{port}"))
+            .collect();
+        let mut argv = vec!["p", "-m"];
+        argv.extend(servers.iter().map(String::as_str));
+        let err = parse(&argv).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "{} distinct server addresses; at most {MAX_SERVERS} are supported",
+                MAX_SERVERS + 1
+            )
+        );
+        assert!(parse(&argv[..argv.len() - 1]).is_ok());
+    }
+
+    #[test]
+    fn zero_workers_and_bad_windows_are_rejected() {
+        assert!(parse(&["p", "-t", "0", "-m", "127.0.0.1:1"]).is_err());
+        assert!(parse(&["p", "--stats-window", "0", "-m", "127.0.0.1:1"]).is_err());
+        assert!(parse(&["p", "--stats-window", "-1", "-m", "127.0.0.1:1"]).is_err());
+        let err = parse(&["p", "--pipeline", "0", "-m", "127.0.0.1:1"]).unwrap_err();
+        assert!(err.contains("--pipeline"), "{err}");
+    }
+}

@@ -1,0 +1,118 @@
+"""The throughput a topology's links allow a workload: the bound the original study drew on
+its throughput plots (a 4 KiB read-only load capped by a server's upload). Pure.
+
+For every host and direction, the bytes a request puts on that host's link on average,
+B(host, dir), follow from the memcached text protocol (values of `data_size` bytes,
+keys of `key_len`):
+
+    get request   g_q = len("get <key>\\r\\n")              (k keys: k keys in one line)
+    get reply     g_r = k x len("VALUE <key> 0 <size>\\r\\n<data>\\r\\n") + len("END\\r\\n")
+    set request   s_q = len("set <key> 0 0 <size>\\r\\n<data>\\r\\n"),   set reply 8
+
+each message on the wire as its bytes plus 66 bytes of Ethernet, IP and TCP headers per
+segment of at most 1448 bytes (MSS with timestamps). With w the share of sets and N
+servers, M middlewares, L load hosts' shares of the instances:
+- load host: up w s_q + (1-w) g_q, down w 8 + (1-w) g_r (times its share of instances);
+- middleware: down from clients and from servers, up to clients and servers: a set goes to
+  all N servers, a get's reply bytes come from the servers and go to the client;
+- server (behind middlewares): a set from every middleware reaches every server, a get
+  reaches one (1/N of the reply bytes per server); without middlewares a server carries
+  the instances that target it.
+The bound is  X_max = min over hosts and directions of  rate(host, dir) / B(host, dir),
+rate in bytes/s of L2 frames (what TBF counts): the configured egress_mbit (up) or
+ingress_mbit (down) / 8, or the measured iperf3 goodput converted back to frames
+(x 1514 / 1448). A direction at rate 0 is unshaped and sets no bound: with egress-only
+shaping (the study's cloud) only the uploads count.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from cachelab.spec.experiment import RunConfig
+from cachelab.spec.topology import Layout
+
+MSS = 1448
+HEADERS = 66  # Ethernet 14 + IPv4 20 + TCP 20 + timestamps 12
+
+
+def wire(n: float) -> float:
+    """Bytes on the wire for an application message of n bytes."""
+    return n + HEADERS * max(1, math.ceil(n / MSS))
+
+
+@dataclass(frozen=True)
+class Bound:
+    ops_per_s: float
+    #: The link that sets it: "server1 up", ...
+    limit: str
+
+
+def message_sizes(config: RunConfig, key_len: int) -> tuple[float, float, float, float]:
+    """(get request, get reply, set request, set reply) bytes of one request."""
+    w = config.workload
+    keys = max(1, w.multiget_keys)
+    size = len(str(w.data_size))
+    get_q = 4 + keys * (key_len + 1) + 1
+    get_r = keys * (6 + key_len + 3 + size + 2 + w.data_size + 2) + 5
+    set_q = 4 + key_len + 5 + size + 2 + w.data_size + 2
+    return get_q, get_r, set_q, 8
+
+
+def bytes_per_request(config: RunConfig, layout: Layout,
+                      key_len: int) -> dict[tuple[str, str], float]:
+    """B(host, direction) of the module's equations, keyed (host name, "up"/"down")."""
+    sets, gets = (int(x) for x in config.workload.ratio.split(":"))
+    ws = sets / (sets + gets)
+    wg = 1 - ws
+    gq, gr, sq, sr = (wire(x) for x in message_sizes(config, key_len))
+    need: dict[tuple[str, str], float] = {}
+
+    def add(host: int, up: float, down: float) -> None:
+        name = layout.hosts[host].name
+        need[(name, "up")] = need.get((name, "up"), 0.0) + up
+        need[(name, "down")] = need.get((name, "down"), 0.0) + down
+
+    loads = len(layout.loads)
+    for host in layout.loads:
+        add(host, (ws * sq + wg * gq) / loads, (ws * sr + wg * gr) / loads)
+    n = len(layout.servers)
+    if layout.middlewares:
+        m = len(layout.middlewares)
+        for host in layout.middlewares:
+            add(host, (ws * (sr + n * sq) + wg * (gr + gq)) / m,
+                (ws * (sq + n * sr) + wg * (gq + gr)) / m)
+        for host in layout.servers:
+            add(host, ws * sr + wg * gr / n, ws * sq + wg * gq / n)
+    else:
+        for i, host in enumerate(layout.servers):
+            share = sum(1 for j in range(loads) if j % n == i) / loads
+            add(host, share * (ws * sr + wg * gr), share * (ws * sq + wg * gq))
+    return need
+
+
+def bound(config: RunConfig, layout: Layout, key_len: int,
+          rates_bytes: dict[tuple[str, str], float]) -> Bound | None:
+    """The link bound on throughput; `rates_bytes` maps (host name, "up"/"down") to that
+    direction's rate in frame bytes/s (left out, or 0: unshaped). None when nothing is
+    shaped."""
+    best: Bound | None = None
+    for (host, direction), per_request in bytes_per_request(config, layout, key_len).items():
+        rate = rates_bytes.get((host, direction), 0.0)
+        if rate <= 0 or per_request <= 0:
+            continue
+        x = rate / per_request
+        if best is None or x < best.ops_per_s:
+            best = Bound(x, f"{host} {direction}")
+    return best
+
+
+def configured_rates(layout: Layout) -> dict[tuple[str, str], float]:
+    """Each host's egress ("up") and ingress ("down") rate in bytes/s, where shaped."""
+    rates = {}
+    for h in layout.hosts:
+        for direction, mbit in (("up", h.egress_mbit), ("down", h.ingress_mbit)):
+            if mbit > 0:
+                rates[(h.name, direction)] = mbit * 1e6 / 8
+    return rates

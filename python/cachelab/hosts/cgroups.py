@@ -1,0 +1,190 @@
+"""CPU limits and CPU accounting for emulated hosts, through cgroup v2 or v1, whichever
+this machine has.
+
+v2: one directory under a cgroup2 mount whose `cgroup.controllers` lists `cpu`:
+`cpu.max` ("QUOTA PERIOD"), `cpuset.cpus`, usage from `cpu.stat` (user_usec, system_usec).
+v1: a directory of the same name in each of the `cpu`, `cpuacct` and `cpuset` hierarchies
+(wherever each is mounted, combined or not): `cpu.cfs_quota_us` / `cpu.cfs_period_us`,
+`cpuset.cpus` (and `cpuset.mems`, which must be set before a task may join), usage from
+`cpuacct.usage_user` / `cpuacct.usage_sys` (nanoseconds).
+
+A process joins by writing its PID to `cgroup.procs` of each directory before it execs
+(`join_prefix`), so every thread it starts is inside from the first instruction.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from cachelab.errors import UserError
+
+#: The CFS period by default; a quota q cores is q x the period per period. A host that
+#: spends its quota early in a period waits out the rest of it, so the period bounds the
+#: stall a request may see (docs/topologies.md has the measurement behind
+#: topology.cpu_period_ms's default).
+PERIOD_US = 100_000
+#: The smallest runtime per period the kernel accepts (v1 cfs_quota_us, v2 cpu.max).
+MIN_QUOTA_US = 1000
+
+
+@dataclass(frozen=True)
+class Hierarchies:
+    """Where the CPU controllers are: `v2` set, or the v1 mounts by controller."""
+
+    v2: Path | None
+    v1: dict[str, Path]
+
+    @property
+    def version(self) -> int | None:
+        return 2 if self.v2 else 1 if {"cpu", "cpuacct", "cpuset"} <= set(self.v1) else None
+
+
+def parse_mounts(text: str, read=lambda p: Path(p).read_text()) -> Hierarchies:
+    """Finds the CPU controllers in /proc/mounts text. A cgroup2 mount counts only if its
+    root has the cpu controller (on these machines the v2 mount has none)."""
+    v2: Path | None = None
+    v1: dict[str, Path] = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        path, kind, options = fields[1], fields[2], fields[3].split(",")
+        if kind == "cgroup2" and v2 is None:
+            try:
+                if "cpu" in read(f"{path}/cgroup.controllers").split():
+                    v2 = Path(path)
+            except OSError:
+                pass
+        elif kind == "cgroup":
+            for controller in ("cpu", "cpuacct", "cpuset"):
+                if controller in options and controller not in v1:
+                    v1[controller] = Path(path)
+    return Hierarchies(v2, v1)
+
+
+def detect() -> Hierarchies:
+    return parse_mounts(Path("/proc/mounts").read_text())
+
+
+class CpuGroup:
+    """One host's cgroup: created with its limits, joined by its processes, read for usage,
+    removed when the host goes (after its processes are gone)."""
+
+    def __init__(self, name: str, *, quota: float = 0.0, cpus: str | None = None,
+                 hierarchies: Hierarchies | None = None, period_us: int = PERIOD_US) -> None:
+        self.name = name
+        self.period_us = period_us
+        h = hierarchies or detect()
+        if h.version is None:
+            raise UserError("no CPU cgroup controller found (neither cgroup v2 with cpu nor "
+                            "v1 cpu, cpuacct and cpuset); hosts need one for CPU accounting")
+        self.version = h.version
+        if h.v2:
+            self.dirs = [h.v2 / name]
+        else:
+            self.dirs = list(dict.fromkeys(h.v1[c] / name for c in ("cpu", "cpuacct",
+                                                                     "cpuset")))
+        self._h = h
+        for d in self.dirs:
+            d.mkdir(exist_ok=True)
+        try:
+            self._limit(quota, cpus)
+        except OSError as exc:
+            self.remove()
+            raise UserError(f"cannot set the CPU limits of cgroup {name}: {exc}") from exc
+
+    def _limit(self, quota: float, cpus: str | None) -> None:
+        if self.version == 2:
+            d = self.dirs[0]
+            if quota:
+                (d / "cpu.max").write_text(f"{self.quota_us(quota)} {self.period_us}")
+            if cpus:
+                (d / "cpuset.cpus").write_text(cpus)
+            return
+        cpu, cpuset = self._h.v1["cpu"] / self.name, self._h.v1["cpuset"] / self.name
+        if quota:
+            (cpu / "cpu.cfs_period_us").write_text(str(self.period_us))
+            (cpu / "cpu.cfs_quota_us").write_text(str(self.quota_us(quota)))
+        parent = cpuset.parent
+        (cpuset / "cpuset.mems").write_text((parent / "cpuset.mems").read_text().strip())
+        (cpuset / "cpuset.cpus").write_text(
+            cpus or (parent / "cpuset.cpus").read_text().strip())
+
+    def quota_us(self, quota: float) -> int:
+        """`quota` cores as runtime per period; the kernel refuses less than 1 ms."""
+        return max(round(quota * self.period_us), MIN_QUOTA_US)
+
+    def procs_files(self) -> list[Path]:
+        return [d / "cgroup.procs" for d in self.dirs]
+
+    def usage(self) -> tuple[float, float]:
+        """(user, system) CPU seconds used by the group's processes so far."""
+        if self.version == 2:
+            stat = dict(line.split() for line in
+                        (self.dirs[0] / "cpu.stat").read_text().splitlines())
+            return int(stat["user_usec"]) / 1e6, int(stat["system_usec"]) / 1e6
+        acct = self._h.v1["cpuacct"] / self.name
+        return (int((acct / "cpuacct.usage_user").read_text()) / 1e9,
+                int((acct / "cpuacct.usage_sys").read_text()) / 1e9)
+
+    def pids(self) -> list[int]:
+        try:
+            return [int(p) for p in self.procs_files()[0].read_text().split()]
+        except OSError:
+            return []
+
+    def remove(self, timeout: float = 5.0) -> None:
+        """Removes the directories; a cgroup with processes left cannot be removed, so it
+        waits for them (bounded) after the caller killed them."""
+        deadline = time.monotonic() + timeout
+        for d in self.dirs:
+            while d.exists():
+                try:
+                    d.rmdir()
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
+
+
+def join_prefix(group: CpuGroup) -> list[str]:
+    """A command prefix that moves the process into `group` and then execs the rest."""
+    script = " && ".join(f'echo $$ > "{f}"' for f in group.procs_files()) + ' && exec "$@"'
+    return ["/bin/sh", "-c", script, "cachelab-join"]
+
+
+def stale(prefix: str, alive, hierarchies: Hierarchies | None = None) -> list[Path]:
+    """Our cgroup directories (named `prefix<pid>-...`) whose owner process `alive(pid)`
+    says is gone."""
+    h = hierarchies or detect()
+    roots = [h.v2] if h.v2 else list(dict.fromkeys(h.v1.values()))
+    found = []
+    for root in roots:
+        if root is None or not root.exists():
+            continue
+        for d in root.iterdir():
+            owner = owner_pid(d.name, prefix)
+            if owner is not None and not alive(owner):
+                found.append(d)
+    return found
+
+
+def owner_pid(name: str, prefix: str) -> int | None:
+    """The PID in a name `prefix<pid>-...` (how cachelab names what a process made)."""
+    if not name.startswith(prefix):
+        return None
+    digits = name[len(prefix):].split("-", 1)[0]
+    return int(digits) if digits.isdigit() else None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,591 @@
+"""Running an experiment: for every point and repetition, the original method (SPEC 3).
+
+1. start the servers fresh; 2. populate every key; 3. start the middlewares; 4. start the
+load generators for the run time, sampling the CPU every second; 5. stop everything and
+collect; 6. store the run in one transaction. Then `validate.assess` decides whether the
+point needs another repetition.
+
+Processes are stopped in `finally` (an ExitStack), whatever happens: a failed start, a
+load generator that crashed, Ctrl-C. Finished runs are already committed, so Ctrl-C or a
+crash loses only the run in progress, and `resume=True` continues with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cachelab import paths
+from cachelab.analysis import trust
+from cachelab.errors import UserError
+from cachelab.hosts import hostinfo, linkprobe, local, netns, tls
+from cachelab.hosts.host import LOOPBACK, Host
+from cachelab.hosts.procs import Managed
+from cachelab.readers import hdr, loadgen, proxy_stats, selfcheck
+from cachelab.readers.cpu import GroupSampler, Sampler, process_seconds, process_usage
+from cachelab.run import capacity, machine, transport, validate
+from cachelab.run.progress import Progress, Status
+from cachelab.spec import order, topology
+from cachelab.spec.experiment import Experiment, Point, RunConfig
+from cachelab.store import (
+    FILENAME,
+    CapacityRecord,
+    CapacityTrial,
+    ClientPlacement,
+    EmulatorCpuSample,
+    HostCpuSample,
+    LinkRecord,
+    ProcessCpu,
+    RunHost,
+    RunRecord,
+    RunSummary,
+    Store,
+    StoredRun,
+    TlsSession,
+)
+
+#: Seconds allowed for the populate step and, beyond the run time, for a run to end.
+POPULATE_TIMEOUT_S = 300.0
+RUN_GRACE_S = 30.0
+#: How far ahead the common --start-at instant is set, by topology: a fixed part and a part
+#: per client instance, enough to start every instance and let it connect (a process here
+#: or on an emulated host starts in milliseconds, tens on a busy machine; over SSH each
+#: takes a channel and a few hundred), so all of them start their clocks on it together.
+#: An instance that connects after the instant is refused by cachelab-load, never late.
+START_LEAD_S = {"local": (0.5, 0.1), "netns": (0.5, 0.1), "ssh": (3.0, 0.5)}
+
+Execute = Callable[[Experiment, Point, int, Path], RunRecord]
+
+
+def run_dir(out: Path, point: int, repetition: int) -> Path:
+    return out / "runs" / f"p{point + 1:03d}-r{repetition:02d}"
+
+
+def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path, *,
+                certificates: tls.TlsFiles | None = None) -> RunRecord:
+    """One run of one point: on this host (topology `local`) or on emulated hosts (`netns`,
+    built for the run and removed after it). A run with TLS uses `certificates` (the
+    experiment's), or makes its own throw-away ones for itself."""
+    c = point.config
+    if directory.exists():
+        shutil.rmtree(directory)  # left by a run that was interrupted
+    directory.mkdir(parents=True)
+    host = hostinfo.collect()
+    layout = topology.plan(c) if c.topology.kind != "local" else None
+    with ExitStack() as stack:
+        if c.tls and certificates is None:
+            certificates = stack.enter_context(tls.throwaway())
+        sockets = None
+        if c.servers.unix_socket or (c.middleware.count and c.middleware.unix_socket):
+            # Short, private and removed on every exit path (a socket path has ~100 bytes).
+            sockets = Path(stack.enter_context(tempfile.TemporaryDirectory(
+                prefix="cachelab-sock-")))
+        wiring = transport.Wiring(c, certificates if c.tls else None, sockets)
+        place = _hosts(c, layout, directory, stack)
+        if place.versions:
+            host = {**host, "hosts": place.versions}
+        links = _measure_links(c, layout, place) if layout and repetition == 1 else ()
+        servers = _start_servers(c, directory, place, stack, wiring)
+        _populate(c, servers, directory, stack, wiring)
+        middlewares = [stack.enter_context(local.start_middleware(
+            [s.address for s in servers], workers=c.middleware.workers,
+            sharded=c.middleware.sharded, threads=c.middleware.threads,
+            pipeline=c.middleware.pipeline, busy_poll_us=c.middleware.busy_poll_us,
+            window_s=exp.stats_window_s, cpus=local.pinned(c.middleware.cpus, i),
+            stats_file=directory / f"middleware-{i}.stats.jsonl",
+            log_file=directory / f"middleware-{i}.log", out=directory / f"middleware-{i}.out",
+            host=place("middleware", i), transport=wiring.middleware(i)))
+            for i in range(c.middleware.count)]
+        targets = middlewares or servers
+        sessions: tuple[TlsSession, ...] = ()
+        if certificates is not None and c.middleware.count and c.servers.tls:
+            sessions = transport.server_sessions(c, servers, certificates,
+                                                 place("middleware", 0))
+        measured = [("server", i, s) for i, s in enumerate(servers)]
+        measured += [("middleware", i, m) for i, m in enumerate(middlewares)]
+        cpu_before = _process_seconds(measured)
+        groups = {} if layout is None else {
+            h.name: reader for h in layout.hosts
+            if (reader := place.hosts[h.name].cpu_reader()) is not None}
+        emulator: dict[str, Callable[[], tuple[float, float]]] = {
+            f"cachelab-delay[{pid}]": functools.partial(process_usage, pid)
+            for pid in place.emulator_pids}
+        placements = _client_placements(c, layout, place)
+        seed = c.workload.seed + 1000 * (repetition - 1)
+        start_at = None
+        with Sampler() as sampler, GroupSampler(groups) as host_sampler, \
+                GroupSampler(emulator) as emulator_sampler:
+            started = time.time()
+            if c.load.mode == "capacity":
+                searched = capacity.search(
+                    exp, c, [(t.host, t.port, wiring.to_targets(t)) for t in targets],
+                    directory,
+                    place=lambda i: place("load", i), seed=seed)
+            else:
+                fixed, each = START_LEAD_S[c.topology.kind]
+                start_at = int(1000 * (time.time() + fixed
+                                       + each * (c.instances + c.measures)))
+            timing: dict[str, Any] = dict(test_time=exp.run_time_s, warmup=exp.warmup_s,
+                                          cooldown=exp.cooldown_s, start_at_ms=start_at)
+            loads = [] if c.load.mode == "capacity" else [stack.enter_context(local.start_load(
+                loadgen.run_argv(c, targets[i % len(targets)].host,
+                                 targets[i % len(targets)].port, seed=seed + i,
+                                 json_out=directory / f"load-{i}.json",
+                                 transport=wiring.to_targets(targets[i % len(targets)]),
+                                 **timing),
+                cpus=local.pinned(c.load.cpus, i), out=directory / f"load-{i}.out",
+                host=place("load", i)))
+                for i in range(c.instances)]
+            if c.load.measure_rate is not None and c.load.mode != "capacity":
+                loads.append(stack.enter_context(local.start_load(
+                    loadgen.measure_argv(c, targets[0].host, targets[0].port,
+                                         transport=wiring.to_targets(targets[0]),
+                                         rate=c.load.measure_rate, seed=seed + 999,
+                                         json_out=directory / "measure-0.json", **timing),
+                    cpus=(), out=directory / "measure-0.out", host=place("measure", 0))))
+            local.wait_all(loads, exp.run_time_s + RUN_GRACE_S)
+            ended = time.time()
+            cpu_after = _process_seconds(measured)
+        for mw in middlewares:  # SIGTERM: it flushes its last window and its summary
+            if mw.stop() != 0:
+                raise UserError(f"cachelab-proxy exited with status {mw.process.returncode}; "
+                                f"see {mw.files['log']}")
+        for server in servers:  # nothing to keep, and memcached takes ~1 s over SIGTERM
+            server.stop(signal.SIGKILL)
+        place.collect()
+    stats = tuple(proxy_stats.load(mw.files["stats"]) for mw in middlewares)
+    capacity_record = None
+    process_cpu: tuple[ProcessCpu, ...] = ()  # a capacity search's spans many rates
+    measures: tuple[loadgen.Report, ...] = ()
+    checks: tuple = ()
+    if c.load.mode == "capacity":
+        reports, summary, capacity_record = _capacity_result(exp, searched)
+    else:
+        reports = tuple(loadgen.load(directory / f"load-{i}.json")
+                        for i in range(c.instances))
+        measures = tuple(loadgen.load(directory / f"measure-{i}.json")
+                         for i in range(c.measures))
+        offsets = [(p.clock_offset_us or 0.0) / 1e6 for p in placements if p.role == "load"]
+        window: dict[str, Any] = dict(
+            run_time=exp.run_time_s, warmup=exp.warmup_s, cooldown=exp.cooldown_s,
+            offsets_s=offsets, start_s=None if start_at is None else start_at / 1000)
+        summary = validate.summarise(reports, **window)
+        checks = selfcheck.checks(reports, mode=c.load.mode, **window)
+        sessions = transport.client_sessions(c, reports) + sessions
+        process_cpu = _process_cpu(cpu_before, cpu_after, reports)
+    intervals = (selfcheck.intervals([r.histograms["total"] for r in reports])
+                 + selfcheck.intervals([r.histograms["total"] for r in measures], "measure"))
+    artifacts = {f.name: f.read_bytes() for f in sorted(directory.iterdir())
+                 if f.is_file() and not f.name.startswith("populate-")}
+    hosts = () if layout is None else tuple(
+        RunHost(h.name, ",".join(h.roles), place.hosts[h.name].address,
+                max(h.egress_mbit, h.ingress_mbit), h.delay_ms, h.cpu_quota, h.cpus,
+                h.egress_mbit, h.ingress_mbit) for h in layout.hosts)
+    if layout is not None and c.topology.kind == "netns":
+        lead = 0.0 if start_at is None else max(0.0, start_at / 1000 - started)
+        checks += (_machine_check(exp, layout, sampler, host_sampler, emulator_sampler,
+                                  lead),)
+    return RunRecord(point.index, repetition, started, ended, summary, host, reports, stats,
+                     tuple(sampler.samples), artifacts, hosts,
+                     tuple(HostCpuSample(*x) for x in host_sampler.samples), links,
+                     capacity_record, measures, placements, start_at, intervals, checks,
+                     tuple(EmulatorCpuSample(*x) for x in emulator_sampler.samples),
+                     sessions, process_cpu)
+
+
+Measured = list[tuple[str, int, Managed]]
+
+
+def _process_seconds(measured: Measured) -> dict[tuple[str, int], tuple[float, float]]:
+    """(user, system) CPU seconds so far of each server and middleware process that runs
+    on this machine (its own or an emulated host; a remote host's are not read)."""
+    out = {}
+    for role, i, m in measured:
+        pid = getattr(m.process, "pid", None)
+        found = process_seconds(pid) if isinstance(pid, int) else None
+        if found is not None:
+            out[(role, i)] = found
+    return out
+
+
+def _process_cpu(before: dict[tuple[str, int], tuple[float, float]],
+                 after: dict[tuple[str, int], tuple[float, float]],
+                 reports: tuple[loadgen.Report, ...]) -> tuple[ProcessCpu, ...]:
+    """The CPU each process used while the load ran: servers and middlewares by the
+    kernel's counters, load generators by their own report."""
+    out = [ProcessCpu(role, i, after[(role, i)][0] - user, after[(role, i)][1] - system, None)
+           for (role, i), (user, system) in before.items() if (role, i) in after]
+    out += [ProcessCpu("load", i, r.client_cpu.user_s, r.client_cpu.system_s,
+                       r.totals["completed"])
+            for i, r in enumerate(reports) if r.client_cpu is not None]
+    return tuple(out)
+
+
+def _machine_check(exp: Experiment, layout: topology.Layout, sampler: Sampler,
+                   host_sampler: GroupSampler, emulator_sampler: GroupSampler,
+                   lead: float) -> trust.Check:
+    """Whether this machine, rather than the emulated hosts, was the limit (machine.py),
+    over the steady part of the run (`lead`: seconds from the samplers' start to the
+    load generators')."""
+    low, high = lead + exp.warmup_s, lead + exp.run_time_s - exp.cooldown_s
+    busy = machine.steady_mean([(x.t, 100.0 - x.idle) for x in sampler.samples
+                                if x.cpu == "all"], low, high)
+    emulator: dict[float, float] = {}
+    for t, _, usr, sys_ in emulator_sampler.samples:
+        emulator[t] = emulator.get(t, 0.0) + usr + sys_
+    hosts = {h.name: machine.steady_mean([(t, usr + sys_) for t, name, usr, sys_
+                                          in host_sampler.samples if name == h.name],
+                                         low, high) for h in layout.hosts}
+    return machine.check(machine.MachineUse(
+        os.cpu_count() or 1, busy or 0.0,
+        machine.steady_mean(sorted(emulator.items()), low, high) or 0.0,
+        {name: pct for name, pct in hosts.items() if pct is not None},
+        {h.name: h.cpu_quota for h in layout.hosts}))
+
+
+def _client_placements(c: RunConfig, layout: topology.Layout | None,
+                       place: _Placement) -> tuple[ClientPlacement, ...]:
+    """Where each client instance runs and, on hosts of their own, the offset of each
+    such host's clock (measured once per host, before the run)."""
+    roles = [("load", i) for i in range(c.instances)]
+    roles += [("measure", i) for i in range(c.measures)]
+    if layout is None:
+        return tuple(ClientPlacement(role, i, None, None) for role, i in roles)
+    offsets: dict[str, float] = {}
+    out = []
+    for role, i in roles:
+        host = place(role, i)
+        if host.name not in offsets:
+            offsets[host.name] = linkprobe.clock_offset(host)
+        out.append(ClientPlacement(role, i, host.name, offsets[host.name]))
+    return tuple(out)
+
+
+def _capacity_result(exp: Experiment, searched: capacity.Outcome
+                     ) -> tuple[tuple[loadgen.Report, ...], RunSummary, CapacityRecord]:
+    """A capacity run's record: its throughput is the capacity found, its latencies and
+    client tables those of the trials at that rate (none if no rate passed)."""
+    answer = searched.answer
+    verdicts = {j.rate: "pass" if j.passed else "void" if j.void else "fail"
+                for j in searched.judgements}
+    record = CapacityRecord(
+        tuple(CapacityTrial(t.rate, t.repetition, t.latency_ms, t.completed_rate,
+                            t.send_lag_p99_ms, t.fell_behind, verdicts.get(t.rate, "?"),
+                            searched.trial_s[t.rate])
+              for t in searched.trials),
+        answer.capacity, answer.uncertainty, answer.latency_ms, exp.capacity.percentile,
+        exp.capacity.target_ms or exp.qos_target_ms, answer.reason,
+        answer.limited_by_generator)
+    reports = searched.reports
+    if reports:
+        length = max(r.duration_s for r in reports)
+        summary = validate.summarise(reports, run_time=length,
+                                     warmup=exp.capacity.trial_warmup_s, cooldown=0)
+        # Trials of one rate overlap second by second, so a CV within them means nothing;
+        # the capacity's spread over repetitions is what validation checks.
+        summary = dataclasses.replace(summary, throughput=answer.capacity or 0.0,
+                                      cv_within=None)
+    else:
+        summary = RunSummary(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, None, None)
+    return reports, summary, record
+
+
+def _start_servers(c: RunConfig, directory: Path, place: _Placement,
+                   stack: ExitStack, wiring: transport.Wiring) -> list[Managed]:
+    """Every server process (count x instances), pinned as `servers.pinning` says: by
+    process to `servers.cpus`, or each serving thread to its own CPU (the placement is
+    written to server-i.pinning)."""
+    s = c.servers
+    cpus = {"process": s.cpus, "thread": (), "none": ()}[s.pinning]
+    servers = []
+    for i in range(s.processes):
+        host = place("server", i)
+        options = local.ServerOptions(s.kind, s.threads, s.memory_mb, s.group_size,
+                                      s.extra_args, s.redis_persistence, wiring.server_tls(),
+                                      wiring.server_socket(i))
+        server = stack.enter_context(local.start_server(
+            s.kind, threads=s.threads, memory_mb=s.memory_mb, cpus=local.pinned(cpus, i),
+            log=directory / f"server-{i}.log", host=host, options=options))
+        if s.pinning == "thread":
+            if host.remote:
+                raise UserError('servers.pinning = "thread" is not supported on ssh hosts')
+            pool = list(s.cpus) or sorted(os.sched_getaffinity(0))
+            expected = s.threads if s.kind == "memcached" else 1
+            placed = local.pin_threads(server.process.pid, s.kind, pool,
+                                       first=i * expected, expected=expected)
+            (directory / f"server-{i}.pinning").write_text(
+                "".join(f"thread {tid} -> cpu {cpu}\n" for tid, cpu in placed.items()))
+        servers.append(server)
+    return servers
+
+
+class _Placement:
+    """Where instance i of a role runs: the emulated host the layout gives it, or this
+    host on loopback. `hosts` holds `Host`s, or `ssh.SshHost`s, which have the same
+    methods (duck-typed: their processes are paramiko channels, not Popen objects)."""
+
+    def __init__(self, hosts: Mapping[str, Any], layout: topology.Layout | None,
+                 collect: Callable[[], None] = lambda: None,
+                 versions: dict[str, dict[str, str]] | None = None,
+                 emulator_pids: tuple[int, ...] = ()) -> None:
+        self.hosts = hosts
+        #: The delay line's process(es), whose CPU is sampled beside the hosts'.
+        self.emulator_pids = emulator_pids
+        self.layout = layout
+        #: Brings the files remote processes wrote into the run directory.
+        self.collect = collect
+        #: Per remote host, the versions of what runs there.
+        self.versions = versions or {}
+
+    def __call__(self, role: str, i: int) -> Host:
+        if self.layout is None:
+            return LOOPBACK
+        return self.hosts[self.layout.host(role, i).name]
+
+
+def _hosts(c: RunConfig, layout: topology.Layout | None, directory: Path,
+           stack: ExitStack) -> _Placement:
+    if layout is None:
+        return _Placement({}, None)
+    if c.topology.kind == "ssh":
+        from cachelab.hosts import ssh  # paramiko loads slowly; only SSH experiments need it
+
+        cluster = stack.enter_context(ssh.Cluster(c.topology, layout, directory))
+        return _Placement(cluster.hosts, layout, cluster.collect, cluster.versions())
+    centre = stack.enter_context(netns.DataCentre(layout, log_dir=directory))
+    return _Placement(centre.hosts, layout, emulator_pids=centre.emulator_pids)
+
+
+def _measure_links(c: RunConfig, layout: topology.Layout,
+                   place: _Placement) -> tuple[LinkRecord, ...]:
+    """Round trip (and bandwidth where a link is shaped) of every pair of hosts that will
+    carry traffic; emulated pairs whose links are configured alike are measured once (real
+    hosts are each measured)."""
+    measured: dict[tuple, LinkRecord] = {}
+    records = []
+    by_name = {h.name: h for h in layout.hosts}
+    for src, dst in layout.pairs():
+        a, b = by_name[src], by_name[dst]
+        key: tuple[object, ...] = (a.link_key(), b.link_key())
+        if c.topology.kind == "ssh":
+            key = (src, dst)
+        if key not in measured:
+            m = linkprobe.measure(place.hosts[src], place.hosts[dst],
+                                  bandwidth=a.shaped or b.shaped)
+            measured[key] = LinkRecord(src, dst, m.rtt_p50_us, m.rtt_p99_us, m.rtt_min_us,
+                                       1000 * topology.round_trip_ms(a, b), m.mbit_forward,
+                                       m.mbit_reverse)
+            records.append(measured[key])
+    return tuple(records)
+
+
+def _populate(c: RunConfig, servers: list[Managed], directory: Path,
+              stack: ExitStack, wiring: transport.Wiring) -> None:
+    """Writes every key into every server directly (the middleware would replicate them
+    to all servers anyway), in parallel; a populate error stops the experiment."""
+    jobs = [stack.enter_context(local.start_load(
+        loadgen.populate_argv(c, s.host, s.port, directory / f"populate-{i}.json",
+                              wiring.to_servers(s)),
+        cpus=(), out=directory / f"populate-{i}.out")) for i, s in enumerate(servers)]
+    local.wait_all(jobs, POPULATE_TIMEOUT_S)
+    for i in range(len(servers)):
+        report = loadgen.load(directory / f"populate-{i}.json")
+        if report.totals["errors"]:
+            raise UserError(f"populating server {i} failed: {report.totals['errors']} errors "
+                            f"(see {directory / f'populate-{i}.out'})")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    experiment_id: int
+    runs_done: int
+    #: (point label, reason) of every point that stayed unstable.
+    unstable: tuple[tuple[str, str], ...]
+    database: Path
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the runs of an opened experiment follow: its id in the store, the run order
+    and its seed, and the runs each point already has."""
+
+    exp_id: int
+    order: str
+    seed: int
+    outcomes: dict[int, list[validate.RunOutcome]]
+
+
+def run_experiment(exp: Experiment, out: Path, *, resume: bool = False, again: bool = False,
+                   progress: Progress | None = None, execute: Execute = execute_run,
+                   move_aside: Callable[[Path], None] | None = None) -> Outcome:
+    """Runs every point until validation is satisfied, storing each run as it finishes.
+
+    With `again`, a finished experiment in `out` (or another one) is handed to
+    `move_aside` (default: deleted) and the experiment starts over in an empty `out`, and
+    an unfinished run of the same file is resumed."""
+    if execute is execute_run and any(p.config.topology.kind == "netns" for p in exp.points):
+        netns.require_support()  # before anything starts: one clear line if it cannot run
+        netns.remove_stale()
+    paths.writable_dir(out, "results")
+    progress = progress or Progress()
+    with ExitStack() as certificates, _opened(exp, out, resume=resume, again=again,
+                                              move_aside=move_aside or shutil.rmtree) \
+            as (store, plan):
+        if execute is execute_run and any(p.config.tls for p in exp.points):
+            # One throw-away CA and its certificates for the whole experiment, removed
+            # when it ends however it ends.
+            execute = functools.partial(execute_run,
+                                        certificates=certificates.enter_context(
+                                            tls.throwaway()))
+        status = Status(exp, plan.outcomes)
+        progress.begin(status)
+        by_index = {p.index: p for p in exp.points}
+
+        def run_next(index: int) -> None:
+            point, runs = by_index[index], plan.outcomes[index]
+            repetition = len(runs) + 1
+            status.start(point, repetition)
+            progress.started(status)
+            record = execute(exp, point, repetition, run_dir(out, point.index, repetition))
+            store.save_run(plan.exp_id, record)
+            runs.append(validate.RunOutcome(
+                record.summary.throughput, record.summary.cv_within,
+                tuple(r.histograms["total"] for r in record.loads),
+                tuple(r.histograms["total"] for r in record.measures)))
+            verdict = _assess(exp, runs)
+            _save_point_intervals(store, plan.exp_id, index, runs, verdict)
+            status.finish(point, record)
+            progress.finished(status, record, verdict)
+
+        try:
+            for index in schedule(exp, plan.outcomes, plan.order, plan.seed):
+                run_next(index)
+        finally:
+            progress.end(status)
+    unstable = [(p.label, v.reason) for p in exp.points
+                if not (v := _assess(exp, plan.outcomes[p.index])).stable]
+    return Outcome(plan.exp_id, status.runs_this_session, tuple(unstable), out / FILENAME)
+
+
+@contextmanager
+def _opened(exp: Experiment, out: Path, *, resume: bool, again: bool,
+            move_aside: Callable[[Path], None]) -> Iterator[tuple[Store, _Plan]]:
+    """The store of `out` and the plan to follow: a new experiment's (its seed drawn here
+    unless the file gives one), or a resumed one's as stored."""
+    with Store(out / FILENAME) as store:
+        existing = store.experiment()
+        same = existing is not None and existing.digest == exp.digest
+        outcomes = stored_outcomes(exp, store.runs_by_point(existing.id), store) \
+            if existing is not None and same else {}
+        if again and existing is not None:
+            resume = same and _pending(exp, outcomes)
+        if existing is None or resume or not again:
+            if existing is not None and not resume:
+                raise UserError(f"{out} already holds the experiment {existing.name!r}; "
+                                "continue it with --resume, or choose another --out")
+            if existing is not None and not same:
+                raise UserError(f"--resume: the experiment file differs from the one {out} "
+                                "was started with; undo the change or choose another --out")
+            yield store, _plan(exp, store) if existing is None else _Plan(
+                # An experiment stored before orders existed ran in sweep order, no seed.
+                existing.id, existing.order, existing.order_seed or 0, outcomes)
+            return
+    move_aside(out)  # --again: finished, or another experiment
+    paths.writable_dir(out, "results")
+    with Store(out / FILENAME) as store:
+        yield store, _plan(exp, store)
+
+
+def _plan(exp: Experiment, store: Store) -> _Plan:
+    """A new experiment: stored with its seed, no runs yet."""
+    seed = exp.order_seed if exp.order_seed is not None else order.new_seed()
+    return _Plan(store.create_experiment(exp, seed), exp.order, seed,
+                 {p.index: [] for p in exp.points})
+
+
+def schedule(exp: Experiment, outcomes: dict[int, list[validate.RunOutcome]],
+             run_order: str, seed: int) -> Iterator[int]:
+    """The point of each next run, in the experiment's order (order.py), as validation
+    goes: `sweep` runs each point until it is settled, then the next; the others first run
+    every planned repetition in their order, then add rounds of one more run per point
+    that validation asks for. Runs already stored (a resumed experiment) are skipped in
+    place, so the order continues where it stopped."""
+    indices = [p.index for p in exp.points]
+    if run_order == "sweep":
+        for index in indices:
+            while _assess(exp, outcomes[index]).more:
+                yield index
+        return
+    stored = {index: len(outcomes[index]) for index in indices}
+    slots: dict[int, int] = {}
+    for index, _ in order.plan(indices, exp.repetitions, run_order, seed):
+        slots[index] = slots.get(index, 0) + 1
+        if slots[index] > stored[index] and _assess(exp, outcomes[index]).more:
+            yield index
+    for round_ in itertools.count(1):
+        wanting = [(i, len(outcomes[i]) + 1) for i in indices if _assess(exp, outcomes[i]).more]
+        if not wanting:
+            return
+        for index, _ in order.extra_round(wanting, run_order, seed, round_):
+            yield index
+
+
+def stored_state(exp: Experiment, out: Path) -> str:
+    """What `out` holds for `exp`: "empty" (nothing yet), "other" (another experiment, or
+    this one's file changed since), "unfinished" (some point wants more runs), "finished"."""
+    if not (out / FILENAME).exists():
+        return "empty"
+    with Store.open_existing(out) as store:
+        existing = store.experiment()
+        if existing is None:
+            return "empty"
+        if existing.digest != exp.digest:
+            return "other"
+        outcomes = stored_outcomes(exp, store.runs_by_point(existing.id), store)
+    return "unfinished" if _pending(exp, outcomes) else "finished"
+
+
+def stored_outcomes(exp: Experiment, runs: dict[int, list[StoredRun]],
+                    store: Store | None = None) -> dict[int, list[validate.RunOutcome]]:
+    """What validation needs of each point's stored runs (their histograms too when
+    `validation.stop_when` asks for an interval, read from `store`)."""
+    hists: dict[int, tuple[str, ...]] = {}
+    if store is not None and exp.validation.stop_when.p99_width_ms is not None:
+        hists = store.run_histograms([r.id for rs in runs.values() for r in rs])
+    return {p.index: [validate.RunOutcome(r.throughput, r.cv_within, hists.get(r.id, ()))
+                      for r in runs.get(p.index, [])] for p in exp.points}
+
+
+def _save_point_intervals(store: Store, exp_id: int, point: int,
+                          runs: list[validate.RunOutcome], verdict: validate.Verdict) -> None:
+    """The point's percentiles with their intervals over the merged histograms of the runs
+    its aggregates use (the steady ones, or all when none is), per role."""
+    used = [runs[i] for i in verdict.steady] or runs
+    try:
+        found = (selfcheck.intervals([h for r in used for h in r.histograms])
+                 + selfcheck.intervals([h for r in used for h in r.measure_histograms],
+                                       "measure"))
+    except hdr.HdrError:
+        return  # a damaged histogram: the point keeps the intervals it had
+    store.save_point_intervals(exp_id, point, found, len(used))
+
+
+def _pending(exp: Experiment, outcomes: dict[int, list[validate.RunOutcome]]) -> bool:
+    return any(_assess(exp, runs).more for runs in outcomes.values())
+
+
+def _assess(exp: Experiment, runs: list[validate.RunOutcome]) -> validate.Verdict:
+    return validate.assess(runs, threshold=exp.validation.cv_threshold,
+                           repetitions=exp.repetitions, max_repetitions=exp.max_repetitions,
+                           stop_width_ms=exp.validation.stop_when.p99_width_ms)
