@@ -139,6 +139,7 @@ def _point(s: Store, stored: StoredPoint, runs: list[StoredRun], settings: dict[
     verdict = validate.assess(outcomes, threshold=settings["cv_threshold"],
                               repetitions=settings["repetitions"],
                               max_repetitions=settings["max_repetitions"],
+                              max_replacements=settings.get("max_replacements", 0),
                               stop_width_ms=width)
     used = [runs[i] for i in verdict.steady] or runs
     ids = [r.id for r in used]

@@ -522,4 +522,5 @@ def _pending(exp: Experiment, outcomes: dict[int, list[validate.RunOutcome]]) ->
 def _assess(exp: Experiment, runs: list[validate.RunOutcome]) -> validate.Verdict:
     return validate.assess(runs, threshold=exp.validation.cv_threshold,
                            repetitions=exp.repetitions, max_repetitions=exp.max_repetitions,
+                           max_replacements=exp.max_replacements,
                            stop_width_ms=exp.validation.stop_when.p99_width_ms)

@@ -344,6 +344,10 @@ class Validation:
     cv_threshold: float = _f(0.05, _positive)
     #: Bound on the runs of one point; None: repetitions + 2.
     max_repetitions: int | None = _f(None, _at_least(1))
+    #: Extra runs a point may get, beyond max_repetitions, to replace unsteady runs until it
+    #: has `repetitions` steady ones (so one bad run does not shrink a factorial design);
+    #: None: as many as `repetitions`; 0: none.
+    replace_unsteady: int | None = _f(None, _at_least(0))
     #: Repeat a point until these hold too (bounded by max_repetitions), as Lancet does.
     stop_when: StopWhen = field(default=StopWhen(), metadata={"check": None,
                                                                "section": StopWhen})
@@ -410,6 +414,12 @@ class Experiment:
     @property
     def max_repetitions(self) -> int:
         return max(self.validation.max_repetitions or self.repetitions + 2, self.repetitions)
+
+    @property
+    def max_replacements(self) -> int:
+        """validation.replace_unsteady, its default (the repetitions) filled in."""
+        extra = self.validation.replace_unsteady
+        return self.repetitions if extra is None else extra
 
     @property
     def digest(self) -> str:

@@ -141,7 +141,8 @@ class Store:
         uses (the file's, or one the runner drew)."""
         settings = {k: getattr(exp, k) for k in (
             "topology", "repetitions", "run_time_s", "warmup_s", "cooldown_s",
-            "stats_window_s", "qos_target_ms", "report_x", "max_repetitions")}
+            "stats_window_s", "qos_target_ms", "report_x", "max_repetitions",
+            "max_replacements")}
         settings["cv_threshold"] = exp.validation.cv_threshold
         settings["stop_p99_width_ms"] = exp.validation.stop_when.p99_width_ms
         settings["order"] = exp.order
