@@ -6,22 +6,33 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cachelab.report.data import STAGES, known
+from cachelab.report.data import STAGES, known, percentile_ms
+from cachelab.report.measure import CLIENT_OPS, OP_PERCENTILES
 from cachelab.report.models import utilisation
 from cachelab.report.sections import Sections
 from cachelab.store import Table
 
 
+def _factors(sec: Sections) -> list[str]:
+    return list(sec.data.settings.get("factors", []))
+
+
 def _point_means(sec: Sections) -> Table:
-    rows = [(p.index, p.label, p.clients, p.runs, p.steady_runs, p.throughput,
-             p.throughput_std, p.response_ms, p.response_std,
-             *(p.percentiles_ms.get(k) for k in ("p50", "p90", "p99")), p.cv_within_max,
+    """One row per measured point: its factor values, throughput and response time over
+    its steady runs, the throughput of each operation type alone (a multi-GET's counts no
+    SET), and percentiles of the merged histograms of every instance of those runs."""
+    factors = _factors(sec)
+    rows = [(p.index, p.label, *(p.factors.get(f) for f in factors), p.clients, p.runs,
+             p.steady_runs, p.throughput, p.throughput_std, p.response_ms, p.response_std,
+             *(p.ops[op].throughput if op in p.ops else None for op in CLIENT_OPS),
+             *(percentile_ms(p, k) for k, _ in OP_PERCENTILES), p.cv_within_max,
              known(p.verdict).cv_between, known(p.verdict).stable, known(p.verdict).reason)
             for p in sec.data.points if p.measured]
-    return Table("point_means", ("point", "label", "clients", "runs", "steady_runs",
-                                 "throughput", "throughput_std", "response_ms",
-                                 "response_std", "p50_ms", "p90_ms", "p99_ms",
-                                 "cv_within_max", "cv_between", "stable", "validation"), rows)
+    return Table("point_means", ("point", "label", *factors, "clients", "runs",
+                                 "steady_runs", "throughput", "throughput_std", "response_ms",
+                                 "response_std", *(f"{op}_throughput" for op in CLIENT_OPS),
+                                 "p50_ms", "p90_ms", "p99_ms", "cv_within_max", "cv_between",
+                                 "stable", "validation"), rows)
 
 
 def _percentile_intervals(sec: Sections) -> Table:
@@ -153,10 +164,14 @@ def _utilisation(sec: Sections) -> Table:
 
 
 def _per_op(sec: Sections) -> Table:
-    rows = [(p.index, p.label, op, o.throughput, o.response_ms, o.requests)
+    """Per point and operation type: that type's throughput alone, its mean response time
+    and the percentiles of its merged histograms (all instances, all steady runs)."""
+    factors = _factors(sec)
+    rows = [(p.index, p.label, *(p.factors.get(f) for f in factors), op, o.throughput,
+             o.response_ms, *(o.percentiles_ms.get(k) for k, _ in OP_PERCENTILES), o.requests)
             for p in sec.data.points for op, o in p.ops.items()]
-    return Table("per_op", ("point", "label", "op", "throughput", "response_ms", "requests"),
-                 rows)
+    return Table("per_op", ("point", "label", *factors, "op", "throughput", "response_ms",
+                            *(f"{k}_ms" for k, _ in OP_PERCENTILES), "requests"), rows)
 
 
 def _qos(sec: Sections) -> Table:

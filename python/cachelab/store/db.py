@@ -341,6 +341,19 @@ class Store:
                     f"WHERE run_id IN ({_marks(run_ids)}) AND latency_clock IS NOT NULL "
                     "GROUP BY role, latency_clock ORDER BY role", tuple(run_ids))]
 
+    def op_histograms(self, run_ids: Sequence[int]) -> dict[str, list[str]]:
+        """Per client operation type (set, get, multiget, total), the load instances'
+        histograms of the runs (from their stored reports), to be merged."""
+        out: dict[str, list[str]] = {}
+        for r in self.conn.execute(
+                f"SELECT content FROM artifact WHERE run_id IN ({_marks(run_ids)}) "
+                "AND name LIKE 'load-%.json' ORDER BY run_id, name", tuple(run_ids)):
+            found = json.loads(zlib.decompress(r["content"]))["histograms"]
+            for op in loadgen.OPS:
+                if op in found:
+                    out.setdefault(op, []).append(found[op])
+        return out
+
     def run_histograms(self, run_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
         """Per run, its load instances' `total` histograms (from their stored reports)."""
         out: dict[int, tuple[str, ...]] = {i: () for i in run_ids}
