@@ -102,7 +102,11 @@ def _factorial_runs(sec: Sections) -> Table:
 def _queueing(sec: Sections) -> Table:
     rows: list[tuple[Any, ...]] = []
     for q in sec.queueing:
-        for row in (q.mm1, q.mmm):
+        if q.mm1 is None:
+            rows.append((q.point.index, q.point.label, q.curve, q.x, "M/M/1", None, None,
+                         None, None, None, None, None, None, None, None, None, None, None,
+                         None, f"left out: {q.mm1_reason}"))
+        for row in q.rows:
             rows.append((
                 q.point.index, q.point.label, q.curve, q.x, row.model, row.arrival_rate,
                 row.service_rate, row.servers, row.utilization, row.measured_utilization,
@@ -187,12 +191,38 @@ def _interactive_law(sec: Sections) -> Table:
                                      "expected_ms", "error_ms"), rows)
 
 
+def _study(sec: Sections) -> Table:
+    """The original study's values beside ours: one row per effect of each cited design
+    (kind `effect`: variation %, estimate) and per cited point (kind `point`)."""
+    rows: list[tuple[Any, ...]] = []
+    st = sec.study
+    for e in st.effects if st else ():
+        rows += [("effect", e.cite, e.response, e.design, r.study_name, r.ours_name,
+                  r.study_pct, r.ours_pct, r.study_estimate, r.ours_estimate, None, None,
+                  None, None, None, None) for r in e.rows]
+        if e.design is None:
+            rows.append(("effect", e.cite, e.response, None, None, None, None, None, None,
+                         None, None, None, None, None, None, f"not compared: {e.note}"))
+    for r in st.points if st else ():
+        p = r.point
+        rows.append(("point", r.cite, None, r.where, None, None, None, None, None, None,
+                     p.index if p else None, r.study_throughput, p.throughput if p else None,
+                     r.study_response_ms, p.response_ms if p else None,
+                     None if p else "no measured point matches"))
+    return Table("study", ("kind", "cite", "response", "design_or_where", "study_effect",
+                           "our_effect", "study_variation_pct", "our_variation_pct",
+                           "study_estimate", "our_estimate", "point", "study_throughput",
+                           "our_throughput", "study_response_ms", "our_response_ms",
+                           "note"), rows)
+
+
 #: The report's tables by export name, in the order the page shows them.
 TABLES: dict[str, Callable[[Sections], Table]] = {
     "point_means": _point_means, "percentile_intervals": _percentile_intervals,
     "decomposition": _decomposition, "qos": _qos,
     "interactive_law": _interactive_law, "per_op": _per_op, "utilisation": _utilisation,
-    "factorial": _factorial, "factorial_runs": _factorial_runs, "queueing": _queueing,
+    "factorial": _factorial, "factorial_runs": _factorial_runs, "study": _study,
+    "queueing": _queueing,
     "mva": _mva, "mva_stations": _mva_stations, "histograms": _histograms, "links": _links,
 }
 

@@ -82,7 +82,8 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
         place = _hosts(c, layout, directory, stack)
         if place.versions:
             host = {**host, "hosts": place.versions}
-        links = _measure_links(c, layout, place) if layout and repetition == 1 else ()
+        links = (() if repetition != 1 else _measure_links(c, layout, place) if layout
+                 else _loopback(c))
         servers = _start_servers(c, directory, place, stack)
         _populate(c, servers, directory, stack)
         middlewares = [stack.enter_context(local.start_middleware(
@@ -117,10 +118,11 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
                                        + each * (c.instances + c.measures)))
             timing: dict[str, Any] = dict(test_time=exp.run_time_s, warmup=exp.warmup_s,
                                           cooldown=exp.cooldown_s, start_at_ms=start_at)
+            to = c.placement.targets  # instance i -> target i mod T, connections even
             loads = [] if c.load.mode == "capacity" else [stack.enter_context(local.start_load(
-                loadgen.run_argv(c, targets[i % len(targets)].host,
-                                 targets[i % len(targets)].port, seed=seed + i,
-                                 json_out=directory / f"load-{i}.json", **timing),
+                loadgen.run_argv(c, targets[to[i]].host, targets[to[i]].port, seed=seed + i,
+                                 json_out=directory / f"load-{i}.json", instance=i,
+                                 **timing),
                 cpus=local.pinned(c.load.cpus, i), out=directory / f"load-{i}.out",
                 host=place("load", i)))
                 for i in range(c.instances)]
@@ -330,6 +332,16 @@ def _measure_links(c: RunConfig, layout: topology.Layout,
                                        m.mbit_reverse)
             records.append(measured[key])
     return tuple(records)
+
+
+def _loopback(c: RunConfig) -> tuple[LinkRecord, ...]:
+    """A `local` run's round trip (loopback), which every hop of it takes and the network
+    of queues takes out of the servers' measured times; only with a middleware."""
+    if not c.middleware.count:
+        return ()
+    m = linkprobe.loopback()
+    return (LinkRecord(m.src, m.dst, m.rtt_p50_us, m.rtt_p99_us, m.rtt_min_us, 0.0, None,
+                       None),)
 
 
 def _populate(c: RunConfig, servers: list[Managed], directory: Path,

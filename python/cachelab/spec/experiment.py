@@ -39,8 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from cachelab.errors import UserError
+from cachelab.spec import study as study_mod
 from cachelab.spec import sweep as sweep_mod
 from cachelab.spec.order import ORDERS
+from cachelab.spec.placement import PLACEMENTS, Placement, place
 
 SERVER_KINDS = ("memcached", "redis")
 #: Topologies of SPEC section 3 (docs/topologies.md).
@@ -156,6 +158,10 @@ class Load:
     #: cachelab-load's --busy-poll-us: spin before due sends and while replies are awaited
     #: (sends on time, replies timed when they land), at a CPU cost.
     busy_poll_us: int = _f(0, _at_least(0))
+    #: How instances and their connections spread over the targets (spec/placement.py):
+    #: "even" keeps every target's share of the clients equal where instance i mod T
+    #: would not; "round-robin" gives every instance `clients` per thread.
+    placement: str = _f("even", _one_of(PLACEMENTS))
     #: The measuring client (mutilate's -Q/-C, Lancet's latency agent): one more instance,
     #: one connection in open loop at this rate (requests/s), on a host of its own; the
     #: report shows its latencies as the trusted ones. None: no measuring client.
@@ -320,6 +326,12 @@ class RunConfig:
         return self.load.instances or self.targets
 
     @property
+    def placement(self) -> Placement:
+        """Each load instance's target and connections per thread (spec/placement.py)."""
+        return place(self.instances, self.load.threads, self.load.clients, self.targets,
+                     self.load.placement)
+
+    @property
     def measures(self) -> int:
         """Measuring clients: one with load.measure_rate, else none."""
         return 1 if self.load.measure_rate is not None else 0
@@ -410,6 +422,8 @@ class Experiment:
     order: str = "randomized"
     order_seed: int | None = None
     capacity: Capacity = Capacity()
+    #: The original study's values this experiment re-creates (`[study]`, spec/study.py).
+    study: study_mod.Study | None = None
 
     @property
     def max_repetitions(self) -> int:
@@ -435,7 +449,7 @@ _SECTIONS: dict[str, type] = {"servers": Servers, "middleware": Middleware, "loa
 _TOP = {"name", "description", "topology", "repetitions", "run_time_s", "warmup_s",
         "order", "order_seed", "capacity",
         "cooldown_s", "stats_window_s", "qos_target_ms", "validation", "report", "sweep",
-        *_SECTIONS}
+        "study", *_SECTIONS}
 
 
 def load(path: Path) -> Experiment:
@@ -497,9 +511,12 @@ def parse(text: str) -> Experiment:
     order_seed = _get(doc, "order_seed", int, None)
     capacity = _build(Capacity, _table(doc, "capacity"), "capacity")
     topology = ", ".join(dict.fromkeys(p.config.topology.kind for p in points))
+    factor_paths = tuple(dict.fromkeys(p for pt in points for p, _ in pt.factors))
+    study = (study_mod.parse(doc["study"], factor_paths, _paths()) if "study" in doc
+             else None)
     return Experiment(name.strip(), _get(doc, "description", str, ""), topology, repetitions,
                       run_time, warmup, cooldown, window, qos, validation, report_x,
-                      points, text, run_order, order_seed, capacity)
+                      points, text, run_order, order_seed, capacity, study)
 
 
 def _expand(raw: dict[str, dict], sweep: dict) -> tuple[Point, ...]:
@@ -775,6 +792,11 @@ def _flatten(table: dict, prefix: str = "") -> dict[str, object]:
     return flat
 
 
+def field_paths() -> set[str]:
+    """Every configuration field by its path (what a sweep may vary)."""
+    return _paths()
+
+
 def _paths() -> set[str]:
     """The fields a sweep may vary (every field but the list of hosts; a field of a
     section inside a section by its full path, `topology.server.egress_mbit`)."""
@@ -821,7 +843,10 @@ def config_from_dict(d: dict) -> RunConfig:
                 else plain(v) if isinstance(v, dict) else v
                 for k, v in table.items() if v is not None}
 
-    return RunConfig(**{s: _build(cls, plain(d.get(s, {})), s) for s, cls in _SECTIONS.items()})
+    tables = {s: plain(d.get(s, {})) for s in _SECTIONS}
+    if "load" in d and "placement" not in d["load"]:
+        tables["load"]["placement"] = "round-robin"  # stored before "even" was the default
+    return RunConfig(**{s: _build(cls, tables[s], s) for s, cls in _SECTIONS.items()})
 
 
 def config_dict(config: RunConfig) -> dict:
