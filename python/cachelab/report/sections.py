@@ -10,6 +10,7 @@ from cachelab.analysis.errors import AnalysisError
 from cachelab.errors import UserError
 from cachelab.report import data, designs, distributions, models
 from cachelab.report import study as study_mod
+from cachelab.report import tls as tls_mod
 from cachelab.report.data import Curve, LawRow, QosRow, ReportData
 from cachelab.store import Store
 
@@ -31,6 +32,8 @@ class Sections:
     distributions: list[distributions.OpDistribution]
     qos: list[QosRow]
     laws: list[LawRow]
+    #: Points with TLS beside their pairs without (empty without TLS).
+    tls: list[tls_mod.TlsCost]
     #: The original study's values beside ours (`[study]`), or why there are none.
     study: study_mod.StudyComparison | None = None
     study_note: str | None = None
@@ -69,5 +72,6 @@ def build(s: Store) -> Sections:
         distributions=distributions.distributions(s, found, d.settings),
         qos=data.qos_rows(found, d.settings["qos_target_ms"]),
         laws=data.interactive_rows(d),
+        tls=tls_mod.costs(s, d),
         study=study, study_note=study_note,
     )

@@ -119,6 +119,13 @@ class Servers:
     #: Redis only: "off", "rdb" (snapshots, Redis's default schedule), "aof" (append-only
     #: file, fsync every second).
     redis_persistence: str = _f("off", _one_of(PERSISTENCE))
+    #: Serve TLS with the experiment's throw-away certificates (memcached `-Z`, Redis
+    #: `--tls-port` and no plain port); the load generators and middlewares speak TLS to
+    #: them and verify them (docs/tls.md, *In the harness*).
+    tls: bool = _f(False)
+    #: Listen on a Unix socket instead of TCP (memcached `-s`, Redis `--unixsocket`);
+    #: only where the servers' clients share their host (topology.kind = "local").
+    unix_socket: bool = _f(False)
 
     @property
     def processes(self) -> int:
@@ -139,6 +146,11 @@ class Middleware:
     #: `--busy-poll-us`: spin this long after each read instead of sleeping (0: off).
     busy_poll_us: int = _f(0, _at_least(0))
     cpus: tuple[int, ...] = _f((), _cpus)
+    #: Serve TLS to the load generators (`--tls-cert`); TLS to the servers follows
+    #: servers.tls.
+    tls: bool = _f(False)
+    #: Listen on a Unix socket (`--unix-socket`) instead of TCP (topology.kind = "local").
+    unix_socket: bool = _f(False)
 
 
 @dataclass(frozen=True)
@@ -166,6 +178,9 @@ class Load:
     #: one connection in open loop at this rate (requests/s), on a host of its own; the
     #: report shows its latencies as the trusted ones. None: no measuring client.
     measure_rate: float | None = _f(None, _positive)
+    #: Speak TLS to the target: None follows it (middleware.tls, or servers.tls without a
+    #: middleware); true or false must agree with it.
+    tls: bool | None = _f(None)
 
 
 @dataclass(frozen=True)
@@ -330,6 +345,16 @@ class RunConfig:
         """Each load instance's target and connections per thread (spec/placement.py)."""
         return place(self.instances, self.load.threads, self.load.clients, self.targets,
                      self.load.placement)
+
+    @property
+    def client_tls(self) -> bool:
+        """Whether the load generators speak TLS: what their target serves."""
+        return self.middleware.tls if self.middleware.count else self.servers.tls
+
+    @property
+    def tls(self) -> bool:
+        """Whether any hop of the run is encrypted (the run needs certificates)."""
+        return self.servers.tls or bool(self.middleware.count and self.middleware.tls)
 
     @property
     def measures(self) -> int:
@@ -610,6 +635,7 @@ def _check_run(c: RunConfig) -> None:
     if c.load.mode != "open" and c.load.rate is not None:
         raise UserError('load.rate: only for load.mode = "open" (capacity mode searches '
                         'the rate)')
+    _check_transport(c)
     _check_topology(c)
     _check_counts(c)
     cpus = os.cpu_count() or 1
@@ -618,6 +644,34 @@ def _check_run(c: RunConfig) -> None:
             if cpu >= cpus:
                 raise UserError(f"{section}.cpus: CPU {cpu} does not exist here "
                                 f"(this host has {cpus}: 0-{cpus - 1})")
+
+
+def _check_transport(c: RunConfig) -> None:
+    """TLS and Unix sockets: what the servers and the middleware can serve together, and
+    the load generators' side agreeing with their target."""
+    if c.servers.tls and c.servers.unix_socket:
+        raise UserError("servers.unix_socket: not with servers.tls (memcached and Redis "
+                        "serve TLS on TCP only)")
+    if c.middleware.count and c.middleware.tls and c.middleware.unix_socket:
+        raise UserError("middleware.unix_socket: not with middleware.tls (cachelab-proxy "
+                        "serves TLS on TCP only)")
+    target = "middleware" if c.middleware.count else "servers"
+    if c.load.tls is not None and c.load.tls != c.client_tls:
+        raise UserError(f"load.tls: {str(c.load.tls).lower()}, but the load generators talk "
+                        f"to the {target}, which serve{'s' if target == 'middleware' else ''} "
+                        f"{'TLS' if c.client_tls else 'plain TCP'} ({target}.tls = "
+                        f"{str(c.client_tls).lower()}); leave load.tls out to follow it")
+    kind = c.topology.kind
+    for section in ("servers", "middleware"):
+        if section == "middleware" and not c.middleware.count:
+            continue
+        if getattr(c, section).unix_socket and kind != "local":
+            raise UserError(f'{section}.unix_socket: only on topology.kind = "local" (a Unix '
+                            f'socket does not cross the links of {kind} hosts)')
+    if c.tls and kind == "ssh":
+        field_ = "servers.tls" if c.servers.tls else "middleware.tls"
+        raise UserError(f'{field_}: not on topology.kind = "ssh" (the throw-away '
+                        "certificates are not copied to remote hosts); use local or netns")
 
 
 #: Processes one run may start (servers, middlewares, load generators): far more than
