@@ -52,6 +52,8 @@ ROLES = ("server", "middleware", "load", "measure")
 PINNINGS = ("process", "thread", "none")
 PERSISTENCE = ("off", "rdb", "aof")
 PROTOCOLS = ("text", "binary")
+#: cachelab-load's --timestamps: which clock ends each latency.
+TIMESTAMPS = ("kernel", "user")
 MODES = ("closed", "open", "capacity")
 #: Key patterns by name, as the load generator's letters.
 KEY_PATTERNS = {"uniform": "R", "gaussian": "G", "zipf": "Z", "sequential": "S", "split": "P"}
@@ -181,6 +183,10 @@ class Load:
     #: Speak TLS to the target: None follows it (middleware.tls, or servers.tls without a
     #: middleware); true or false must agree with it.
     tls: bool | None = _f(None)
+    #: cachelab-load's --timestamps: "kernel" (latency ends at the kernel's receipt of the
+    #: reply where the kernel stamps it) or "user" (at the program's read, as over TLS and
+    #: Unix sockets, where the kernel cannot stamp requests).
+    timestamps: str = _f("kernel", _one_of(TIMESTAMPS))
 
 
 @dataclass(frozen=True)
