@@ -137,5 +137,7 @@ def test_a_server_time_within_its_round_trip_leaves_the_server_out_with_a_note()
     links = network_model.Links(server_rtt=(2200 * US,), server_transfer=(0.0,))
     net = network_model.network(netns_demands(links))
     assert [s.name for s in net.stations] == ["workers", "link server 1"]
+    # The delay takes no more than the server's measured 2,100 µs: R(1) stays measured.
+    assert net.stations[1].service_time == pytest.approx(2100 * US)
     notes = network_model.assumptions(netns_demands(links))
     assert any(n.startswith("server(s) 1: the measured time is no longer") for n in notes)

@@ -25,7 +25,8 @@ byte sent to the last byte of its answer, so it holds the round trip to that ser
 the transfer of the request and the reply over the shaped links on the way:
 
     link server j   delay   V = V_j, S = rtt_j (the round trip middleware <-> server j:
-                            the configured delays plus the measured base round trip)
+                            the configured delays plus the measured base round trip; at
+                            most S_j measured)
     server j        queue   S = S_j measured - rtt_j - transfer_j (bytes / link rate of
                             one request and its reply, per visit)
     link H dir      queue   V = 1, S = B(H, dir) / rate(H, dir): every shaped direction of
@@ -123,7 +124,9 @@ def network(d: Demands) -> mva.Network:
         if visits <= 0:
             continue
         if links is not None:
-            rtt = links.server_rtt[j]
+            # Never more than the server's measured time: a round trip probed at another
+            # moment (an idle loopback, say) may be longer than the one the run had.
+            rtt = min(links.server_rtt[j], max(service, 0.0))
             if rtt > 0:
                 stations.append(mva.Station(f"link server {j + 1}", "delay", visits, rtt))
             service -= rtt + links.server_transfer[j]
