@@ -69,7 +69,7 @@ enum End {
 }
 
 pub async fn serve(
-    conn: Arc<ClientConn>,
+    conn: Arc<ClientConn<Job>>,
     reader: impl Into<ClientReader>,
     net: Arc<NetContext>,
     slot: Arc<PoolSlot>,
@@ -123,7 +123,7 @@ async fn sleep_until_some(at: Option<tokio::time::Instant>) {
 }
 
 struct Session {
-    conn: Arc<ClientConn>,
+    conn: Arc<ClientConn<Job>>,
     reader: ClientReader,
     net: Arc<NetContext>,
     /// The listener's pool as of `generation`; refreshed when a reload bumps it.

@@ -7,13 +7,13 @@ use bytes::Bytes;
 use cachelab_protocol::Expect;
 
 use crate::budget::Charge;
-use crate::client::ClientConn;
+use crate::client::{ClientConn, Ordered};
 use crate::metrics::OpKind;
 use crate::routing::plan::{Access, Pool};
 use crate::routing::spans::KeySpans;
 
 pub struct Job {
-    pub conn: Arc<ClientConn>,
+    pub conn: Arc<ClientConn<Job>>,
     /// The reply slot reserved on the connection.
     pub seq: u64,
     /// The request as the servers get it (noreply already removed).
@@ -40,10 +40,8 @@ pub struct Job {
     pub charge: Charge,
 }
 
-impl Job {
-    /// Whether it changes data: such a request waits for everything before it on its
-    /// connection, and what follows waits for it (see `client`).
-    pub fn is_write(&self) -> bool {
+impl Ordered for Job {
+    fn is_write(&self) -> bool {
         !self.access.is_read()
     }
 }

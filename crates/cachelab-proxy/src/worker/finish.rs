@@ -11,6 +11,7 @@ use tracing::warn;
 use super::compose::{compose_unconditional, quiet_drops};
 use super::exchange::{server_span, Exchange, State};
 use super::{Taken, Worker};
+use crate::client::Ordered;
 use crate::job::Job;
 use crate::metrics::{Outcome, Timestamps};
 use crate::routing::merge::{
