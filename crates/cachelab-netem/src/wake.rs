@@ -158,7 +158,8 @@ mod tests {
         let mut ready = vec![99];
         for us in [0, 200, 1_000] {
             let start = Instant::now();
-            ep.wait(&mut ready, Some(Duration::from_micros(us))).unwrap();
+            ep.wait(&mut ready, Some(Duration::from_micros(us)))
+                .unwrap();
             assert!(start.elapsed() >= Duration::from_micros(us), "{us} us");
             assert!(ready.is_empty());
         }

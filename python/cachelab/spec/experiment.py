@@ -686,7 +686,7 @@ def _check_topology(c: RunConfig) -> None:
                             f"machine has {cpus}")
     if t.cpu_quota > cpus:
         raise UserError(f"topology.cpu_quota: {t.cpu_quota:g} cores, this machine has {cpus}")
-    quotas = [("topology.cpu_quota", t.cpu_quota)]
+    quotas: list[tuple[str, float | None]] = [("topology.cpu_quota", t.cpu_quota)]
     quotas += [(f"topology.{r}.cpu_quota", getattr(t, r).cpu_quota) for r in ROLES]
     quotas += [(f"topology.host[{i}].cpu_quota", h.cpu_quota)
                for i, h in enumerate(t.host, start=1)]
