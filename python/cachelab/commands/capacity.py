@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 
 from cachelab.errors import UserError
+from cachelab.readers import loadgen
 from cachelab.run import capacity as capacity_io
 from cachelab.spec import experiment as spec
 
@@ -66,7 +67,8 @@ def search_server(address: str, out: Path, exp: spec.Experiment,
         raise UserError(f"--server: expected HOST:PORT, got {address!r}")
     out.mkdir(parents=True, exist_ok=True)
     config = exp.points[0].config
-    outcome = capacity_io.search(exp, config, [(match[1], int(match[2]))], out, log=log)
+    outcome = capacity_io.search(exp, config,
+                                 [(match[1], int(match[2]), loadgen.PLAIN)], out, log=log)
     write_outcome(out, exp, outcome, address)
     return outcome
 

@@ -171,3 +171,19 @@ class GroupSampler:
                 self.samples.append((now_t - self._start, name, usr, sys_))
                 self._last[name] = now
             self._last_t = now_t
+
+
+def process_seconds(pid: int) -> tuple[float, float] | None:
+    """Cumulative (user, system) CPU seconds of process `pid` and its live children (a
+    command prefix that forks, such as a namespace's, leaves the server a child), or None
+    when the process is gone."""
+    try:
+        root = psutil.Process(pid)
+        user = system = 0.0
+        for proc in (root, *root.children(recursive=True)):
+            times = proc.cpu_times()
+            user += times.user
+            system += times.system
+        return user, system
+    except psutil.Error:
+        return None

@@ -18,6 +18,7 @@ import itertools
 import os
 import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -28,12 +29,12 @@ from typing import Any
 from cachelab import paths
 from cachelab.analysis import trust
 from cachelab.errors import UserError
-from cachelab.hosts import hostinfo, linkprobe, local, netns
+from cachelab.hosts import hostinfo, linkprobe, local, netns, tls
 from cachelab.hosts.host import LOOPBACK, Host
 from cachelab.hosts.procs import Managed
 from cachelab.readers import hdr, loadgen, proxy_stats, selfcheck
-from cachelab.readers.cpu import GroupSampler, Sampler, process_usage
-from cachelab.run import capacity, machine, validate
+from cachelab.readers.cpu import GroupSampler, Sampler, process_seconds, process_usage
+from cachelab.run import capacity, machine, transport, validate
 from cachelab.run.progress import Progress, Status
 from cachelab.spec import order, topology
 from cachelab.spec.experiment import Experiment, Point, RunConfig
@@ -45,11 +46,13 @@ from cachelab.store import (
     EmulatorCpuSample,
     HostCpuSample,
     LinkRecord,
+    ProcessCpu,
     RunHost,
     RunRecord,
     RunSummary,
     Store,
     StoredRun,
+    TlsSession,
 )
 
 #: Seconds allowed for the populate step and, beyond the run time, for a run to end.
@@ -69,9 +72,11 @@ def run_dir(out: Path, point: int, repetition: int) -> Path:
     return out / "runs" / f"p{point + 1:03d}-r{repetition:02d}"
 
 
-def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path) -> RunRecord:
+def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path, *,
+                certificates: tls.TlsFiles | None = None) -> RunRecord:
     """One run of one point: on this host (topology `local`) or on emulated hosts (`netns`,
-    built for the run and removed after it)."""
+    built for the run and removed after it). A run with TLS uses `certificates` (the
+    experiment's), or makes its own throw-away ones for itself."""
     c = point.config
     if directory.exists():
         shutil.rmtree(directory)  # left by a run that was interrupted
@@ -79,12 +84,21 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
     host = hostinfo.collect()
     layout = topology.plan(c) if c.topology.kind != "local" else None
     with ExitStack() as stack:
+        if c.tls and certificates is None:
+            certificates = stack.enter_context(tls.throwaway())
+        sockets = None
+        if c.servers.unix_socket or (c.middleware.count and c.middleware.unix_socket):
+            # Short, private and removed on every exit path (a socket path has ~100 bytes).
+            sockets = Path(stack.enter_context(tempfile.TemporaryDirectory(
+                prefix="cachelab-sock-")))
+        wiring = transport.Wiring(c, certificates if c.tls else None, sockets)
         place = _hosts(c, layout, directory, stack)
         if place.versions:
             host = {**host, "hosts": place.versions}
-        links = _measure_links(c, layout, place) if layout and repetition == 1 else ()
-        servers = _start_servers(c, directory, place, stack)
-        _populate(c, servers, directory, stack)
+        links = (() if repetition != 1 else _measure_links(c, layout, place) if layout
+                 else _loopback(c))
+        servers = _start_servers(c, directory, place, stack, wiring)
+        _populate(c, servers, directory, stack, wiring)
         middlewares = [stack.enter_context(local.start_middleware(
             [s.address for s in servers], workers=c.middleware.workers,
             sharded=c.middleware.sharded, threads=c.middleware.threads,
@@ -92,9 +106,16 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
             window_s=exp.stats_window_s, cpus=local.pinned(c.middleware.cpus, i),
             stats_file=directory / f"middleware-{i}.stats.jsonl",
             log_file=directory / f"middleware-{i}.log", out=directory / f"middleware-{i}.out",
-            host=place("middleware", i)))
+            host=place("middleware", i), transport=wiring.middleware(i)))
             for i in range(c.middleware.count)]
         targets = middlewares or servers
+        sessions: tuple[TlsSession, ...] = ()
+        if certificates is not None and c.middleware.count and c.servers.tls:
+            sessions = transport.server_sessions(c, servers, certificates,
+                                                 place("middleware", 0))
+        measured = [("server", i, s) for i, s in enumerate(servers)]
+        measured += [("middleware", i, m) for i, m in enumerate(middlewares)]
+        cpu_before = _process_seconds(measured)
         groups = {} if layout is None else {
             h.name: reader for h in layout.hosts
             if (reader := place.hosts[h.name].cpu_reader()) is not None}
@@ -109,7 +130,8 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
             started = time.time()
             if c.load.mode == "capacity":
                 searched = capacity.search(
-                    exp, c, [(t.host, t.port) for t in targets], directory,
+                    exp, c, [(t.host, t.port, wiring.to_targets(t)) for t in targets],
+                    directory,
                     place=lambda i: place("load", i), seed=seed)
             else:
                 fixed, each = START_LEAD_S[c.topology.kind]
@@ -117,21 +139,25 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
                                        + each * (c.instances + c.measures)))
             timing: dict[str, Any] = dict(test_time=exp.run_time_s, warmup=exp.warmup_s,
                                           cooldown=exp.cooldown_s, start_at_ms=start_at)
+            to = c.placement.targets  # instance i -> target i mod T, connections even
             loads = [] if c.load.mode == "capacity" else [stack.enter_context(local.start_load(
-                loadgen.run_argv(c, targets[i % len(targets)].host,
-                                 targets[i % len(targets)].port, seed=seed + i,
-                                 json_out=directory / f"load-{i}.json", **timing),
+                loadgen.run_argv(c, targets[to[i]].host, targets[to[i]].port, seed=seed + i,
+                                 json_out=directory / f"load-{i}.json", instance=i,
+                                 transport=wiring.to_targets(targets[to[i]]),
+                                 **timing),
                 cpus=local.pinned(c.load.cpus, i), out=directory / f"load-{i}.out",
                 host=place("load", i)))
                 for i in range(c.instances)]
             if c.load.measure_rate is not None and c.load.mode != "capacity":
                 loads.append(stack.enter_context(local.start_load(
                     loadgen.measure_argv(c, targets[0].host, targets[0].port,
+                                         transport=wiring.to_targets(targets[0]),
                                          rate=c.load.measure_rate, seed=seed + 999,
                                          json_out=directory / "measure-0.json", **timing),
                     cpus=(), out=directory / "measure-0.out", host=place("measure", 0))))
             local.wait_all(loads, exp.run_time_s + RUN_GRACE_S)
             ended = time.time()
+            cpu_after = _process_seconds(measured)
         for mw in middlewares:  # SIGTERM: it flushes its last window and its summary
             if mw.stop() != 0:
                 raise UserError(f"cachelab-proxy exited with status {mw.process.returncode}; "
@@ -141,6 +167,7 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
         place.collect()
     stats = tuple(proxy_stats.load(mw.files["stats"]) for mw in middlewares)
     capacity_record = None
+    process_cpu: tuple[ProcessCpu, ...] = ()  # a capacity search's spans many rates
     measures: tuple[loadgen.Report, ...] = ()
     checks: tuple = ()
     if c.load.mode == "capacity":
@@ -156,6 +183,8 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
             offsets_s=offsets, start_s=None if start_at is None else start_at / 1000)
         summary = validate.summarise(reports, **window)
         checks = selfcheck.checks(reports, mode=c.load.mode, **window)
+        sessions = transport.client_sessions(c, reports) + sessions
+        process_cpu = _process_cpu(cpu_before, cpu_after, reports)
     intervals = (selfcheck.intervals([r.histograms["total"] for r in reports])
                  + selfcheck.intervals([r.histograms["total"] for r in measures], "measure"))
     artifacts = {f.name: f.read_bytes() for f in sorted(directory.iterdir())
@@ -172,7 +201,36 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
                      tuple(sampler.samples), artifacts, hosts,
                      tuple(HostCpuSample(*x) for x in host_sampler.samples), links,
                      capacity_record, measures, placements, start_at, intervals, checks,
-                     tuple(EmulatorCpuSample(*x) for x in emulator_sampler.samples))
+                     tuple(EmulatorCpuSample(*x) for x in emulator_sampler.samples),
+                     sessions, process_cpu)
+
+
+Measured = list[tuple[str, int, Managed]]
+
+
+def _process_seconds(measured: Measured) -> dict[tuple[str, int], tuple[float, float]]:
+    """(user, system) CPU seconds so far of each server and middleware process that runs
+    on this machine (its own or an emulated host; a remote host's are not read)."""
+    out = {}
+    for role, i, m in measured:
+        pid = getattr(m.process, "pid", None)
+        found = process_seconds(pid) if isinstance(pid, int) else None
+        if found is not None:
+            out[(role, i)] = found
+    return out
+
+
+def _process_cpu(before: dict[tuple[str, int], tuple[float, float]],
+                 after: dict[tuple[str, int], tuple[float, float]],
+                 reports: tuple[loadgen.Report, ...]) -> tuple[ProcessCpu, ...]:
+    """The CPU each process used while the load ran: servers and middlewares by the
+    kernel's counters, load generators by their own report."""
+    out = [ProcessCpu(role, i, after[(role, i)][0] - user, after[(role, i)][1] - system, None)
+           for (role, i), (user, system) in before.items() if (role, i) in after]
+    out += [ProcessCpu("load", i, r.client_cpu.user_s, r.client_cpu.system_s,
+                       r.totals["completed"])
+            for i, r in enumerate(reports) if r.client_cpu is not None]
+    return tuple(out)
 
 
 def _machine_check(exp: Experiment, layout: topology.Layout, sampler: Sampler,
@@ -245,17 +303,18 @@ def _capacity_result(exp: Experiment, searched: capacity.Outcome
 
 
 def _start_servers(c: RunConfig, directory: Path, place: _Placement,
-                   stack: ExitStack) -> list[Managed]:
+                   stack: ExitStack, wiring: transport.Wiring) -> list[Managed]:
     """Every server process (count x instances), pinned as `servers.pinning` says: by
     process to `servers.cpus`, or each serving thread to its own CPU (the placement is
     written to server-i.pinning)."""
     s = c.servers
-    options = local.ServerOptions(s.kind, s.threads, s.memory_mb, s.group_size,
-                                  s.extra_args, s.redis_persistence)
     cpus = {"process": s.cpus, "thread": (), "none": ()}[s.pinning]
     servers = []
     for i in range(s.processes):
         host = place("server", i)
+        options = local.ServerOptions(s.kind, s.threads, s.memory_mb, s.group_size,
+                                      s.extra_args, s.redis_persistence, wiring.server_tls(),
+                                      wiring.server_socket(i))
         server = stack.enter_context(local.start_server(
             s.kind, threads=s.threads, memory_mb=s.memory_mb, cpus=local.pinned(cpus, i),
             log=directory / f"server-{i}.log", host=host, options=options))
@@ -332,12 +391,24 @@ def _measure_links(c: RunConfig, layout: topology.Layout,
     return tuple(records)
 
 
+def _loopback(c: RunConfig) -> tuple[LinkRecord, ...]:
+    """A `local` run's round trip (loopback), which every hop of it takes and the network
+    of queues takes out of the servers' measured times; only with a middleware that
+    reaches its servers over TCP (a Unix socket has no loopback round trip)."""
+    if not c.middleware.count or c.servers.unix_socket:
+        return ()
+    m = linkprobe.loopback()
+    return (LinkRecord(m.src, m.dst, m.rtt_p50_us, m.rtt_p99_us, m.rtt_min_us, 0.0, None,
+                       None),)
+
+
 def _populate(c: RunConfig, servers: list[Managed], directory: Path,
-              stack: ExitStack) -> None:
+              stack: ExitStack, wiring: transport.Wiring) -> None:
     """Writes every key into every server directly (the middleware would replicate them
     to all servers anyway), in parallel; a populate error stops the experiment."""
     jobs = [stack.enter_context(local.start_load(
-        loadgen.populate_argv(c, s.host, s.port, directory / f"populate-{i}.json"),
+        loadgen.populate_argv(c, s.host, s.port, directory / f"populate-{i}.json",
+                              wiring.to_servers(s)),
         cpus=(), out=directory / f"populate-{i}.out")) for i, s in enumerate(servers)]
     local.wait_all(jobs, POPULATE_TIMEOUT_S)
     for i in range(len(servers)):
@@ -380,8 +451,15 @@ def run_experiment(exp: Experiment, out: Path, *, resume: bool = False, again: b
         netns.remove_stale()
     paths.writable_dir(out, "results")
     progress = progress or Progress()
-    with _opened(exp, out, resume=resume, again=again,
-                 move_aside=move_aside or shutil.rmtree) as (store, plan):
+    with ExitStack() as certificates, _opened(exp, out, resume=resume, again=again,
+                                              move_aside=move_aside or shutil.rmtree) \
+            as (store, plan):
+        if execute is execute_run and any(p.config.tls for p in exp.points):
+            # One throw-away CA and its certificates for the whole experiment, removed
+            # when it ends however it ends.
+            execute = functools.partial(execute_run,
+                                        certificates=certificates.enter_context(
+                                            tls.throwaway()))
         status = Status(exp, plan.outcomes)
         progress.begin(status)
         by_index = {p.index: p for p in exp.points}
@@ -522,4 +600,5 @@ def _pending(exp: Experiment, outcomes: dict[int, list[validate.RunOutcome]]) ->
 def _assess(exp: Experiment, runs: list[validate.RunOutcome]) -> validate.Verdict:
     return validate.assess(runs, threshold=exp.validation.cv_threshold,
                            repetitions=exp.repetitions, max_repetitions=exp.max_repetitions,
+                           max_replacements=exp.max_replacements,
                            stop_width_ms=exp.validation.stop_when.p99_width_ms)

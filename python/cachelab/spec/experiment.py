@@ -39,8 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from cachelab.errors import UserError
+from cachelab.spec import study as study_mod
 from cachelab.spec import sweep as sweep_mod
 from cachelab.spec.order import ORDERS
+from cachelab.spec.placement import PLACEMENTS, Placement, place
 
 SERVER_KINDS = ("memcached", "redis")
 #: Topologies of SPEC section 3 (docs/topologies.md).
@@ -50,6 +52,8 @@ ROLES = ("server", "middleware", "load", "measure")
 PINNINGS = ("process", "thread", "none")
 PERSISTENCE = ("off", "rdb", "aof")
 PROTOCOLS = ("text", "binary")
+#: cachelab-load's --timestamps: which clock ends each latency.
+TIMESTAMPS = ("kernel", "user")
 MODES = ("closed", "open", "capacity")
 #: Key patterns by name, as the load generator's letters.
 KEY_PATTERNS = {"uniform": "R", "gaussian": "G", "zipf": "Z", "sequential": "S", "split": "P"}
@@ -117,6 +121,13 @@ class Servers:
     #: Redis only: "off", "rdb" (snapshots, Redis's default schedule), "aof" (append-only
     #: file, fsync every second).
     redis_persistence: str = _f("off", _one_of(PERSISTENCE))
+    #: Serve TLS with the experiment's throw-away certificates (memcached `-Z`, Redis
+    #: `--tls-port` and no plain port); the load generators and middlewares speak TLS to
+    #: them and verify them (docs/tls.md, *In the harness*).
+    tls: bool = _f(False)
+    #: Listen on a Unix socket instead of TCP (memcached `-s`, Redis `--unixsocket`);
+    #: only where the servers' clients share their host (topology.kind = "local").
+    unix_socket: bool = _f(False)
 
     @property
     def processes(self) -> int:
@@ -137,6 +148,11 @@ class Middleware:
     #: `--busy-poll-us`: spin this long after each read instead of sleeping (0: off).
     busy_poll_us: int = _f(0, _at_least(0))
     cpus: tuple[int, ...] = _f((), _cpus)
+    #: Serve TLS to the load generators (`--tls-cert`); TLS to the servers follows
+    #: servers.tls.
+    tls: bool = _f(False)
+    #: Listen on a Unix socket (`--unix-socket`) instead of TCP (topology.kind = "local").
+    unix_socket: bool = _f(False)
 
 
 @dataclass(frozen=True)
@@ -156,10 +172,21 @@ class Load:
     #: cachelab-load's --busy-poll-us: spin before due sends and while replies are awaited
     #: (sends on time, replies timed when they land), at a CPU cost.
     busy_poll_us: int = _f(0, _at_least(0))
+    #: How instances and their connections spread over the targets (spec/placement.py):
+    #: "even" keeps every target's share of the clients equal where instance i mod T
+    #: would not; "round-robin" gives every instance `clients` per thread.
+    placement: str = _f("even", _one_of(PLACEMENTS))
     #: The measuring client (mutilate's -Q/-C, Lancet's latency agent): one more instance,
     #: one connection in open loop at this rate (requests/s), on a host of its own; the
     #: report shows its latencies as the trusted ones. None: no measuring client.
     measure_rate: float | None = _f(None, _positive)
+    #: Speak TLS to the target: None follows it (middleware.tls, or servers.tls without a
+    #: middleware); true or false must agree with it.
+    tls: bool | None = _f(None)
+    #: cachelab-load's --timestamps: "kernel" (latency ends at the kernel's receipt of the
+    #: reply where the kernel stamps it) or "user" (at the program's read, as over TLS and
+    #: Unix sockets, where the kernel cannot stamp requests).
+    timestamps: str = _f("kernel", _one_of(TIMESTAMPS))
 
 
 @dataclass(frozen=True)
@@ -320,6 +347,22 @@ class RunConfig:
         return self.load.instances or self.targets
 
     @property
+    def placement(self) -> Placement:
+        """Each load instance's target and connections per thread (spec/placement.py)."""
+        return place(self.instances, self.load.threads, self.load.clients, self.targets,
+                     self.load.placement)
+
+    @property
+    def client_tls(self) -> bool:
+        """Whether the load generators speak TLS: what their target serves."""
+        return self.middleware.tls if self.middleware.count else self.servers.tls
+
+    @property
+    def tls(self) -> bool:
+        """Whether any hop of the run is encrypted (the run needs certificates)."""
+        return self.servers.tls or bool(self.middleware.count and self.middleware.tls)
+
+    @property
     def measures(self) -> int:
         """Measuring clients: one with load.measure_rate, else none."""
         return 1 if self.load.measure_rate is not None else 0
@@ -344,6 +387,10 @@ class Validation:
     cv_threshold: float = _f(0.05, _positive)
     #: Bound on the runs of one point; None: repetitions + 2.
     max_repetitions: int | None = _f(None, _at_least(1))
+    #: Extra runs a point may get, beyond max_repetitions, to replace unsteady runs until it
+    #: has `repetitions` steady ones (so one bad run does not shrink a factorial design);
+    #: None: as many as `repetitions`; 0: none.
+    replace_unsteady: int | None = _f(None, _at_least(0))
     #: Repeat a point until these hold too (bounded by max_repetitions), as Lancet does.
     stop_when: StopWhen = field(default=StopWhen(), metadata={"check": None,
                                                                "section": StopWhen})
@@ -406,10 +453,18 @@ class Experiment:
     order: str = "randomized"
     order_seed: int | None = None
     capacity: Capacity = Capacity()
+    #: The original study's values this experiment re-creates (`[study]`, spec/study.py).
+    study: study_mod.Study | None = None
 
     @property
     def max_repetitions(self) -> int:
         return max(self.validation.max_repetitions or self.repetitions + 2, self.repetitions)
+
+    @property
+    def max_replacements(self) -> int:
+        """validation.replace_unsteady, its default (the repetitions) filled in."""
+        extra = self.validation.replace_unsteady
+        return self.repetitions if extra is None else extra
 
     @property
     def digest(self) -> str:
@@ -425,7 +480,7 @@ _SECTIONS: dict[str, type] = {"servers": Servers, "middleware": Middleware, "loa
 _TOP = {"name", "description", "topology", "repetitions", "run_time_s", "warmup_s",
         "order", "order_seed", "capacity",
         "cooldown_s", "stats_window_s", "qos_target_ms", "validation", "report", "sweep",
-        *_SECTIONS}
+        "study", *_SECTIONS}
 
 
 def load(path: Path) -> Experiment:
@@ -487,9 +542,12 @@ def parse(text: str) -> Experiment:
     order_seed = _get(doc, "order_seed", int, None)
     capacity = _build(Capacity, _table(doc, "capacity"), "capacity")
     topology = ", ".join(dict.fromkeys(p.config.topology.kind for p in points))
+    factor_paths = tuple(dict.fromkeys(p for pt in points for p, _ in pt.factors))
+    study = (study_mod.parse(doc["study"], factor_paths, _paths()) if "study" in doc
+             else None)
     return Experiment(name.strip(), _get(doc, "description", str, ""), topology, repetitions,
                       run_time, warmup, cooldown, window, qos, validation, report_x,
-                      points, text, run_order, order_seed, capacity)
+                      points, text, run_order, order_seed, capacity, study)
 
 
 def _expand(raw: dict[str, dict], sweep: dict) -> tuple[Point, ...]:
@@ -583,6 +641,7 @@ def _check_run(c: RunConfig) -> None:
     if c.load.mode != "open" and c.load.rate is not None:
         raise UserError('load.rate: only for load.mode = "open" (capacity mode searches '
                         'the rate)')
+    _check_transport(c)
     _check_topology(c)
     _check_counts(c)
     cpus = os.cpu_count() or 1
@@ -591,6 +650,34 @@ def _check_run(c: RunConfig) -> None:
             if cpu >= cpus:
                 raise UserError(f"{section}.cpus: CPU {cpu} does not exist here "
                                 f"(this host has {cpus}: 0-{cpus - 1})")
+
+
+def _check_transport(c: RunConfig) -> None:
+    """TLS and Unix sockets: what the servers and the middleware can serve together, and
+    the load generators' side agreeing with their target."""
+    if c.servers.tls and c.servers.unix_socket:
+        raise UserError("servers.unix_socket: not with servers.tls (memcached and Redis "
+                        "serve TLS on TCP only)")
+    if c.middleware.count and c.middleware.tls and c.middleware.unix_socket:
+        raise UserError("middleware.unix_socket: not with middleware.tls (cachelab-proxy "
+                        "serves TLS on TCP only)")
+    target = "middleware" if c.middleware.count else "servers"
+    if c.load.tls is not None and c.load.tls != c.client_tls:
+        raise UserError(f"load.tls: {str(c.load.tls).lower()}, but the load generators talk "
+                        f"to the {target}, which serve{'s' if target == 'middleware' else ''} "
+                        f"{'TLS' if c.client_tls else 'plain TCP'} ({target}.tls = "
+                        f"{str(c.client_tls).lower()}); leave load.tls out to follow it")
+    kind = c.topology.kind
+    for section in ("servers", "middleware"):
+        if section == "middleware" and not c.middleware.count:
+            continue
+        if getattr(c, section).unix_socket and kind != "local":
+            raise UserError(f'{section}.unix_socket: only on topology.kind = "local" (a Unix '
+                            f'socket does not cross the links of {kind} hosts)')
+    if c.tls and kind == "ssh":
+        field_ = "servers.tls" if c.servers.tls else "middleware.tls"
+        raise UserError(f'{field_}: not on topology.kind = "ssh" (the throw-away '
+                        "certificates are not copied to remote hosts); use local or netns")
 
 
 #: Processes one run may start (servers, middlewares, load generators): far more than
@@ -765,6 +852,11 @@ def _flatten(table: dict, prefix: str = "") -> dict[str, object]:
     return flat
 
 
+def field_paths() -> set[str]:
+    """Every configuration field by its path (what a sweep may vary)."""
+    return _paths()
+
+
 def _paths() -> set[str]:
     """The fields a sweep may vary (every field but the list of hosts; a field of a
     section inside a section by its full path, `topology.server.egress_mbit`)."""
@@ -811,7 +903,10 @@ def config_from_dict(d: dict) -> RunConfig:
                 else plain(v) if isinstance(v, dict) else v
                 for k, v in table.items() if v is not None}
 
-    return RunConfig(**{s: _build(cls, plain(d.get(s, {})), s) for s, cls in _SECTIONS.items()})
+    tables = {s: plain(d.get(s, {})) for s in _SECTIONS}
+    if "load" in d and "placement" not in d["load"]:
+        tables["load"]["placement"] = "round-robin"  # stored before "even" was the default
+    return RunConfig(**{s: _build(cls, tables[s], s) for s, cls in _SECTIONS.items()})
 
 
 def config_dict(config: RunConfig) -> dict:

@@ -45,6 +45,7 @@ from cachelab.store.records import (
     MiddlewareOp,
     MiddlewareQueue,
     MiddlewareRate,
+    ProcessCpu,
     RunCheck,
     RunRecord,
     RunStart,
@@ -55,6 +56,7 @@ from cachelab.store.records import (
     StoredPoint,
     StoredRun,
     Table,
+    TlsSession,
     WindowKey,
 )
 from cachelab.store.schema import MIGRATIONS, migrate
@@ -67,7 +69,7 @@ _LATENCY = ("avg", "stddev", "p50", "p90", "p99", "p999", "max")
 #: Per-run tables, exported as they are stored (`raw_table`).
 RUN_TABLES = ("client_summary", "client_second", "mw_window", "mw_op", "mw_server",
               "mw_histogram", "cpu_sample", "client_instance", "client_timing",
-              "run_percentile", "run_check")
+              "run_percentile", "run_check", "run_tls", "process_cpu")
 _INTERVAL = ("role", "name", "quantile", "estimate_ms", "low_ms", "high_ms", "confidence",
              "samples")
 
@@ -141,7 +143,8 @@ class Store:
         uses (the file's, or one the runner drew)."""
         settings = {k: getattr(exp, k) for k in (
             "topology", "repetitions", "run_time_s", "warmup_s", "cooldown_s",
-            "stats_window_s", "qos_target_ms", "report_x", "max_repetitions")}
+            "stats_window_s", "qos_target_ms", "report_x", "max_repetitions",
+            "max_replacements")}
         settings["cv_threshold"] = exp.validation.cv_threshold
         settings["stop_p99_width_ms"] = exp.validation.stop_when.p99_width_ms
         settings["order"] = exp.order
@@ -185,6 +188,9 @@ class Store:
                 {"run_id": run_id, "name": x.name, "passed": x.passed,
                  "statistic": _finite(x.statistic), "p_value": _finite(x.p_value),
                  "reason": x.reason} for x in record.checks])
+            _insert_many(c, "run_tls", [{"run_id": run_id, **asdict(x)} for x in record.tls])
+            _insert_many(c, "process_cpu", [{"run_id": run_id, **asdict(x)}
+                                            for x in record.process_cpu])
             for i, stats in enumerate(record.middlewares):
                 _save_middleware(c, run_id, i, stats)
             _insert_many(c, "cpu_sample", [
@@ -339,6 +345,38 @@ class Store:
                     "fallback, max(cpu_busiest_share) AS busiest FROM client_instance "
                     f"WHERE run_id IN ({_marks(run_ids)}) AND latency_clock IS NOT NULL "
                     "GROUP BY role, latency_clock ORDER BY role", tuple(run_ids))]
+
+    def op_histograms(self, run_ids: Sequence[int]) -> dict[str, list[str]]:
+        """Per client operation type (set, get, multiget, total), the load instances'
+        histograms of the runs (from their stored reports), to be merged."""
+        out: dict[str, list[str]] = {}
+        for r in self.conn.execute(
+                f"SELECT content FROM artifact WHERE run_id IN ({_marks(run_ids)}) "
+                "AND name LIKE 'load-%.json' ORDER BY run_id, name", tuple(run_ids)):
+            found = json.loads(zlib.decompress(r["content"]))["histograms"]
+            for op in loadgen.OPS:
+                if op in found:
+                    out.setdefault(op, []).append(found[op])
+        return out
+
+    def tls_sessions(self, run_ids: Sequence[int]) -> list[TlsSession]:
+        """What the runs' encrypted hops negotiated: each distinct (hop, version, cipher,
+        source) once, instance 0 standing for all, in hop order."""
+        return [TlsSession(r["hop"], 0, r["version"], r["cipher"], r["source"])
+                for r in self.conn.execute(
+                    "SELECT DISTINCT hop, version, cipher, source FROM run_tls "
+                    f"WHERE run_id IN ({_marks(run_ids)}) ORDER BY hop, version, cipher",
+                    tuple(run_ids))]
+
+    def process_cpu(self, run_ids: Sequence[int]) -> dict[int, list[ProcessCpu]]:
+        """Per run, the CPU seconds of its processes (only runs that measured them)."""
+        out: dict[int, list[ProcessCpu]] = {}
+        for r in self.conn.execute(
+                f"SELECT * FROM process_cpu WHERE run_id IN ({_marks(run_ids)}) "
+                "ORDER BY run_id, role, instance", tuple(run_ids)):
+            out.setdefault(r["run_id"], []).append(ProcessCpu(
+                r["role"], r["instance"], r["user_s"], r["system_s"], r["requests"]))
+        return out
 
     def run_histograms(self, run_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
         """Per run, its load instances' `total` histograms (from their stored reports)."""
