@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cachelab.errors import UserError
-from cachelab.spec.experiment import RunConfig
+from cachelab.spec.experiment import LoadMode, RunConfig, ServerKind, WireProtocol
 
 SCHEMA = "cachelab-load/1"
 OPS = ("set", "get", "multiget", "total")
@@ -30,9 +30,9 @@ TIMING_FIGURES = ("wire", "response", "user_latency", "send_delay", "read_delay"
 
 
 def protocol(config: RunConfig) -> str:
-    if config.servers.kind == "redis":
+    if config.servers.kind == ServerKind.REDIS:
         return "redis"
-    return "memcache_binary" if config.load.protocol == "binary" else "memcache_text"
+    return "memcache_binary" if config.load.protocol == WireProtocol.BINARY else "memcache_text"
 
 
 def _workload_args(config: RunConfig) -> list[str]:
@@ -63,7 +63,7 @@ def run_argv(config: RunConfig, host: str, port: int, *, test_time: float, warmu
             "--cooldown", f"{cooldown:g}", "--pipeline", str(load.pipeline),
             "--seed", str(seed), "--json-out-file", str(json_out)]
     argv += _key_args(config)
-    if load.mode == "open":
+    if load.mode == LoadMode.OPEN:
         assert load.rate is not None
         argv += ["--rate", f"{load.rate / config.instances:g}"]
     if load.busy_poll_us:

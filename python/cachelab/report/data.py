@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from cachelab.analysis import laws, linkbound, qos
+from cachelab.hosts.hostinfo import HostInfo
 from cachelab.readers import loadgen
 from cachelab.report import measure
 from cachelab.run import validate
@@ -102,7 +103,7 @@ class ReportData:
     source: str
     settings: dict
     points: tuple[PointResult, ...]
-    host: dict | None
+    host: HostInfo | None
     schema_version: int
     runs: int
 
@@ -187,7 +188,7 @@ def percentile_error(p: PointResult, name: str, role: str = "load") -> tuple[flo
 def _link_bound(config: dict) -> linkbound.Bound | None:
     """The configured links' bound on throughput, for points with emulated hosts."""
     c = spec.config_from_dict(config)
-    if c.topology.kind == "local":
+    if c.topology.kind == spec.TopologyKind.LOCAL:
         return None
     layout = topology.plan(c)
     key_len = len(loadgen.KEY_PREFIX) + len(str(c.workload.key_maximum))

@@ -19,7 +19,7 @@ from cachelab.analysis import capacity as cap
 from cachelab.hosts import local
 from cachelab.hosts.host import LOOPBACK, Host
 from cachelab.readers import hdr, loadgen
-from cachelab.spec.experiment import Experiment, RunConfig
+from cachelab.spec.experiment import Experiment, LoadMode, RunConfig
 
 #: Requests beyond the percentile a trial must hold (20 above p99 means 2,000 requests).
 MIN_TAIL_SAMPLES = 20
@@ -76,7 +76,7 @@ def search(exp: Experiment, config: RunConfig, targets: Sequence[tuple[str, int]
         judgement = cap.judge(at_rate, pol)
         s.record(judgement)
         log(f"{rate:>12,.0f}/s  p{exp.capacity.percentile:g} {judgement.latency_ms:.3f} ms  "
-            f"{'pass' if judgement.passed else 'void' if judgement.void else 'fail'}: "
+            f"{judgement.verdict}: "
             f"{judgement.reason}")
     answer = cap.answer(s)
     at_capacity = tuple(reports_at.get(answer.capacity, ())) if answer.capacity else ()
@@ -88,7 +88,7 @@ def _trial(exp: Experiment, config: RunConfig, targets: Sequence[tuple[str, int]
            place: Callable[[int], Host], seed: int) -> list[loadgen.Report]:
     directory.mkdir(parents=True, exist_ok=True)
     open_loop = dataclasses.replace(config, load=dataclasses.replace(
-        config.load, mode="open", rate=rate))
+        config.load, mode=LoadMode.OPEN, rate=rate))
     warmup = exp.capacity.trial_warmup_s
     loads = []
     try:

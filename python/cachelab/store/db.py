@@ -25,9 +25,10 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
+from cachelab.analysis.capacity import Verdict
 from cachelab.errors import UserError
+from cachelab.hosts.hostinfo import HostInfo
 from cachelab.readers import loadgen, proxy_stats, selfcheck
 from cachelab.readers.cpu import SHARES
 from cachelab.readers.proxy_stats import Welford
@@ -169,7 +170,7 @@ class Store:
                 "throughput": s.throughput, "response_ms": s.response_ms, "p50_ms": s.p50_ms,
                 "p90_ms": s.p90_ms, "p99_ms": s.p99_ms, "p999_ms": s.p999_ms,
                 "max_ms": s.max_ms, "hits": s.hits, "misses": s.misses, "errors": s.errors,
-                "cv_within": s.cv_within, "host": _json(record.host),
+                "cv_within": s.cv_within, "host": _json(record.host.to_json()),
                 "fell_behind": s.fell_behind, "send_lag_p99_ms": s.send_lag_p99_ms,
                 "start_at_unix_ms": record.start_at_unix_ms})
             for i, report in enumerate(record.loads):
@@ -257,10 +258,10 @@ class Store:
             "SELECT point.idx AS point, run.* FROM run JOIN point ON run.point_id = point.id "
             f"WHERE run.id IN ({_marks(run_ids)})", tuple(run_ids))]
 
-    def last_host(self) -> dict[str, Any] | None:
+    def last_host(self) -> HostInfo | None:
         """The host metadata of the run stored last."""
         row = self.conn.execute("SELECT host FROM run ORDER BY id DESC LIMIT 1").fetchone()
-        return json.loads(row["host"]) if row else None
+        return HostInfo.from_json(json.loads(row["host"])) if row else None
 
     def timeline(self) -> list[RunStart]:
         """Every run in the order it started."""
@@ -284,7 +285,7 @@ class Store:
                 "ORDER BY p.idx, r.repetition").fetchall():
             trials = tuple(CapacityTrial(
                 t["rate"], t["repetition"], t["latency_ms"], t["completed_rate"],
-                t["send_lag_p99_ms"], bool(t["fell_behind"]), t["verdict"], t["trial_s"])
+                t["send_lag_p99_ms"], bool(t["fell_behind"]), Verdict(t["verdict"]), t["trial_s"])
                 for t in self.conn.execute("SELECT * FROM capacity_trial WHERE run_id = ? "
                                            "ORDER BY seq", (a["run_id"],)))
             out.append(StoredCapacity(a["idx"], a["label"], a["repetition"], CapacityRecord(
@@ -465,7 +466,7 @@ def _run(row: sqlite3.Row) -> StoredRun:
         row["id"], row["point"], row["repetition"], row["started_at"], row["ended_at"],
         row["throughput"], row["response_ms"], row["p50_ms"], row["p90_ms"], row["p99_ms"],
         row["p999_ms"], row["max_ms"], row["hits"], row["misses"], row["errors"],
-        row["cv_within"], json.loads(row["host"]),
+        row["cv_within"], HostInfo.from_json(json.loads(row["host"])),
         None if row["fell_behind"] is None else bool(row["fell_behind"]),
         row["send_lag_p99_ms"])
 
