@@ -539,30 +539,30 @@ def _finite(value: float) -> float | None:
 def _save_middleware(c: sqlite3.Connection, run_id: int, mw: int,
                      stats: proxy_stats.ProxyStats) -> None:
     for w in stats.windows:
-        q = w["queue_len"]
-        window = {"run_id": run_id, "middleware": mw, "window": w["window"]}
+        q = w.queue_len
+        window = {"run_id": run_id, "middleware": mw, "window": w.window}
         _insert(c, "mw_window", {
-            **window, "start": w["start"], "end": w["end"], "duration_s": w["duration_s"],
-            "arrivals": w["arrivals"], "arrival_rate": w["arrival_rate"],
-            "throughput": w["throughput"], "queue_len_count": q["count"],
-            "queue_len_mean": q["mean"], "queue_len_m2": q["m2"],
-            "queue_len_now": w["queue_len_now"], "connections": w["connections"],
-            "failovers": w["failovers"]})
-        for op, o in w["ops"].items():
-            p = o["rt_percentiles_us"]
+            **window, "start": w.start, "end": w.end, "duration_s": w.duration_s,
+            "arrivals": w.arrivals, "arrival_rate": w.arrival_rate,
+            "throughput": w.throughput, "queue_len_count": q.count,
+            "queue_len_mean": q.mean, "queue_len_m2": q.m2,
+            "queue_len_now": w.queue_len_now, "connections": w.connections,
+            "failovers": w.failovers})
+        for op, o in w.ops.items():
+            p = o.rt_percentiles_us
             _insert(c, "mw_op", {
-                **window, "op": op, "count": o["count"], "hits": o["hits"],
-                "misses": o["misses"], "errors": o["errors"], "keys_mean": o["keys"]["mean"],
-                **{f"{m}_{part}": o[f"{m}_us"][part] for m in WELFORD_METRICS
+                **window, "op": op, "count": o.count, "hits": o.hits,
+                "misses": o.misses, "errors": o.errors, "keys_mean": o.keys.mean,
+                **{f"{m}_{part}": getattr(getattr(o, f"{m}_us"), part) for m in WELFORD_METRICS
                    for part in ("count", "mean", "m2")},
-                **{f"{k}_us": p[k] for k in ("p50", "p90", "p99", "p999", "max")},
-                "rt_overflow": o["rt_overflow"], "rt_hdr": o["rt_hdr"]})
+                **{f"{k}_us": getattr(p, k) for k in ("p50", "p90", "p99", "p999", "max")},
+                "rt_overflow": o.rt_overflow, "rt_hdr": o.rt_hdr})
             _insert_many(c, "mw_server", [
-                {**window, "op": op, "server": i, "count": s["count"], "mean": s["mean"],
-                 "m2": s["m2"]} for i, s in enumerate(o["server_service_us_by_server"])])
+                {**window, "op": op, "server": i, "count": s.count, "mean": s.mean,
+                 "m2": s.m2} for i, s in enumerate(o.server_service_us_by_server)])
             _insert_many(c, "mw_histogram", [
                 {**window, "op": op, "bucket": b, "count": n}
-                for b, n in enumerate(o["rt_hist_100us"]) if n])
+                for b, n in enumerate(o.rt_hist_100us) if n])
 
 
 def _windows(keys: Sequence[WindowKey]) -> tuple[str, list[int]]:
