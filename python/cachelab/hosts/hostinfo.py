@@ -13,7 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,7 +100,8 @@ def _run(argv: list[str]) -> str | None:
     return (done.stdout or done.stderr) if done.returncode == 0 else None
 
 
-def _command_version(command: str, flag: str, parse) -> str | None:
+def _command_version(command: str, flag: str, parse: Callable[[str], str | None]
+                     ) -> str | None:
     path = shutil.which(command)
     output = _run([path, flag]) if path else None
     return parse(output) if output else None

@@ -40,6 +40,8 @@ import paramiko
 from cachelab.errors import UserError
 from cachelab.hosts import cgroups, echo
 from cachelab.hosts.binaries import find_binary
+from cachelab.spec.experiment import Topology
+from cachelab.spec.topology import Layout
 
 #: Binaries of ours that `copy_binaries` puts on the hosts.
 OURS = ("cachelab-proxy", "cachelab-load")
@@ -339,7 +341,7 @@ def _settle(pool: ThreadPoolExecutor) -> None:
 class Cluster:
     """The SSH hosts of a run, connected, checked and bound to the run's directory."""
 
-    def __init__(self, topology, layout, directory: Path) -> None:
+    def __init__(self, topology: Topology, layout: Layout, directory: Path) -> None:
         self.hosts: dict[str, SshHost] = {}
         self._spec = {h.name: h for h in topology.host}
         self._topology = topology
@@ -373,6 +375,7 @@ class Cluster:
 
     def _set_up(self, name: str) -> SshHost:
         t, h = self._topology, self._spec[name]
+        assert h.address is not None  # the spec refuses an ssh host without one
         host = SshHost(h.name, h.address, user=h.user or t.user, key=h.key or t.key,
                        port=h.ssh_port, strict_host_keys=t.strict_host_keys,
                        copy_binaries=t.copy_binaries)
@@ -383,7 +386,7 @@ class Cluster:
             raise
         return host
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         at_once(SshHost.close, self.hosts.values())
 
     def collect(self) -> None:

@@ -650,7 +650,7 @@ def _check_topology(c: RunConfig) -> None:
         raise UserError(f"topology.cpu_quota: {t.cpu_quota:g} cores, this machine has {cpus}")
 
 
-def _build(cls: type, table: dict, section: str):
+def _build(cls: type, table: dict, section: str) -> Any:
     """One dataclass from its TOML table: unknown keys, types and ranges checked."""
     hints = typing.get_type_hints(cls)
     known = tuple(f.name for f in dataclasses.fields(cls))
