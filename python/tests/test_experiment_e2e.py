@@ -151,7 +151,7 @@ def test_a_tiny_experiment_fills_the_database_and_renders(binaries, tmp_path):
     assert sorted(r["load.clients"] for r in exported) == ["1", "1", "3", "3"]
     with open(out / "export" / "cpu_sample.csv", newline="") as f:
         assert len(list(csv.reader(f))) - 1 == count(db, "cpu_sample")
-    assert len(files) == 13
+    assert len(files) == 15
     export_cmd.run(out, "parquet", tmp_path / "pq")
     table = pq.read_table(tmp_path / "pq" / "client_second.parquet").to_pydict()
     assert len(table["ops"]) == count(db, "client_second")

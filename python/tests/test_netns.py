@@ -191,8 +191,10 @@ def test_a_delayed_link_adds_its_configured_round_trip(tmp_path):
     for _ in range(3):
         base = _round_trip(tmp_path, 0)
         delayed = _round_trip(tmp_path, 0.45)
-        late = sum(json.loads((tmp_path / f"delay-{host}.json").read_text())[d]["lateness_us"]
-                   ["p50"] for host in ("load1", "server1") for d in ("ab", "ba"))
+        links = {x["name"]: x for x in
+                 json.loads((tmp_path / "delay.json").read_text())["links"]}
+        late = sum(links[host][d]["lateness_us"]["p50"]
+                   for host in ("load1", "server1") for d in ("ab", "ba"))
         measured.append((base, delayed, late))
         assert delayed - base >= configured - tolerance, measured
         if delayed - base <= configured + tolerance + wake_ups + late:
@@ -201,8 +203,11 @@ def test_a_delayed_link_adds_its_configured_round_trip(tmp_path):
         raise AssertionError(f"every attempt added more than {configured + tolerance + wake_ups}"
                              f" us plus the delay lines' own lateness: (base, delayed, late) "
                              f"{measured}")
-    stats = json.loads((tmp_path / "delay-load1.json").read_text())
-    assert stats["ab"]["packets"] > 400 and stats["ab"]["drops"] == 0
+    stats = json.loads((tmp_path / "delay.json").read_text())
+    # One delay line served both hosts' links.
+    assert [x["name"] for x in stats["links"]] == ["server1", "load1"]
+    load1 = stats["links"][1]
+    assert load1["ab"]["packets"] > 400 and load1["ab"]["drops"] == 0
     assert netns.leftovers(os.getpid()) == []
 
 
@@ -265,3 +270,89 @@ def test_a_capacity_search_finds_the_limit_a_shaped_link_sets(tmp_path):
             break
     else:
         raise AssertionError(f"both searches fell short of the bound {bound}: last {found}")
+
+
+@needs_root
+def test_egress_only_shaping_caps_only_what_the_host_sends(tmp_path):
+    """The study's cloud capped a VM's egress only: a server whose link shapes egress at
+    20 Mbit/s uploads at most that, and downloads far faster."""
+    exp = spec.parse(GETS_4K.format(mbit=0, delay=0, servers=1, run_time=4).replace(
+        "[servers]", "[topology.server]\negress_mbit = 20\n[servers]"))
+    layout = topology.plan(exp.points[0].config)
+    server = {h.name: h for h in layout.hosts}["server1"]
+    assert (server.egress_mbit, server.ingress_mbit) == (20, 0)
+    with netns.DataCentre(layout, log_dir=tmp_path) as centre:
+        load, srv = centre.hosts["load1"], centre.hosts["server1"]
+        # The cap is never exceeded; "far faster" may need a second try on a busy machine.
+        for _ in range(3):
+            up = linkprobe.iperf(srv, load, reverse=False, seconds=2)
+            down = linkprobe.iperf(load, srv, reverse=False, seconds=2)
+            assert up <= 20.5, (up, down)
+            if up >= 15 and down >= 60:
+                break
+        else:
+            raise AssertionError(f"server upload {up} Mbit/s, download {down} Mbit/s")
+    assert netns.leftovers(os.getpid()) == []
+
+
+SCALED = """
+name = "scaled"
+repetitions = 1
+run_time_s = 5
+warmup_s = 1
+cooldown_s = 0.5
+[validation]
+cv_threshold = 0.5
+max_repetitions = 1
+[topology]
+kind = "netns"
+delay_ms = 0.2
+[topology.server]
+egress_mbit = 20
+[servers]
+memory_mb = 64
+[middleware]
+count = 0
+[load]
+clients = 8
+[workload]
+ratio = "0:1"
+data_size = 4096
+key_maximum = 999
+[sweep.factors]
+"topology.scale" = [1, 2]
+"""
+
+
+@needs_root
+def test_a_scale_model_agrees_with_the_full_speed_run_after_rescaling(tmp_path):
+    """A link-bound case that fits unscaled: 4 KiB GETs from one server whose upload is
+    20 Mbit/s, then the same at half speed (10 Mbit/s, delays doubled). Rescaled, the
+    report's throughput and response time agree within 15%; the delay line's CPU is
+    sampled and each run carries its machine check."""
+    from cachelab.report import data
+    from cachelab.store import Store
+
+    exp = spec.parse(SCALED)
+    for attempt in (1, 2):
+        out = tmp_path / f"out{attempt}"
+        runner.run_experiment(exp, out, progress=Progress())
+        with Store.open_existing(out) as s:
+            full, half = data.load(s).points
+            emulator = s.conn.execute("SELECT count(*), sum(usr + sys) FROM emulator_cpu"
+                                      ).fetchone()
+            machine_checks = s.conn.execute(
+                "SELECT count(*) FROM run_check WHERE name = 'machine'").fetchone()[0]
+        assert (full.scale, half.scale) == (1, 2)
+        assert emulator[0] >= 4 and emulator[1] > 0, emulator
+        assert machine_checks == 2
+        # Rescaled link bound: the same as at full speed.
+        assert half.link_bound.ops_per_s == pytest.approx(full.link_bound.ops_per_s)
+        x = half.throughput / full.throughput
+        r = half.response_ms / full.response_ms
+        if abs(x - 1) <= 0.15 and abs(r - 1) <= 0.15:
+            break
+    else:
+        raise AssertionError(f"rescaled/full: throughput {x:.2f}, response {r:.2f} "
+                             f"({half.throughput:.0f} vs {full.throughput:.0f} ops/s)")
+    assert netns.leftovers(os.getpid()) == []

@@ -57,12 +57,14 @@ def run(tmp_path, execute, text=EXPERIMENT, **kw):
 def test_migrations_set_the_version_and_are_idempotent(tmp_path):
     path = tmp_path / "r.db"
     with store.Store(path) as s:
-        assert s.version == len(store.MIGRATIONS) == 6
+        assert s.version == len(store.MIGRATIONS) == 8
     with store.Store(path) as s:  # reopening applies nothing twice
         names = [r[0] for r in s.conn.execute("SELECT name FROM _migrations")]
         assert names == ["0001_initial", "0002_run_fell_behind", "0003_hosts_and_links",
-                         "0004_capacity_trials", "0005_run_send_lag", "0006_trust"]
-        assert s.conn.execute("PRAGMA user_version").fetchone()[0] == 6
+                         "0004_capacity_trials", "0005_run_send_lag", "0006_trust",
+                         "0007_links_and_emulator",
+                         "0008_tls_and_process_cpu"]
+        assert s.conn.execute("PRAGMA user_version").fetchone()[0] == 8
 
 
 def test_an_old_database_is_migrated_and_keeps_its_runs(tmp_path):
@@ -75,7 +77,7 @@ def test_an_old_database_is_migrated_and_keeps_its_runs(tmp_path):
                  "host) VALUES (1, 1, 0, 1, 500, 1, 1, 1, 1, 1, 1, 0, 0, 0, '{}')")
     conn.close()
     with store.Store(tmp_path / "r.db") as s:
-        assert s.version == 6
+        assert s.version == len(store.MIGRATIONS)
         row = s.conn.execute("SELECT throughput, fell_behind, start_at_unix_ms FROM run"
                              ).fetchone()
         assert tuple(row) == (500, None, None)

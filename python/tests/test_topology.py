@@ -33,7 +33,8 @@ def test_without_hosts_every_instance_gets_a_host_of_its_own():
     layout = topology.plan(c)
     assert [h.name for h in layout.hosts] == ["server1", "server2", "server3", "middleware1",
                                               "middleware2", "load1", "load2", "load3"]
-    assert all(h.link_mbit == 100 and h.delay_ms == 0.45 for h in layout.hosts)
+    assert all(h.egress_mbit == h.ingress_mbit == 100 and h.delay_ms == 0.45
+               for h in layout.hosts)
     assert layout.host("load", 2).name == "load3"
     # load i talks to middleware i % 2; each middleware to every server
     assert layout.pairs() == [("load1", "middleware1"), ("load2", "middleware2"),
@@ -49,12 +50,12 @@ def test_explicit_hosts_take_instances_round_robin_and_override_the_defaults():
     assert [layout.host("server", i).name for i in range(3)] == ["a", "b", "a"]
     assert layout.host("load", 0).name == "b" and layout.host("middleware", 0).name == "c"
     a, b, c_ = layout.hosts
-    assert (a.link_mbit, b.link_mbit, c_.cpu_quota, a.cpu_quota) == (50, 100, 0.5, 0)
+    assert (a.egress_mbit, b.ingress_mbit, c_.cpu_quota, a.cpu_quota) == (50, 100, 0.5, 0)
 
 
 def test_round_trip_is_twice_the_sum_of_both_delays():
-    a = topology.PlannedHost("a", ("load",), 0, 0.45, 0, None)
-    b = topology.PlannedHost("b", ("server",), 0, 0.2, 0, None)
+    a = topology.PlannedHost("a", ("load",), 0, 0, 0.45, 0, None)
+    b = topology.PlannedHost("b", ("server",), 0, 0, 0.2, 0, None)
     assert topology.round_trip_ms(a, b) == pytest.approx(1.3)
 
 

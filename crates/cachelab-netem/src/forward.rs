@@ -1,21 +1,28 @@
-//! One direction of the delay line: the I/O loop around [`DelayQueue`].
+//! The delay lines of every link, served by one thread: an `epoll` loop over all the
+//! links' `AF_PACKET` sockets and one `timerfd` armed for the next frame due.
 //!
 //! ```text
 //! loop:
-//!     send every frame whose due time has come      (clock read before each send)
+//!     send every frame, of every direction, whose due time has come
 //!     stop if told to
-//!     head due within --spin-us?  busy-wait for it, receiving without blocking meanwhile
-//!     otherwise                    ppoll(rx, stop; timeout = until --spin-us before the head is due)
-//!     receive everything readable (MSG_DONTWAIT), stamping each frame as it comes
+//!     arm the timer for the earliest head (if it changed)      (no busy-wait by default)
+//!     epoll_wait(sockets, timer, stop)
+//!     receive what is readable (MSG_DONTWAIT), stamping each frame with the kernel's
+//!     receive time, until the socket is empty or a frame is due
 //! ```
 //!
-//! `ppoll` takes its timeout in nanoseconds and the thread's timer slack is set to 1 ns,
-//! so the wake-up is as early as the kernel's hrtimer allows (plain `poll` rounds to
-//! milliseconds, and the default slack adds up to 50 µs). A drain stops as soon as the
-//! head of the queue is due, so a flood of arrivals cannot hold back due frames.
+//! Each link has two directions, each a FIFO [`DelayQueue`] (a constant delay keeps due
+//! times in arrival order). With `d` directions the loop finds the earliest head in
+//! O(d), which for the few dozen links of an emulated data centre costs less than a
+//! heap's bookkeeping per frame.
+//!
+//! A frame's arrival is the kernel's receive timestamp, so neither this thread's wake-up
+//! latency nor the time it spent on other links is added to the delay; a send is late by
+//! the timer's wake-up latency (reported per direction, never early: the timer is armed
+//! for the due instant or later, and a frame leaves only once the clock has reached it).
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
@@ -24,11 +31,13 @@ use crate::pool::{BufferPool, Frame};
 use crate::queue::DelayQueue;
 use crate::socket::{PacketSocket, Received, VNET_HDR_LEN};
 use crate::stats::DirectionStats;
-use crate::stop::Stop;
+use crate::wake::{Epoll, Timer};
 
 /// A kernel timestamp older than this is not believed (a clock step): the frame is
 /// stamped when it was read instead.
-const MAX_STAMP_AGE: std::time::Duration = std::time::Duration::from_millis(50);
+const MAX_STAMP_AGE: Duration = Duration::from_millis(50);
+/// Frames read from one socket before the loop looks at the others and at what is due.
+const RECEIVE_BATCH: usize = 64;
 
 /// Receive buffer: the largest GSO frame (64 KiB) behind its header, plus slack for the
 /// Ethernet and VLAN headers around it.
@@ -36,104 +45,189 @@ pub const RX_BUFFER_BYTES: usize = VNET_HDR_LEN + 65536 + 1024;
 /// Frames up to this size (a 1500-byte MTU frame and its header) are kept in small buffers.
 pub const SMALL_FRAME_BYTES: usize = 2048;
 
-/// One direction: frames from `rx`'s interface leave by `tx`'s after `delay`.
+const TIMER_TOKEN: u64 = u64::MAX;
+const STOP_TOKEN: u64 = u64::MAX - 1;
+
+/// One link: frames arriving on `a` leave by `b` after `delay_ab`, and back after
+/// `delay_ba`.
+#[derive(Debug)]
+pub struct Link {
+    pub name: String,
+    pub a: PacketSocket,
+    pub b: PacketSocket,
+    pub delay_ab: Duration,
+    pub delay_ba: Duration,
+}
+
 #[derive(Debug, Clone, Copy)]
-pub struct Direction<'a> {
-    pub rx: &'a PacketSocket,
-    pub tx: &'a PacketSocket,
-    pub delay: Duration,
+pub struct Settings {
+    /// Frames queued per direction beyond which arrivals are dropped (netem's limit).
     pub limit_packets: usize,
-    /// Busy-wait instead of sleeping when the head is due within this; sleeps end this
-    /// much early, so the timer's wake-up latency (when shorter) is spun away.
+    /// Busy-wait instead of sleeping when the next frame is due within this (0: never).
+    /// The timer then fires this much early and the rest is spun, receiving meanwhile.
     pub spin: Duration,
+}
+
+/// What one link's two directions counted.
+#[derive(Debug, Clone, Default)]
+pub struct LinkStats {
+    pub ab: DirectionStats,
+    pub ba: DirectionStats,
 }
 
 #[derive(Debug, Error)]
 pub enum ForwardError {
-    #[error("waiting for frames on {iface}: {source}")]
-    Poll {
-        iface: String,
-        #[source]
-        source: io::Error,
-    },
+    #[error("waiting for frames: {0}")]
+    Wait(#[source] io::Error),
+    #[error("setting up the wait (epoll, timerfd): {0}")]
+    Setup(#[source] io::Error),
 }
 
-/// Forwards until `stop` is triggered, then returns what it counted. Frames still queued
-/// then are not sent (counted in `queued_at_exit`).
-pub fn run(dir: Direction<'_>, stop: &Stop) -> Result<DirectionStats, ForwardError> {
-    set_timer_slack_ns(1);
-    let mut line = Line {
-        queue: DelayQueue::new(dir.delay, dir.limit_packets),
-        pool: BufferPool::new(RX_BUFFER_BYTES, SMALL_FRAME_BYTES),
-        stats: DirectionStats::default(),
-    };
+/// Forwards every link until `stop` is readable (a signalfd, an eventfd), then returns
+/// what each link counted, in the order given. Frames still queued then are not sent
+/// (counted in `queued_at_exit`).
+pub fn run(
+    links: &[Link],
+    settings: Settings,
+    stop: BorrowedFd<'_>,
+) -> Result<Vec<LinkStats>, ForwardError> {
+    // Socket 2l is link l's `a`, 2l + 1 its `b`. Direction d receives on socket d and
+    // sends on socket d ^ 1: 2l is a -> b, 2l + 1 is b -> a.
+    let sockets: Vec<&PacketSocket> = links.iter().flat_map(|l| [&l.a, &l.b]).collect();
+    let mut dirs: Vec<Line> = links
+        .iter()
+        .flat_map(|l| [l.delay_ab, l.delay_ba])
+        .map(|delay| Line {
+            queue: DelayQueue::new(delay, settings.limit_packets),
+            stats: DirectionStats::default(),
+        })
+        .collect();
+    let mut epoll = Epoll::new().map_err(ForwardError::Setup)?;
+    let timer = Timer::new().map_err(ForwardError::Setup)?;
+    for (d, socket) in sockets.iter().enumerate() {
+        epoll
+            .add(socket.as_raw_fd(), d as u64)
+            .map_err(ForwardError::Setup)?;
+    }
+    let timer_fd = std::os::fd::AsFd::as_fd(&timer).as_raw_fd();
+    epoll
+        .add(timer_fd, TIMER_TOKEN)
+        .map_err(ForwardError::Setup)?;
+    epoll
+        .add(stop.as_raw_fd(), STOP_TOKEN)
+        .map_err(ForwardError::Setup)?;
+
+    let mut pool = BufferPool::new(RX_BUFFER_BYTES, SMALL_FRAME_BYTES);
+    let mut ready = Vec::with_capacity(sockets.len() + 2);
+    let mut armed: Option<Instant> = None;
+    let mut stopped = false;
     loop {
-        line.send_due(dir.tx);
-        if stop.is_set() {
+        for (d, line) in dirs.iter_mut().enumerate() {
+            line.send_due(sockets[d ^ 1], &mut pool);
+        }
+        if stopped {
             break;
         }
+        let next = next_due(&dirs);
         let now = Instant::now();
-        match line.queue.next_due() {
-            Some(due) if due.saturating_duration_since(now) <= dir.spin => {
-                line.spin_until(dir.rx, due);
-            }
-            head => {
-                // Wake `spin` before the head is due: the branch above spins the rest.
-                let wait =
-                    head.map(|due| due.saturating_duration_since(now).saturating_sub(dir.spin));
-                wait_readable(dir.rx, stop, wait)?;
-                line.receive(dir.rx);
+        if let Some(due) = next.filter(|due| due.saturating_duration_since(now) <= settings.spin) {
+            spin_until(due, &sockets, &mut dirs, &mut pool);
+            continue;
+        }
+        // The timer is armed for the earliest head less the spin; while that stays the
+        // same, nothing is re-armed (one syscall saved per frame).
+        let wake = next.map(|due| due - settings.spin);
+        if wake.is_some() && wake != armed {
+            let after = wake.map(|w| w.saturating_duration_since(now));
+            timer.arm(after).map_err(ForwardError::Setup)?;
+            armed = wake;
+        }
+        epoll.wait(&mut ready).map_err(ForwardError::Wait)?;
+        for &token in &ready {
+            match token {
+                TIMER_TOKEN => {
+                    timer.clear();
+                    armed = None;
+                }
+                STOP_TOKEN => stopped = true,
+                d => {
+                    let d = d as usize;
+                    let until = next_due(&dirs);
+                    dirs[d].receive(sockets[d], &mut pool, until);
+                }
             }
         }
     }
-    line.stats.drops = line.queue.drops();
-    line.stats.queued_at_exit = line.queue.len() as u64;
-    Ok(line.stats)
+    let mut stats = Vec::with_capacity(links.len());
+    let mut dirs = dirs.into_iter();
+    while let (Some(ab), Some(ba)) = (dirs.next(), dirs.next()) {
+        stats.push(LinkStats {
+            ab: ab.finish(),
+            ba: ba.finish(),
+        });
+    }
+    Ok(stats)
 }
 
+fn next_due(dirs: &[Line]) -> Option<Instant> {
+    dirs.iter().filter_map(|l| l.queue.next_due()).min()
+}
+
+/// Busy-waits until `due`, receiving from every socket without blocking meanwhile, so
+/// that frames arriving then are stamped when they come (only with `--spin-us`).
+fn spin_until(due: Instant, sockets: &[&PacketSocket], dirs: &mut [Line], pool: &mut BufferPool) {
+    while Instant::now() < due {
+        for (d, line) in dirs.iter_mut().enumerate() {
+            line.receive(sockets[d], pool, Some(due));
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// One direction: its queue and counters.
 struct Line {
     queue: DelayQueue<Frame>,
-    pool: BufferPool,
     stats: DirectionStats,
 }
 
 impl Line {
-    /// Receives until nothing is readable or the head of the queue is due. Each frame's
-    /// arrival is when the kernel received it (its timestamp, so this thread's own
-    /// wake-up latency is not added to the delay), or else the clock read right after
-    /// its `recv` returned.
-    fn receive(&mut self, rx: &PacketSocket) {
-        loop {
-            let mut landing = self.pool.landing();
+    /// Receives until nothing is readable, `RECEIVE_BATCH` frames were read, or `until`
+    /// (the earliest frame due over all directions) has come. Each frame's arrival is
+    /// when the kernel received it (its timestamp), or else the clock read right after
+    /// its `recvmsg` returned.
+    fn receive(&mut self, rx: &PacketSocket, pool: &mut BufferPool, until: Option<Instant>) {
+        for _ in 0..RECEIVE_BATCH {
+            let mut landing = pool.landing();
             let got = rx.recv(&mut landing);
             let mut arrival = Instant::now();
             match got {
-                Ok(Received::Frame(len)) => {
-                    if let Some(age) = rx.arrival_age().filter(|a| *a < MAX_STAMP_AGE) {
+                Ok(Received::Frame(len, stamp)) => {
+                    if let Some(age) = stamp.and_then(|s| s.age()).filter(|a| *a < MAX_STAMP_AGE) {
                         arrival = arrival.checked_sub(age).unwrap_or(arrival);
                     }
-                    let frame = self.pool.keep(landing, len);
+                    let frame = pool.keep(landing, len);
                     if let Err(dropped) = self.queue.push(arrival, frame) {
-                        self.pool.recycle(dropped);
+                        pool.recycle(dropped);
                     }
-                    if self.queue.next_due().is_some_and(|due| due <= arrival) {
+                    let head = self.queue.next_due();
+                    if until.into_iter().chain(head).any(|due| due <= arrival) {
                         return;
                     }
                 }
-                Ok(Received::Outgoing) => self.pool.give_back(landing),
+                Ok(Received::Outgoing) => pool.give_back(landing),
                 Ok(Received::Truncated(_)) => {
                     self.stats.truncated += 1;
-                    self.pool.give_back(landing);
+                    pool.give_back(landing);
                 }
                 Ok(Received::Empty) => {
-                    self.pool.give_back(landing);
+                    pool.give_back(landing);
                     return;
                 }
                 Err(_) => {
                     // Reported once per error (ENETDOWN while the link is down): count
                     // it and wait for the next frame.
                     self.stats.recv_errors += 1;
-                    self.pool.give_back(landing);
+                    pool.give_back(landing);
                     return;
                 }
             }
@@ -142,7 +236,10 @@ impl Line {
 
     /// Sends every due frame. Lateness runs from the frame's due time to the clock read
     /// just before its `send`.
-    fn send_due(&mut self, tx: &PacketSocket) {
+    fn send_due(&mut self, tx: &PacketSocket, pool: &mut BufferPool) {
+        if self.queue.is_empty() {
+            return;
+        }
         let mut now = Instant::now();
         while let Some(due) = self.queue.pop_due(now) {
             match tx.send(due.frame.bytes()) {
@@ -153,83 +250,15 @@ impl Line {
                 }
                 Err(_) => self.stats.send_errors += 1,
             }
-            self.pool.recycle(due.frame);
+            pool.recycle(due.frame);
             now = Instant::now();
         }
     }
 
-    /// Busy-waits until `due`, receiving (without blocking) all the while so that frames
-    /// arriving meanwhile are stamped when they come.
-    fn spin_until(&mut self, rx: &PacketSocket, due: Instant) {
-        loop {
-            self.receive(rx);
-            if Instant::now() >= due {
-                return;
-            }
-            std::hint::spin_loop();
-        }
+    fn finish(self) -> DirectionStats {
+        let mut stats = self.stats;
+        stats.drops = self.queue.drops();
+        stats.queued_at_exit = self.queue.len() as u64;
+        stats
     }
-}
-
-/// Sleeps until `rx` is readable, `stop` is triggered, or `timeout` (to the nanosecond)
-/// has passed; `None` waits without a timeout.
-fn wait_readable(
-    rx: &PacketSocket,
-    stop: &Stop,
-    timeout: Option<Duration>,
-) -> Result<(), ForwardError> {
-    let mut fds = [
-        libc::pollfd {
-            fd: rx.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: stop.as_fd().as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-    ];
-    let ts = timeout.map(|t| libc::timespec {
-        tv_sec: t.as_secs().try_into().unwrap_or(libc::time_t::MAX),
-        tv_nsec: t.subsec_nanos().into(),
-    });
-    let ts_ptr = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |ts| ts as *const libc::timespec);
-    // SAFETY: `fds` holds two valid pollfds; `ts_ptr` is null or points to `ts`, alive
-    // for the call; a null sigmask leaves the mask as it is.
-    let n = unsafe {
-        libc::ppoll(
-            fds.as_mut_ptr(),
-            fds.len() as libc::nfds_t,
-            ts_ptr,
-            std::ptr::null(),
-        )
-    };
-    if n < 0 {
-        let source = io::Error::last_os_error();
-        if source.kind() != io::ErrorKind::Interrupted {
-            return Err(ForwardError::Poll {
-                iface: rx.iface().to_owned(),
-                source,
-            });
-        }
-    }
-    Ok(())
-}
-
-/// Without this the kernel may fire a sleeping thread's timer up to 50 µs late (the
-/// default slack), which would add to every frame's delay.
-fn set_timer_slack_ns(ns: libc::c_ulong) {
-    // SAFETY: PR_SET_TIMERSLACK takes one unsigned long; it only changes this thread.
-    unsafe {
-        libc::prctl(
-            libc::PR_SET_TIMERSLACK,
-            ns,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-        )
-    };
 }

@@ -1,54 +1,75 @@
 use std::io::Write;
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::thread::{self, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context};
-use cachelab_netem::forward::{self, Direction, ForwardError};
+use anyhow::Context;
+use cachelab_netem::forward::{self, Link, Settings};
+use cachelab_netem::link_arg::LinkArg;
 use cachelab_netem::socket::PacketSocket;
-use cachelab_netem::stats::{DirectionStats, Report};
-use cachelab_netem::stop::Stop;
+use cachelab_netem::stats::{LinkReport, Report};
+use cachelab_netem::wake::{block_stop_signals, StopSignals};
 use clap::Parser;
 
 const DEFAULT_LIMIT_PACKETS: usize = 10_000;
 const DEFAULT_SPIN_US: u64 = 0;
 /// Kernel buffers of each socket, each way: room for about 60 GSO frames of 64 KiB.
 const SOCKET_BUFFER_BYTES: usize = 4 << 20;
-/// How often the main thread checks, while waiting for a signal, that both directions
-/// still run.
-const WATCH_INTERVAL: Duration = Duration::from_millis(100);
 
 /// A netem-style delay line in user space, for kernels without sch_netem.
 ///
-/// Holds every frame arriving on interface A for a fixed delay, then sends it out of
-/// interface B, and the same from B to A. Prints `ready` once both sockets are bound; on
-/// SIGTERM or SIGINT stops and writes one JSON line of statistics.
+/// For every link, holds each frame arriving on interface A for a fixed delay, then
+/// sends it out of interface B, and the same from B to A. One thread serves every link.
+/// Prints `ready` once every socket is bound; on SIGTERM or SIGINT stops and writes one
+/// JSON line of statistics.
 #[derive(Debug, Parser)]
 #[command(name = "cachelab-delay", version)]
 struct Args {
-    /// Interface A.
-    #[arg(long, value_name = "IFACE_A")]
-    a: String,
-    /// Interface B.
-    #[arg(long, value_name = "IFACE_B")]
-    b: String,
+    /// A link: NAME:IFACE_A:IFACE_B:DELAY_US[:DELAY_US_BA] (one-way delay from A to B
+    /// in microseconds, and back; the second defaults to the first). Repeat for more.
+    #[arg(long, value_name = "LINK")]
+    link: Vec<LinkArg>,
+    /// One link's interface A (with --b and the delays: the same as one --link).
+    #[arg(long, value_name = "IFACE_A", requires_all = ["b", "delay_us_ab", "delay_us_ba"])]
+    a: Option<String>,
+    /// One link's interface B.
+    #[arg(long, value_name = "IFACE_B", requires = "a")]
+    b: Option<String>,
     /// One-way delay from A to B, in microseconds.
-    #[arg(long, value_name = "N")]
-    delay_us_ab: u64,
+    #[arg(long, value_name = "N", requires = "a")]
+    delay_us_ab: Option<u64>,
     /// One-way delay from B to A, in microseconds.
-    #[arg(long, value_name = "N")]
-    delay_us_ba: u64,
+    #[arg(long, value_name = "N", requires = "a")]
+    delay_us_ba: Option<u64>,
     /// Frames queued per direction beyond which arrivals are dropped (netem's limit).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_LIMIT_PACKETS)]
     limit_packets: usize,
     /// Busy-wait instead of sleeping when the next frame is due within this many
-    /// microseconds (sleeps end this much early): more precise, costs CPU.
+    /// microseconds (the timer fires this much early): more precise, costs CPU.
     #[arg(long, value_name = "S", default_value_t = DEFAULT_SPIN_US)]
     spin_us: u64,
     /// Write the statistics line here instead of stdout.
     #[arg(long, value_name = "PATH")]
     stats_file: Option<PathBuf>,
+}
+
+impl Args {
+    fn links(&self) -> anyhow::Result<Vec<LinkArg>> {
+        let mut links = self.link.clone();
+        if let (Some(a), Some(b), Some(ab), Some(ba)) =
+            (&self.a, &self.b, self.delay_us_ab, self.delay_us_ba)
+        {
+            links.push(format!("link:{a}:{b}:{ab}:{ba}").parse()?);
+        }
+        anyhow::ensure!(!links.is_empty(), "no link: give --link (or --a and --b)");
+        let mut ifaces: Vec<&str> = links.iter().flat_map(|l| [&*l.a, &*l.b]).collect();
+        ifaces.sort_unstable();
+        if let Some(w) = ifaces.windows(2).find(|w| w[0] == w[1]) {
+            anyhow::bail!("interface {} is in two links", w[0]);
+        }
+        Ok(links)
+    }
 }
 
 fn main() -> ExitCode {
@@ -63,59 +84,60 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> anyhow::Result<()> {
-    // Before any thread exists, so that every thread inherits the mask and the signals
-    // reach only the main thread's sigtimedwait: no handler, nothing async-signal-unsafe.
-    let signals = block_stop_signals()?;
-    anyhow::ensure!(args.a != args.b, "--a and --b name the same interface");
-    let a = PacketSocket::open(&args.a, SOCKET_BUFFER_BYTES)?;
-    let b = PacketSocket::open(&args.b, SOCKET_BUFFER_BYTES)?;
-    let stop = Stop::new().context("eventfd")?;
-    let spin = Duration::from_micros(args.spin_us);
-    let ab = Direction {
-        rx: &a,
-        tx: &b,
-        delay: Duration::from_micros(args.delay_us_ab),
+    // Blocked before anything else, so SIGTERM and SIGINT wait in the signalfd that the
+    // loop polls: no handler, nothing async-signal-unsafe.
+    let signals = block_stop_signals().context("pthread_sigmask")?;
+    let stop = StopSignals::new(&signals).context("signalfd")?;
+    let specs = args.links()?;
+    let links = specs
+        .iter()
+        .map(|l| -> anyhow::Result<Link> {
+            Ok(Link {
+                name: l.name.clone(),
+                a: PacketSocket::open(&l.a, SOCKET_BUFFER_BYTES)?,
+                b: PacketSocket::open(&l.b, SOCKET_BUFFER_BYTES)?,
+                delay_ab: Duration::from_micros(l.delay_us_ab),
+                delay_ba: Duration::from_micros(l.delay_us_ba),
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let settings = Settings {
         limit_packets: args.limit_packets,
-        spin,
-    };
-    let ba = Direction {
-        rx: &b,
-        tx: &a,
-        delay: Duration::from_micros(args.delay_us_ba),
-        ..ab
+        spin: Duration::from_micros(args.spin_us),
     };
     let started = Instant::now();
-    let (ab, ba) = thread::scope(|s| -> anyhow::Result<_> {
-        let stop = &stop;
-        let spawn = |name: &str, dir| {
-            thread::Builder::new()
-                .name(name.to_owned())
-                .spawn_scoped(s, move || forward::run(dir, stop))
-        };
-        let ab = spawn("a-to-b", ab)?;
-        let ba = match spawn("b-to-a", ba) {
-            Ok(handle) => handle,
-            Err(e) => {
-                stop.trigger();
-                return Err(e.into());
-            }
-        };
+    {
         let mut stdout = std::io::stdout();
         writeln!(stdout, "ready")?;
         stdout.flush()?;
-        wait_for_stop_signal(&signals, &[&ab, &ba]);
-        stop.trigger();
-        Ok((join(ab)?, join(ba)?))
-    })?;
+    }
+    let stats = forward::run(&links, settings, stop.as_fd())?;
+    let elapsed_s = started.elapsed().as_secs_f64();
+    let cpu_s = process_cpu_seconds();
+    let links: Vec<LinkReport> = specs
+        .iter()
+        .zip(&stats)
+        .map(|(l, s)| LinkReport {
+            name: l.name.clone(),
+            a: l.a.clone(),
+            b: l.b.clone(),
+            delay_us_ab: l.delay_us_ab,
+            delay_us_ba: l.delay_us_ba,
+            ab: s.ab.report(),
+            ba: s.ba.report(),
+        })
+        .collect();
+    let packets: u64 = links.iter().map(|l| l.ab.packets + l.ba.packets).sum();
     let report = Report {
-        a: args.a.clone(),
-        b: args.b.clone(),
-        delay_us_ab: args.delay_us_ab,
-        delay_us_ba: args.delay_us_ba,
-        ab: ab.report(),
-        ba: ba.report(),
-        elapsed_s: started.elapsed().as_secs_f64(),
-        cpu_s: process_cpu_seconds(),
+        links,
+        elapsed_s,
+        cpu_s,
+        packets,
+        cpu_us_per_packet: if packets == 0 {
+            0.0
+        } else {
+            (cpu_s * 1e6 / packets as f64 * 1e3).round() / 1e3
+        },
     };
     let line = serde_json::to_string(&report)? + "\n";
     match &args.stats_file {
@@ -128,47 +150,6 @@ fn run(args: &Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-fn join(
-    handle: ScopedJoinHandle<'_, Result<DirectionStats, ForwardError>>,
-) -> anyhow::Result<DirectionStats> {
-    let name = handle.thread().name().unwrap_or("direction").to_owned();
-    handle
-        .join()
-        .map_err(|_| anyhow!("{name} panicked"))?
-        .with_context(|| format!("{name} failed"))
-}
-
-fn block_stop_signals() -> anyhow::Result<libc::sigset_t> {
-    // SAFETY: the set is initialised by sigemptyset before use.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        if rc != 0 {
-            return Err(std::io::Error::from_raw_os_error(rc)).context("pthread_sigmask");
-        }
-        Ok(set)
-    }
-}
-
-/// Returns on SIGTERM or SIGINT, or when a direction has ended by itself (it failed).
-fn wait_for_stop_signal<T>(signals: &libc::sigset_t, directions: &[&ScopedJoinHandle<'_, T>]) {
-    let timeout = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: WATCH_INTERVAL.as_nanos() as libc::c_long,
-    };
-    loop {
-        // SAFETY: `signals` is an initialised set blocked in this thread; a null info
-        // pointer is allowed.
-        let sig = unsafe { libc::sigtimedwait(signals, std::ptr::null_mut(), &timeout) };
-        if sig > 0 || directions.iter().any(|d| d.is_finished()) {
-            return;
-        }
-    }
 }
 
 /// User + system CPU time of the process so far (getrusage).

@@ -32,15 +32,48 @@ pub enum SocketError {
     },
 }
 
-/// The ioctl that reads the last received frame's timestamp as a timespec
-/// (asm-generic/sockios.h; the libc crate does not name it).
-const SIOCGSTAMPNS: libc::c_ulong = 0x8907;
+/// When the kernel received a frame, on the real-time clock (`SO_TIMESTAMPNS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp(pub std::time::SystemTime);
+
+impl Stamp {
+    /// How long ago the kernel received the frame, against the real-time clock now;
+    /// None when the stamp is in the future (a clock step).
+    pub fn age(&self) -> Option<std::time::Duration> {
+        std::time::SystemTime::now().duration_since(self.0).ok()
+    }
+}
+
+/// The SCM_TIMESTAMPNS control message of a received `msg`, if the kernel attached one.
+fn stamp_of(msg: &libc::msghdr) -> Option<Stamp> {
+    // SAFETY: `msg` was filled in by recvmsg; the CMSG macros walk its control buffer
+    // within `msg_controllen`.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
+            {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
+                if ts.tv_sec <= 0 {
+                    return None;
+                }
+                return Some(Stamp(
+                    std::time::UNIX_EPOCH
+                        + std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32),
+                ));
+            }
+            cmsg = libc::CMSG_NXTHDR(msg, cmsg);
+        }
+    }
+    None
+}
 
 /// What one non-blocking receive got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Received {
-    /// A frame of this many bytes, virtio-net header included.
-    Frame(usize),
+    /// A frame of this many bytes, virtio-net header included, and when the kernel
+    /// received it (None: no stamp).
+    Frame(usize, Option<Stamp>),
     /// A frame that this host sent out of the interface (kernels before 4.20 show them
     /// despite `PACKET_IGNORE_OUTGOING`): not ours to forward.
     Outgoing,
@@ -94,8 +127,8 @@ impl PacketSocket {
             }
             _ => {}
         }
-        // The kernel stamps each frame as it arrives; `arrival_age` reads it back, so a
-        // late wake-up of the receiving thread is not added to the delay.
+        // The kernel stamps each frame as it arrives; `recv` reads it back with the frame,
+        // so a late wake-up of the receiving thread is not added to the delay.
         let _ = sock.set_int(libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
         let bytes = libc::c_int::try_from(buffer_bytes).unwrap_or(libc::c_int::MAX);
         // The FORCE variants pass the rmem_max/wmem_max caps (root only); otherwise take
@@ -142,46 +175,34 @@ impl PacketSocket {
         &self.iface
     }
 
-    /// Receives one frame into `buf` without waiting.
-    /// How long ago the kernel received the frame last returned by `recv` (its
-    /// SIOCGSTAMPNS timestamp, on the real-time clock, against the real-time clock now);
-    /// None when the kernel has no stamp.
-    pub fn arrival_age(&self) -> Option<std::time::Duration> {
-        let mut stamp = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: SIOCGSTAMPNS writes one timespec into the pointer given.
-        let rc = unsafe {
-            libc::ioctl(
-                self.fd.as_raw_fd(),
-                SIOCGSTAMPNS as _,
-                (&raw mut stamp).cast::<libc::c_void>(),
-            )
-        };
-        if rc != 0 || stamp.tv_sec <= 0 {
-            return None;
-        }
-        let received = std::time::UNIX_EPOCH
-            + std::time::Duration::new(stamp.tv_sec as u64, stamp.tv_nsec as u32);
-        std::time::SystemTime::now().duration_since(received).ok()
-    }
-
+    /// Receives one frame into `buf` without waiting, with the kernel's receive
+    /// timestamp (`SO_TIMESTAMPNS`, real-time clock) from the same `recvmsg`: one
+    /// syscall per frame rather than a `recv` and a `SIOCGSTAMPNS` ioctl.
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<Received> {
+        // Room for one SCM_TIMESTAMPNS control message (a timespec), u64-aligned.
+        let mut control = [0u64; 8];
         loop {
-            // SAFETY: all-zero is a valid sockaddr_ll.
+            // SAFETY: all-zero is a valid sockaddr_ll and msghdr.
             let mut from: libc::sockaddr_ll = unsafe { mem::zeroed() };
-            let mut from_len = mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-            // SAFETY: `buf` and `from` are valid for the lengths given. MSG_TRUNC makes the
-            // kernel return the frame's real length when it did not fit.
+            let mut iov = libc::iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: buf.len(),
+            };
+            // SAFETY: see above.
+            let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+            msg.msg_name = (&raw mut from).cast();
+            msg.msg_namelen = mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            msg.msg_iov = &raw mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = mem::size_of_val(&control) as _;
+            // SAFETY: every pointer in `msg` is valid for the length given. MSG_TRUNC makes
+            // the kernel return the frame's real length when it did not fit.
             let n = unsafe {
-                libc::recvfrom(
+                libc::recvmsg(
                     self.fd.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
+                    &raw mut msg,
                     libc::MSG_DONTWAIT | libc::MSG_TRUNC,
-                    (&raw mut from).cast(),
-                    &mut from_len,
                 )
             };
             if n < 0 {
@@ -198,19 +219,27 @@ impl PacketSocket {
             } else if n > buf.len() {
                 Received::Truncated(n)
             } else {
-                Received::Frame(n)
+                Received::Frame(n, stamp_of(&msg))
             });
         }
     }
 
-    /// Sends one frame (virtio-net header first) out of the interface. It blocks only
-    /// while the socket's send buffer is full, i.e. while a qdisc on the interface holds
-    /// that many of our bytes.
+    /// Sends one frame (virtio-net header first) out of the interface, without waiting:
+    /// one thread serves every link, so a send must not block. A veth hands the frame to
+    /// its peer at once and releases it from our send buffer (the kernel orphans a
+    /// forwarded skb), so the buffer does not fill up; if it ever does, the send fails
+    /// with `WouldBlock` and the caller counts the frame as lost, like a full qdisc.
     pub fn send(&self, frame: &[u8]) -> io::Result<()> {
         loop {
             // SAFETY: `frame` is valid for its length.
-            let n =
-                unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+            let n = unsafe {
+                libc::send(
+                    self.fd.as_raw_fd(),
+                    frame.as_ptr().cast(),
+                    frame.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
             if n >= 0 {
                 return Ok(());
             }

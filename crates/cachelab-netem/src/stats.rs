@@ -113,19 +113,31 @@ pub struct DirectionReport {
     pub lateness_us: LatenessSummary,
 }
 
-/// The one JSON line written when the line stops.
+/// One link in the statistics line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Report {
+pub struct LinkReport {
+    /// The name the link was given (`--link NAME:...`; the host it belongs to).
+    pub name: String,
     pub a: String,
     pub b: String,
     pub delay_us_ab: u64,
     pub delay_us_ba: u64,
     pub ab: DirectionReport,
     pub ba: DirectionReport,
-    /// From the moment both sockets were bound to the stop.
+}
+
+/// The one JSON line written when the process stops: every link it served, and the
+/// CPU the whole process used for them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub links: Vec<LinkReport>,
+    /// From the moment every socket was bound to the stop.
     pub elapsed_s: f64,
     /// User + system CPU time of the whole process (getrusage), the same span plus setup.
     pub cpu_s: f64,
+    /// Frames sent over all links and directions, and `cpu_s` per frame in µs.
+    pub packets: u64,
+    pub cpu_us_per_packet: f64,
 }
 
 fn round3(x: f64) -> f64 {

@@ -1,5 +1,6 @@
-//! The stop signal shared by the direction threads: a flag their loops check, and an
-//! eventfd in every `ppoll` so that a thread asleep with an empty queue wakes at once.
+//! A stop that another thread triggers: a flag, and an eventfd that the forwarding
+//! loop's epoll set includes, so a loop asleep with empty queues wakes at once (the
+//! binary stops on a signalfd instead; tests and embedders use this).
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};

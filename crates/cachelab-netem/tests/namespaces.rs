@@ -2,9 +2,10 @@
 //! use it:
 //!
 //! ```text
-//!   ns A                    ns M                         ns B
-//!   eth0 <--veth--> da ==[cachelab-delay]== db <--veth--> eth0
-//!   198.18.0.1/24                                         198.18.0.2/24
+//!   ns A0                    ns M                          ns B0
+//!   eth0 <--veth--> da0 ==[cachelab-delay]== db0 <--veth--> eth0
+//!   198.18.0.1/24           (one process,                 198.18.0.2/24
+//!   ns A1 ...  da1 ========= every link) ==== db1 ...  ns B1
 //! ```
 //!
 //! The test's sockets are created in a thread that has entered A's or B's namespace
@@ -49,7 +50,7 @@ fn round_trips_take_the_base_rtt_plus_both_delays() {
     let Some(_serial) = prerequisites() else {
         return;
     };
-    let mut topo = Topology::create();
+    let mut topo = Topology::create(1);
     // Without spinning each send is late by the timer's wake-up latency (tens of µs on
     // a VM); with it, by about nothing.
     for spin_us in [0, 50] {
@@ -81,11 +82,11 @@ struct RttCheck {
 impl RttCheck {
     fn measure(topo: &mut Topology, spin_us: u64) -> RttCheck {
         topo.start_delay(0, spin_us);
-        let base = median_rtt_us(topo);
+        let base = median(&rtts_us(&topo.pairs[0]));
         topo.stop_delay();
         topo.start_delay(DELAY_US, spin_us);
-        let rtt = median_rtt_us(topo);
-        let stats = topo.stop_delay();
+        let rtt = median(&rtts_us(&topo.pairs[0]));
+        let stats = topo.stop_delay()["links"][0].clone();
         for dir in ["ab", "ba"] {
             assert!(
                 stats[dir]["packets"].as_u64().unwrap() >= ROUNDS as u64,
@@ -138,12 +139,12 @@ fn a_bulk_transfer_arrives_intact_both_ways() {
     let Some(_serial) = prerequisites() else {
         return;
     };
-    let mut topo = Topology::create();
+    let mut topo = Topology::create(1);
     topo.start_delay(DELAY_US, 0);
     const BYTES: usize = 16 << 20;
-    let elapsed = bulk_exchange(&topo, BYTES);
+    let elapsed = bulk_exchange(&topo.pairs[0], BYTES);
     let stats = topo.stop_delay();
-    let (ab, ba) = (&stats["ab"], &stats["ba"]);
+    let (ab, ba) = (&stats["links"][0]["ab"], &stats["links"][0]["ba"]);
     let packets = ab["packets"].as_u64().unwrap() + ba["packets"].as_u64().unwrap();
     eprintln!(
         "{} MiB each way in {:.3} s; {packets} frames forwarded (mean frame a->b {} B), \
@@ -161,6 +162,75 @@ fn a_bulk_transfer_arrives_intact_both_ways() {
             assert_eq!(dir[counter], 0, "{counter}: {stats}");
         }
     }
+}
+
+/// One process serves three links: round trips on two of them while a bulk transfer
+/// crosses the third. Every round trip takes at least both delays (a frame never leaves
+/// early, whatever the other links do), each link is counted apart, and the median stays
+/// within the tolerance plus the lateness the line reports in one of ATTEMPTS tries.
+#[test]
+fn one_process_serves_several_links_never_early() {
+    let Some(_serial) = prerequisites() else {
+        return;
+    };
+    let mut topo = Topology::create(3);
+    let mut misses = Vec::new();
+    for attempt in 1..=ATTEMPTS {
+        topo.start_delay(0, 0);
+        let base = median(&rtts_us(&topo.pairs[0]));
+        topo.stop_delay();
+        topo.start_delay(DELAY_US, 0);
+        const BYTES: usize = 4 << 20;
+        let (rtts, _) = thread::scope(|s| {
+            let bulk = s.spawn(|| bulk_exchange(&topo.pairs[2], BYTES));
+            let rtts: Vec<Vec<f64>> = topo.pairs[..2].iter().map(rtts_us).collect();
+            (rtts, bulk.join().expect("the bulk transfer failed"))
+        });
+        let stats = topo.stop_delay();
+        let links = stats["links"].as_array().unwrap();
+        assert_eq!(links.len(), 3, "{stats}");
+        for (i, link) in links.iter().enumerate() {
+            assert_eq!(link["name"], format!("l{i}"), "{stats}");
+            for dir in ["ab", "ba"] {
+                assert_eq!(link[dir]["drops"], 0, "{stats}");
+                assert_eq!(link[dir]["send_errors"], 0, "{stats}");
+            }
+        }
+        assert!(
+            links[2]["ab"]["bytes"].as_u64().unwrap() > BYTES as u64,
+            "{stats}"
+        );
+        for (i, r) in rtts.iter().enumerate() {
+            assert!(
+                links[i]["ab"]["packets"].as_u64().unwrap() >= ROUNDS as u64,
+                "{stats}"
+            );
+            // Never early: even the fastest round trip holds both delays.
+            assert!(
+                r[0] >= 2.0 * DELAY_US as f64,
+                "link {i}: a round trip of {:.1} us beat the {} us of delay",
+                r[0],
+                2 * DELAY_US
+            );
+        }
+        let late: f64 = links[..2]
+            .iter()
+            .flat_map(|l| [&l["ab"], &l["ba"]])
+            .map(|d| d["lateness_us"]["p50"].as_f64().unwrap())
+            .fold(0.0, f64::max);
+        let expected = base + 2.0 * DELAY_US as f64;
+        let tolerance = 0.05 * expected + 20.0 + 2.0 * late;
+        let medians: Vec<f64> = rtts.iter().map(|r| median(r)).collect();
+        eprintln!(
+            "attempt {attempt}: medians {medians:?} us, expected {expected:.1} ± {tolerance:.1},              cpu {} s over {} frames",
+            stats["cpu_s"], stats["packets"]
+        );
+        if medians.iter().all(|m| (m - expected).abs() <= tolerance) {
+            return;
+        }
+        misses.push(format!("{medians:?} vs {expected:.1} ± {tolerance:.1}"));
+    }
+    panic!("every attempt missed: {}", misses.join("; "));
 }
 
 /// None (after saying why) when the tests cannot run here; otherwise the serial lock.
@@ -183,13 +253,18 @@ fn prerequisites() -> Option<std::sync::MutexGuard<'static, ()>> {
     )
 }
 
-/// Three namespaces and two veth pairs; removed, with the delay line killed, when dropped
-/// (also when an assertion fails).
+/// Namespace M and, per link, two namespaces A and B and two veth pairs; removed, with
+/// the delay line killed, when dropped (also when an assertion fails).
 struct Topology {
-    a: String,
     m: String,
-    b: String,
+    pairs: Vec<Pair>,
     delay: Option<DelayLine>,
+}
+
+/// The two ends of one link: A's eth0 is `da<i>` in M, B's is `db<i>`.
+struct Pair {
+    a: String,
+    b: String,
 }
 
 struct DelayLine {
@@ -198,55 +273,59 @@ struct DelayLine {
 }
 
 impl Topology {
-    fn create() -> Topology {
+    fn create(links: usize) -> Topology {
         remove_stale_namespaces();
         let n = TOPOLOGIES.fetch_add(1, Ordering::Relaxed);
         let base = format!("{PREFIX}{}-{n}", std::process::id());
         // The guard exists before the first namespace does.
-        let topo = Topology {
-            a: format!("{base}a"),
+        let mut topo = Topology {
             m: format!("{base}m"),
-            b: format!("{base}b"),
+            pairs: Vec::new(),
             delay: None,
         };
-        let (a, m, b) = (topo.a.as_str(), topo.m.as_str(), topo.b.as_str());
-        for ns in [a, m, b] {
-            ip(&["netns", "add", ns]);
-        }
-        ip(&[
-            "link", "add", "eth0", "netns", a, "type", "veth", "peer", "name", "da", "netns", m,
-        ]);
-        ip(&[
-            "link", "add", "eth0", "netns", b, "type", "veth", "peer", "name", "db", "netns", m,
-        ]);
-        ip(&[
-            "-n",
-            a,
-            "addr",
-            "add",
-            &format!("{ADDR_A}/24"),
-            "dev",
-            "eth0",
-        ]);
-        ip(&[
-            "-n",
-            b,
-            "addr",
-            "add",
-            &format!("{ADDR_B}/24"),
-            "dev",
-            "eth0",
-        ]);
-        for (ns, dev) in [
-            (a, "lo"),
-            (a, "eth0"),
-            (b, "lo"),
-            (b, "eth0"),
-            (m, "da"),
-            (m, "db"),
-        ] {
-            // `dev`: without it, `ip link set a up` reads `a` as an address.
-            ip(&["-n", ns, "link", "set", "dev", dev, "up"]);
+        ip(&["netns", "add", &topo.m]);
+        for i in 0..links {
+            let pair = Pair {
+                a: format!("{base}a{i}"),
+                b: format!("{base}b{i}"),
+            };
+            for ns in [&pair.a, &pair.b] {
+                ip(&["netns", "add", ns]);
+            }
+            let (a, b, m) = (pair.a.as_str(), pair.b.as_str(), topo.m.as_str());
+            topo.pairs.push(Pair {
+                a: a.to_owned(),
+                b: b.to_owned(),
+            });
+            let (da, db) = (format!("da{i}"), format!("db{i}"));
+            for (ns, dev) in [(a, &da), (b, &db)] {
+                ip(&[
+                    "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", dev,
+                    "netns", m,
+                ]);
+            }
+            for (ns, addr) in [(a, ADDR_A), (b, ADDR_B)] {
+                ip(&[
+                    "-n",
+                    ns,
+                    "addr",
+                    "add",
+                    &format!("{addr}/24"),
+                    "dev",
+                    "eth0",
+                ]);
+            }
+            for (ns, dev) in [
+                (a, "lo"),
+                (a, "eth0"),
+                (b, "lo"),
+                (b, "eth0"),
+                (m, da.as_str()),
+                (m, db.as_str()),
+            ] {
+                // `dev`: without it, `ip link set a up` reads `a` as an address.
+                ip(&["-n", ns, "link", "set", "dev", dev, "up"]);
+            }
         }
         topo
     }
@@ -256,20 +335,12 @@ impl Topology {
         assert!(self.delay.is_none(), "a delay line is already running");
         let stats_file = std::env::temp_dir().join(format!("{}-stats.json", self.m));
         let _ = std::fs::remove_file(&stats_file);
-        let delay = delay_us.to_string();
+        let links = (0..self.pairs.len())
+            .flat_map(|i| ["--link".to_owned(), format!("l{i}:da{i}:db{i}:{delay_us}")]);
         let child = Command::new("nsenter")
             .arg(format!("--net=/run/netns/{}", self.m))
             .arg(BIN)
-            .args([
-                "--a",
-                "da",
-                "--b",
-                "db",
-                "--delay-us-ab",
-                &delay,
-                "--delay-us-ba",
-                &delay,
-            ])
+            .args(links)
             .args(["--spin-us", &spin_us.to_string()])
             .arg("--stats-file")
             .arg(&stats_file)
@@ -316,7 +387,8 @@ impl Drop for Topology {
     fn drop(&mut self) {
         // The delay line first: it holds sockets on M's interfaces.
         drop(self.delay.take());
-        for ns in [&self.a, &self.m, &self.b] {
+        let names = self.pairs.iter().flat_map(|p| [&p.a, &p.b]);
+        for ns in names.chain([&self.m]) {
             let _ = Command::new("ip")
                 .args(["netns", "del", ns])
                 .stderr(Stdio::null())
@@ -385,7 +457,7 @@ fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> T {
 }
 
 /// A listener in B and a connection to it from A, with timeouts on both ends.
-fn connect(topo: &Topology) -> (TcpStream, TcpStream) {
+fn connect(topo: &Pair) -> (TcpStream, TcpStream) {
     let listener = in_netns(&topo.b, || {
         TcpListener::bind((ADDR_B, 0)).expect("bind in B")
     });
@@ -421,9 +493,13 @@ const ROUNDS: usize = 200;
 /// the delayed round trips would, and the difference would be blamed on the delay line.)
 const PERIOD: Duration = Duration::from_millis(3);
 
-/// Median of ROUNDS round trips of a 32-byte message, A to B's echo and back, one every
-/// PERIOD; the timer starts before the write and stops when the whole echo has been read.
-fn median_rtt_us(topo: &Topology) -> f64 {
+fn median(sorted: &[f64]) -> f64 {
+    sorted[sorted.len() / 2]
+}
+
+/// ROUNDS round trips of a 32-byte message, A to B's echo and back, one every PERIOD,
+/// sorted; the timer starts before the write and stops when the whole echo has been read.
+fn rtts_us(topo: &Pair) -> Vec<f64> {
     let (mut client, mut server) = connect(topo);
     let echo = thread::spawn(move || {
         let mut buf = [0; 64];
@@ -452,12 +528,12 @@ fn median_rtt_us(topo: &Topology) -> f64 {
     drop(client);
     echo.join().unwrap();
     rtts.sort_by(f64::total_cmp);
-    rtts[rtts.len() / 2]
+    rtts
 }
 
 /// A sends `bytes` of a pattern to B, which checks every byte and then sends `bytes` of
 /// another pattern back, which A checks. Returns how long the exchange took.
-fn bulk_exchange(topo: &Topology, bytes: usize) -> Duration {
+fn bulk_exchange(topo: &Pair, bytes: usize) -> Duration {
     let (mut client, mut server) = connect(topo);
     let started = Instant::now();
     let b_side = thread::spawn(move || {

@@ -16,10 +16,9 @@ use tokio::io::AsyncWriteExt;
 use tracing::{info, warn};
 
 use crate::budget::{Charge, MemoryBudget};
-use crate::config::BACKOFF_INITIAL;
 use crate::down::{Down, IdleEnd};
 use crate::endpoint::Endpoint;
-use crate::health::{FailureKind, Health};
+use crate::health::{FailureKind, Health, BACKOFF_INITIAL};
 use crate::server_stream::ServerStream;
 
 /// Why reading a reply stopped.

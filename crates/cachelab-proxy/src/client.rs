@@ -22,7 +22,6 @@ use crate::admission::{ClientLimits, ReplyWindow};
 use crate::budget::{Charge, MemoryBudget};
 use crate::client_stream::ClientWriter;
 use crate::endpoint::Peer;
-use crate::job::Job;
 use crate::queue::RequestQueue;
 
 /// An outbox buffer larger than this is replaced by a fresh one once it is empty.
@@ -31,6 +30,14 @@ const OUTBOX_KEEP: usize = 256 * 1024;
 /// What a reply that does not fit in the memory budget becomes.
 const OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR out of memory\r\n";
 
+/// What a connection holds behind its write barrier: a request that knows whether it
+/// changes data.
+pub trait Ordered {
+    /// Whether it changes data: it waits for everything before it on its connection,
+    /// and what follows waits for it.
+    fn is_write(&self) -> bool;
+}
+
 enum Slot {
     Waiting,
     Ready(Bytes),
@@ -38,7 +45,7 @@ enum Slot {
     Silent,
 }
 
-struct Outbox {
+struct Outbox<R> {
     next_seq: u64,
     /// Sequence number of `slots[0]`.
     base_seq: u64,
@@ -56,7 +63,7 @@ struct Outbox {
     /// One of them is a write: nothing else may be dispatched until it is done.
     write_dispatched: bool,
     /// Requests held back by the write barrier, in arrival order.
-    held: VecDeque<Job>,
+    held: VecDeque<R>,
     /// Bytes of the replies completed ahead of an earlier one (in `slots`).
     aside: usize,
     /// `buf` and `aside` held against the memory budget.
@@ -65,7 +72,7 @@ struct Outbox {
     window: ReplyWindow,
 }
 
-impl Outbox {
+impl<R> Outbox<R> {
     fn may_dispatch(&self, replicated: bool) -> bool {
         self.held.is_empty() && !self.write_dispatched && !(replicated && self.dispatched > 0)
     }
@@ -90,18 +97,18 @@ impl Outbox {
     }
 }
 
-pub struct ClientConn {
+pub struct ClientConn<R> {
     pub id: u64,
     pub peer: Peer,
     /// The write half; the connection task owns the read half.
     stream: ClientWriter,
-    outbox: Mutex<Outbox>,
+    outbox: Mutex<Outbox<R>>,
     /// Wakes the connection task: the socket is blocked, or a slot was completed while it
     /// waited.
     wake: Notify,
 }
 
-impl ClientConn {
+impl<R: Ordered> ClientConn<R> {
     pub fn new(
         id: u64,
         peer: impl Into<Peer>,
@@ -131,7 +138,7 @@ impl ClientConn {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Outbox> {
+    fn lock(&self) -> MutexGuard<'_, Outbox<R>> {
         self.outbox
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -147,7 +154,7 @@ impl ClientConn {
     }
 
     /// Puts a request into the FCFS queue, or holds it behind the write barrier.
-    pub fn dispatch(&self, job: Job, replicated: bool, queue: &RequestQueue<Job>) {
+    pub fn dispatch(&self, job: R, replicated: bool, queue: &RequestQueue<R>) {
         let mut ob = self.lock();
         if ob.may_dispatch(replicated) {
             ob.note_dispatch(replicated);
@@ -159,7 +166,7 @@ impl ClientConn {
     }
 
     /// Records that a dispatched request is done and releases what the barrier held.
-    pub fn finished(&self, replicated: bool, queue: &RequestQueue<Job>) {
+    pub fn finished(&self, replicated: bool, queue: &RequestQueue<R>) {
         let mut ob = self.lock();
         ob.dispatched -= 1;
         if replicated {
@@ -241,7 +248,7 @@ impl ClientConn {
     }
 
     /// Pops the completed front slot and every ready slot behind it into the buffer.
-    fn advance_locked(&self, ob: &mut Outbox) {
+    fn advance_locked(&self, ob: &mut Outbox<R>) {
         ob.slots.pop_front();
         ob.base_seq += 1;
         while matches!(ob.slots.front(), Some(Slot::Ready(_) | Slot::Silent)) {
@@ -255,7 +262,7 @@ impl ClientConn {
         }
     }
 
-    fn after_complete(&self, ob: &mut Outbox) {
+    fn after_complete(&self, ob: &mut Outbox<R>) {
         self.flush_locked(ob);
         ob.settle();
         if ob.task_waiting {
@@ -266,7 +273,7 @@ impl ClientConn {
 
     /// Writes what the kernel accepts now; on a full socket, hands over to the
     /// connection task.
-    fn flush_locked(&self, ob: &mut Outbox) {
+    fn flush_locked(&self, ob: &mut Outbox<R>) {
         if ob.blocked || ob.dead {
             return;
         }
@@ -376,22 +383,19 @@ impl ClientConn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::OpKind;
-    use crate::routing::plan::{Access, Pool, PoolServer};
-    use crate::routing::ring::Member;
     use std::sync::Arc;
     use tokio::io::AsyncReadExt;
     use tokio::net::{TcpListener, TcpStream};
 
     /// A connection, the client's socket, and the read half (kept open by the caller:
     /// dropping it would not close the socket, but keeping it mirrors the server).
-    async fn pair() -> (ClientConn, TcpStream, tokio::net::tcp::OwnedReadHalf) {
+    async fn pair() -> (ClientConn<Req>, TcpStream, tokio::net::tcp::OwnedReadHalf) {
         pair_with_budget(1 << 30).await
     }
 
     async fn pair_with_budget(
         budget: usize,
-    ) -> (ClientConn, TcpStream, tokio::net::tcp::OwnedReadHalf) {
+    ) -> (ClientConn<Req>, TcpStream, tokio::net::tcp::OwnedReadHalf) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let client = TcpStream::connect(listener.local_addr().unwrap())
             .await
@@ -412,37 +416,22 @@ mod tests {
         buf
     }
 
-    fn job(conn: &Arc<ClientConn>, access: Access, rr: u64) -> Job {
-        let now = std::time::Instant::now();
-        let addr: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
-        let server = PoolServer {
-            id: 0,
-            addr: addr.into(),
-            member: Member {
-                name: addr.to_string(),
-                weight: 1,
-            },
-        };
-        Job {
-            conn: Arc::clone(conn),
-            seq: conn.reserve(),
-            frame: bytes::Bytes::new(),
-            pool: Arc::new(Pool::replicate(
-                vec![server],
-                false,
-                std::time::Duration::from_secs(1),
-            )),
-            access,
-            rr,
-            op: OpKind::Get,
-            expect: cachelab_protocol::Expect::Values,
-            keys: 1,
-            noreply: false,
-            quiet: None,
-            arrival: now,
-            enqueued: now,
-            charge: Charge::new(Arc::new(MemoryBudget::new(0))),
+    /// A request as the barrier sees it: a write or a read, and which one it is.
+    #[derive(Debug, PartialEq)]
+    struct Req {
+        write: bool,
+        n: u64,
+    }
+
+    impl Ordered for Req {
+        fn is_write(&self) -> bool {
+            self.write
         }
+    }
+
+    fn req(conn: &Arc<ClientConn<Req>>, write: bool, n: u64) -> Req {
+        conn.reserve();
+        Req { write, n }
     }
 
     #[tokio::test]
@@ -465,10 +454,10 @@ mod tests {
         let (conn, _client, _read) = pair().await;
         let conn = Arc::new(conn);
         let queue = RequestQueue::new(1);
-        conn.dispatch(job(&conn, Access::Read, 0), false, &queue);
-        conn.dispatch(job(&conn, Access::Read, 1), false, &queue);
-        conn.dispatch(job(&conn, Access::Write, 0), true, &queue);
-        conn.dispatch(job(&conn, Access::Read, 2), false, &queue);
+        conn.dispatch(req(&conn, false, 0), false, &queue);
+        conn.dispatch(req(&conn, false, 1), false, &queue);
+        conn.dispatch(req(&conn, true, 2), true, &queue);
+        conn.dispatch(req(&conn, false, 3), false, &queue);
         assert_eq!(
             queue.len(),
             2,
@@ -480,9 +469,9 @@ mod tests {
         let _ = queue.pop(0).await;
         conn.finished(false, &queue);
         assert_eq!(queue.len(), 1, "both reads done: the write goes");
-        assert_eq!(queue.pop(0).await.unwrap().access, Access::Write);
+        assert_eq!(queue.pop(0).await.unwrap(), Req { write: true, n: 2 });
         conn.finished(true, &queue);
-        assert_eq!(queue.pop(0).await.unwrap().rr, 2);
+        assert_eq!(queue.pop(0).await.unwrap(), Req { write: false, n: 3 });
     }
 
     #[tokio::test]

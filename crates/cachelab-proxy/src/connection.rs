@@ -26,6 +26,7 @@ use crate::metrics::OpKind;
 use crate::observed::{NetCounters, Observed, PoolSlot};
 use crate::queue::RequestQueue;
 use crate::routing::plan::{Access, Pool};
+use crate::routing::spans::KeySpans;
 use crate::stats_command::compose_stats;
 use cachelab_protocol::Limits;
 use std::time::Duration;
@@ -68,7 +69,7 @@ enum End {
 }
 
 pub async fn serve(
-    conn: Arc<ClientConn>,
+    conn: Arc<ClientConn<Job>>,
     reader: impl Into<ClientReader>,
     net: Arc<NetContext>,
     slot: Arc<PoolSlot>,
@@ -122,7 +123,7 @@ async fn sleep_until_some(at: Option<tokio::time::Instant>) {
 }
 
 struct Session {
-    conn: Arc<ClientConn>,
+    conn: Arc<ClientConn<Job>>,
     reader: ClientReader,
     net: Arc<NetContext>,
     /// The listener's pool as of `generation`; refreshed when a reload bumps it.
@@ -258,7 +259,7 @@ impl Session {
                         return Decoded::Quit;
                     }
                 }
-                Step::Request { len, class } => {
+                Step::Request { len, class, spans } => {
                     if matches!(class, Class::Forward(_)) && self.conn.must_wait(limits) {
                         // Decoded again when the client may have it dispatched.
                         self.paused = true;
@@ -274,7 +275,7 @@ impl Session {
                             self.rbuf.advance(len);
                             self.answer_local(local);
                         }
-                        Class::Forward(forward) => self.enqueue(len, forward, arrival),
+                        Class::Forward(forward) => self.enqueue(len, forward, spans, arrival),
                     }
                 }
             }
@@ -326,7 +327,7 @@ impl Session {
         };
         // A request of its own on the servers: counted like one.
         self.net.net.arrivals.fetch_add(1, Ordering::Relaxed);
-        if !self.dispatch(frame.freeze(), forward, arrival) {
+        if !self.dispatch(frame.freeze(), forward, KeySpans::default(), arrival) {
             debug!(
                 conn = self.conn.id,
                 "memory budget exhausted: a too-large set's key not unlinked"
@@ -357,7 +358,7 @@ impl Session {
         }
     }
 
-    fn enqueue(&mut self, len: usize, forward: Forward, arrival: Instant) {
+    fn enqueue(&mut self, len: usize, forward: Forward, mut spans: KeySpans, arrival: Instant) {
         let frame = if forward.quiet.is_some() {
             // The servers answer everything (so replies stay in step and the reply rule
             // applies); quiet mode is applied towards the client by the worker.
@@ -388,11 +389,19 @@ impl Session {
                 Err(_) => unreachable!("the decoder already parsed this request"),
             }
             self.rbuf.advance(len);
-            stripped.freeze()
+            let stripped = stripped.freeze();
+            if !spans.is_empty() {
+                // Composed afresh: the keys moved (the slow path of over-long lines).
+                spans = match parse_request(&stripped, &self.net.settings.limits) {
+                    Ok((Request::Get(get), _)) => KeySpans::of(&stripped, get.keys.iter()),
+                    _ => unreachable!("a multi-key request is a get, and composes as one"),
+                };
+            }
+            stripped
         } else {
             self.rbuf.split_to(len).freeze()
         };
-        if !self.dispatch(frame, forward, arrival) {
+        if !self.dispatch(frame, forward, spans, arrival) {
             self.conn.reply_now(b"SERVER_ERROR out of memory\r\n");
         }
     }
@@ -406,7 +415,13 @@ impl Session {
 
     /// Queues a request frame for the workers, with its read targets assigned; false if
     /// the memory budget refused it.
-    fn dispatch(&mut self, frame: bytes::Bytes, forward: Forward, arrival: Instant) -> bool {
+    fn dispatch(
+        &mut self,
+        frame: bytes::Bytes,
+        forward: Forward,
+        spans: KeySpans,
+        arrival: Instant,
+    ) -> bool {
         let Some(charge) = Charge::take(&self.net.budget, frame.len()) else {
             if self.net.budget.refusals().is_multiple_of(1000) {
                 warn!(
@@ -425,6 +440,7 @@ impl Session {
             conn: Arc::clone(&self.conn),
             seq,
             frame,
+            spans,
             pool: Arc::clone(&self.pool),
             access: forward.access,
             rr,

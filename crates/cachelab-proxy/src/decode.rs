@@ -7,6 +7,7 @@ use cachelab_protocol::{
 
 use crate::metrics::OpKind;
 use crate::routing::plan::Access;
+use crate::routing::spans::KeySpans;
 
 /// How a request is served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +47,7 @@ pub enum Local {
 }
 
 /// One decoding step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
     /// Not enough bytes for anything; read more.
     Incomplete,
@@ -58,6 +59,8 @@ pub enum Step {
     Request {
         len: usize,
         class: Class,
+        /// Where a multi-key request's keys are (empty otherwise).
+        spans: KeySpans,
     },
     /// A binary-protocol request (its first byte is the request magic 0x80): we speak
     /// only the text protocol, and a binary client would wait forever for a text reply.
@@ -137,10 +140,17 @@ impl Decoder {
             return Step::Binary;
         }
         match parse_request(buf, limits) {
-            Ok((request, len)) => Step::Request {
-                len,
-                class: classify(&request),
-            },
+            Ok((request, len)) => {
+                let spans = match &request {
+                    Request::Get(get) if get.keys.len() > 1 => KeySpans::of(buf, get.keys.iter()),
+                    _ => KeySpans::default(),
+                };
+                Step::Request {
+                    len,
+                    class: classify(&request),
+                    spans,
+                }
+            }
             Err(ParseError::Incomplete) => Step::Incomplete,
             Err(ParseError::Invalid(invalid)) => {
                 self.discard = invalid.then;
@@ -253,12 +263,18 @@ mod tests {
         let mut out = Vec::new();
         loop {
             let step = decoder.step(&input[pos..], &limits);
-            out.push(step);
-            pos += match step {
-                Step::Incomplete | Step::Binary => return out,
-                Step::Skipped(n) => n,
-                Step::Reject(Invalid { consumed: len, .. }) | Step::Request { len, .. } => len,
+            let advance = match &step {
+                Step::Incomplete | Step::Binary => None,
+                Step::Skipped(n) => Some(*n),
+                Step::Reject(Invalid { consumed: len, .. }) | Step::Request { len, .. } => {
+                    Some(*len)
+                }
             };
+            out.push(step);
+            match advance {
+                Some(n) => pos += n,
+                None => return out,
+            }
         }
     }
 
@@ -267,19 +283,23 @@ mod tests {
         let s = steps(b"get a b\r\nset k 0 0 1 noreply\r\nx\r\n");
         let Step::Request {
             class: Class::Forward(get),
+            spans,
             ..
-        } = s[0]
+        } = &s[0]
         else {
             panic!()
         };
+        // the keys are where the decoder found them, for routing and composition
+        assert_eq!(spans.keys(b"get a b\r\n").collect::<Vec<_>>(), [b"a", b"b"]);
         assert_eq!(
             (get.op, get.keys, get.access),
             (OpKind::MultiGet, 2, Access::Read)
         );
         let Step::Request {
             class: Class::Forward(set),
+            spans,
             ..
-        } = s[1]
+        } = &s[1]
         else {
             panic!()
         };
@@ -287,12 +307,13 @@ mod tests {
             (set.op, set.access, set.noreply),
             (OpKind::Set, Access::Write, true)
         );
+        assert!(spans.is_empty(), "one key: routing reads it from the frame");
     }
 
     #[test]
     fn a_value_over_the_limit_is_rejected_and_its_data_skipped() {
         let s = steps(b"set k 0 0 10\r\n0123456789\r\nversion\r\n");
-        let Step::Reject(invalid) = s[0] else {
+        let Step::Reject(invalid) = &s[0] else {
             panic!("{s:?}")
         };
         assert_eq!(
@@ -305,7 +326,8 @@ mod tests {
                 Step::Skipped(12),
                 Step::Request {
                     len: 9,
-                    class: Class::Local(Local::Version)
+                    class: Class::Local(Local::Version),
+                    spans: KeySpans::default(),
                 },
             ]
         );
@@ -314,7 +336,7 @@ mod tests {
     #[test]
     fn an_http_request_line_ends_the_decoding_as_memcached_closes() {
         let s = steps(b"GET / HTTP/1.1\r\nversion\r\n");
-        let Step::Reject(invalid) = s[0] else {
+        let Step::Reject(invalid) = &s[0] else {
             panic!("{s:?}")
         };
         assert_eq!((invalid.then, invalid.reply()), (Discard::Close, None));
@@ -335,7 +357,8 @@ mod tests {
             s[1],
             Step::Request {
                 len: 9,
-                class: Class::Local(Local::Version)
+                class: Class::Local(Local::Version),
+                spans: KeySpans::default(),
             }
         );
     }

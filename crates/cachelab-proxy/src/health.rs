@@ -27,7 +27,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::config::BACKOFF_INITIAL;
 use crate::endpoint::Endpoint;
 use crate::server_stream::Connector;
 use crate::tls::ServerTls;
@@ -82,6 +81,9 @@ impl HealthState {
         was
     }
 }
+
+/// The first reconnection attempt waits this long; each failure doubles it.
+pub const BACKOFF_INITIAL: Duration = Duration::from_millis(10);
 
 /// Servers the proxy can know over its life (every pool, every reload); a slot is never
 /// reused, so a server keeps its id (and its connections) across reloads.

@@ -7,16 +7,19 @@ use bytes::Bytes;
 use cachelab_protocol::Expect;
 
 use crate::budget::Charge;
-use crate::client::ClientConn;
+use crate::client::{ClientConn, Ordered};
 use crate::metrics::OpKind;
 use crate::routing::plan::{Access, Pool};
+use crate::routing::spans::KeySpans;
 
 pub struct Job {
-    pub conn: Arc<ClientConn>,
+    pub conn: Arc<ClientConn<Job>>,
     /// The reply slot reserved on the connection.
     pub seq: u64,
     /// The request as the servers get it (noreply already removed).
     pub frame: Bytes,
+    /// Where a multi-key request's keys are in `frame` (empty otherwise).
+    pub spans: KeySpans,
     /// The pool it was decoded for: a reload after that does not change its servers.
     pub pool: Arc<Pool>,
     pub access: Access,
@@ -37,10 +40,8 @@ pub struct Job {
     pub charge: Charge,
 }
 
-impl Job {
-    /// Whether it changes data: such a request waits for everything before it on its
-    /// connection, and what follows waits for it (see `client`).
-    pub fn is_write(&self) -> bool {
+impl Ordered for Job {
+    fn is_write(&self) -> bool {
         !self.access.is_read()
     }
 }

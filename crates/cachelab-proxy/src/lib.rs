@@ -17,7 +17,7 @@
 //!   connection's order, and takes the next.
 //! - **server health** ([`health`]): one registry for the whole proxy: eject, probe,
 //!   restore.
-//! - **configuration** ([`config`], [`config_file`], [`config_yaml`]): the command line's
+//! - **configuration** ([`config`]): the command line's
 //!   single pool, or listeners and pools from cachelab's TOML or twemproxy's
 //!   nutcracker.yml, bounded in size and without YAML aliases; reloaded on SIGHUP
 //!   ([`server::reload`]).
@@ -34,8 +34,6 @@ pub mod busy_poll;
 pub mod client;
 pub mod client_stream;
 pub mod config;
-pub mod config_file;
-pub mod config_yaml;
 pub mod connection;
 pub mod counters;
 pub mod decode;

@@ -384,7 +384,7 @@ pub fn reload(
         return;
     };
     let listeners =
-        match crate::config_file::load(path, config.server_timeout, config.failure_limit) {
+        match crate::config::file::load(path, config.server_timeout, config.failure_limit) {
             Ok(listeners) => listeners,
             Err(e) => {
                 error!(error = %e, "reload refused; the old configuration keeps serving");

@@ -179,7 +179,7 @@ fn a_yaml_alias_bomb_is_refused_once_naming_aliases() {
 #[test]
 fn an_oversized_config_is_refused_once_by_name_and_limit() {
     let dir = temp_dir();
-    let limit = cachelab_proxy::config_file::MAX_CONFIG_BYTES as usize;
+    let limit = cachelab_proxy::config::file::MAX_CONFIG_BYTES as usize;
     let mut text = String::from("alpha:\n  listen: 127.0.0.1:0\n  servers:\n");
     let mut i = 0;
     while text.len() <= limit {

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use cachelab_protocol::resp::compose_command;
 use cachelab_protocol::{parse_resp_reply, ReplyError, RespValue};
+use cachelab_proxy::config::fields::{parse_server, twemproxy_order, Resolver};
 use cachelab_proxy::config::PoolSpec;
-use cachelab_proxy::config_file::{parse_server, twemproxy_order, Resolver};
 use cachelab_proxy::routing::hash::Hash;
 use cachelab_proxy::routing::plan::{Alive, Mode, Pool, PoolServer, ReadPolicy, ServerId};
 use cachelab_proxy::routing::redis::split::key_server;

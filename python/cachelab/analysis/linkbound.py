@@ -18,9 +18,11 @@ servers, M middlewares, L load hosts' shares of the instances:
 - server (behind middlewares): a set from every middleware reaches every server, a get
   reaches one (1/N of the reply bytes per server); without middlewares a server carries
   the instances that target it.
-The bound is  X_max = min over hosts and directions of  rate(host) / B(host, dir),
-rate in bytes/s of L2 frames (what TBF counts): the configured link_mbit / 8, or the
-measured iperf3 goodput converted back to frames (x 1514 / 1448).
+The bound is  X_max = min over hosts and directions of  rate(host, dir) / B(host, dir),
+rate in bytes/s of L2 frames (what TBF counts): the configured egress_mbit (up) or
+ingress_mbit (down) / 8, or the measured iperf3 goodput converted back to frames
+(x 1514 / 1448). A direction at rate 0 is unshaped and sets no bound: with egress-only
+shaping (the study's cloud) only the uploads count.
 """
 
 from __future__ import annotations
@@ -91,12 +93,13 @@ def bytes_per_request(config: RunConfig, layout: Layout,
 
 
 def bound(config: RunConfig, layout: Layout, key_len: int,
-          rates_bytes: dict[str, float]) -> Bound | None:
-    """The link bound on throughput; `rates_bytes` maps host name to its link's rate in
-    frame bytes/s (hosts left out, or 0, are unshaped). None when nothing is shaped."""
+          rates_bytes: dict[tuple[str, str], float]) -> Bound | None:
+    """The link bound on throughput; `rates_bytes` maps (host name, "up"/"down") to that
+    direction's rate in frame bytes/s (left out, or 0: unshaped). None when nothing is
+    shaped."""
     best: Bound | None = None
     for (host, direction), per_request in bytes_per_request(config, layout, key_len).items():
-        rate = rates_bytes.get(host, 0.0)
+        rate = rates_bytes.get((host, direction), 0.0)
         if rate <= 0 or per_request <= 0:
             continue
         x = rate / per_request
@@ -105,5 +108,11 @@ def bound(config: RunConfig, layout: Layout, key_len: int,
     return best
 
 
-def configured_rates(layout: Layout) -> dict[str, float]:
-    return {h.name: h.link_mbit * 1e6 / 8 for h in layout.hosts if h.link_mbit > 0}
+def configured_rates(layout: Layout) -> dict[tuple[str, str], float]:
+    """Each host's egress ("up") and ingress ("down") rate in bytes/s, where shaped."""
+    rates = {}
+    for h in layout.hosts:
+        for direction, mbit in (("up", h.egress_mbit), ("down", h.ingress_mbit)):
+            if mbit > 0:
+                rates[(h.name, direction)] = mbit * 1e6 / 8
+    return rates

@@ -21,6 +21,7 @@ import click
 
 from cachelab.analysis import capacity as cap
 from cachelab.errors import UserError
+from cachelab.readers import loadgen
 from cachelab.run import capacity as capacity_io
 from cachelab.spec import experiment as spec
 
@@ -69,7 +70,8 @@ def search_server(address: str, out: Path, exp: spec.Experiment,
         raise UserError(f"--server: expected HOST:PORT, got {address!r}")
     out.mkdir(parents=True, exist_ok=True)
     config = exp.points[0].config
-    outcome = capacity_io.search(exp, config, [(match[1], int(match[2]))], out, log=log)
+    outcome = capacity_io.search(exp, config,
+                                 [(match[1], int(match[2]), loadgen.PLAIN)], out, log=log)
     write_outcome(out, exp, outcome, address)
     return outcome
 

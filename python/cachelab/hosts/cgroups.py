@@ -22,8 +22,13 @@ from pathlib import Path
 
 from cachelab.errors import UserError
 
-#: The CFS period we set; a quota q cores is q x this per period.
+#: The CFS period by default; a quota q cores is q x the period per period. A host that
+#: spends its quota early in a period waits out the rest of it, so the period bounds the
+#: stall a request may see (docs/topologies.md has the measurement behind
+#: topology.cpu_period_ms's default).
 PERIOD_US = 100_000
+#: The smallest runtime per period the kernel accepts (v1 cfs_quota_us, v2 cpu.max).
+MIN_QUOTA_US = 1000
 
 
 @dataclass(frozen=True)
@@ -71,8 +76,9 @@ class CpuGroup:
     removed when the host goes (after its processes are gone)."""
 
     def __init__(self, name: str, *, quota: float = 0.0, cpus: str | None = None,
-                 hierarchies: Hierarchies | None = None) -> None:
+                 hierarchies: Hierarchies | None = None, period_us: int = PERIOD_US) -> None:
         self.name = name
+        self.period_us = period_us
         h = hierarchies or detect()
         if h.version is None:
             raise UserError("no CPU cgroup controller found (neither cgroup v2 with cpu nor "
@@ -96,18 +102,22 @@ class CpuGroup:
         if self.version == 2:
             d = self.dirs[0]
             if quota:
-                (d / "cpu.max").write_text(f"{round(quota * PERIOD_US)} {PERIOD_US}")
+                (d / "cpu.max").write_text(f"{self.quota_us(quota)} {self.period_us}")
             if cpus:
                 (d / "cpuset.cpus").write_text(cpus)
             return
         cpu, cpuset = self._h.v1["cpu"] / self.name, self._h.v1["cpuset"] / self.name
         if quota:
-            (cpu / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-            (cpu / "cpu.cfs_quota_us").write_text(str(round(quota * PERIOD_US)))
+            (cpu / "cpu.cfs_period_us").write_text(str(self.period_us))
+            (cpu / "cpu.cfs_quota_us").write_text(str(self.quota_us(quota)))
         parent = cpuset.parent
         (cpuset / "cpuset.mems").write_text((parent / "cpuset.mems").read_text().strip())
         (cpuset / "cpuset.cpus").write_text(
             cpus or (parent / "cpuset.cpus").read_text().strip())
+
+    def quota_us(self, quota: float) -> int:
+        """`quota` cores as runtime per period; the kernel refuses less than 1 ms."""
+        return max(round(quota * self.period_us), MIN_QUOTA_US)
 
     def procs_files(self) -> list[Path]:
         return [d / "cgroup.procs" for d in self.dirs]

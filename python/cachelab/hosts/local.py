@@ -19,9 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cachelab.errors import UserError
+from cachelab.hosts import tls
 from cachelab.hosts.binaries import find_binary
 from cachelab.hosts.host import LOOPBACK, Host
-from cachelab.hosts.procs import START_TIMEOUT_S, Managed, free_port, require_command, wait_for_port
+from cachelab.hosts.procs import (
+    START_TIMEOUT_S,
+    Managed,
+    free_port,
+    require_command,
+    wait_for_port,
+    wait_for_socket,
+)
 
 HOST = LOOPBACK.address
 
@@ -48,6 +56,10 @@ class ServerOptions:
     extra_args: tuple[str, ...] = ()
     #: Redis: "off", "rdb" or "aof".
     persistence: str = "off"
+    #: Serve TLS with these certificates (None: plain).
+    certificates: tls.TlsFiles | None = None
+    #: Listen on this Unix socket instead of TCP (None: TCP).
+    socket: Path | None = None
 
 
 def server_argv(kind: str, port: int, threads: int, memory_mb: int,
@@ -56,7 +68,14 @@ def server_argv(kind: str, port: int, threads: int, memory_mb: int,
                 ) -> list[str]:
     o = options or ServerOptions(kind, threads, memory_mb)
     if kind == "redis":
-        argv = [require_command("redis-server"), "--port", str(port), "--bind", listen,
+        if o.socket is not None:
+            transport = ["--port", "0", "--unixsocket", str(o.socket),
+                         "--unixsocketperm", "700"]
+        elif o.certificates is not None:
+            transport = tls.redis_args(o.certificates, port)
+        else:
+            transport = ["--port", str(port)]
+        argv = [require_command("redis-server"), *transport, "--bind", listen,
                 "--protected-mode", "no", "--maxmemory", f"{memory_mb}mb",
                 "--io-threads", str(threads)]
         argv += ["--io-threads-do-reads", "yes"] if threads > 1 else []
@@ -68,7 +87,11 @@ def server_argv(kind: str, port: int, threads: int, memory_mb: int,
                      if o.persistence == "aof" else
                      ["--appendonly", "no", "--save", "3600 1 300 100 60 10000"])
         return argv + list(o.extra_args)
-    argv = [require_command("memcached"), "-l", listen, "-p", str(port), "-U", "0",
+    transport = (["-s", str(o.socket)] if o.socket is not None
+                 else ["-l", listen, "-p", str(port)])
+    if o.certificates is not None:
+        transport += tls.memcached_args(o.certificates.server)
+    argv = [require_command("memcached"), *transport, "-U", "0",
             "-t", str(threads), "-m", str(memory_mb)]
     argv += ["-R", str(o.group_size)] if o.group_size else []
     as_root = os.geteuid() == 0 if as_root is None else as_root
@@ -91,11 +114,17 @@ def start_server(kind: str, *, threads: int, memory_mb: int, cpus: Sequence[int]
                            data_dir)
         log.with_suffix(".cmdline").write_text(" ".join(argv) + "\n")
         proc = host.spawn(argv, log, cpus)
-        if wait_for_port(host.address, port):
+        if options.socket is not None:
+            if wait_for_socket(options.socket):
+                return Managed(kind, proc, host.address, 0, {"log": log}, options.socket)
+        elif wait_for_port(host.address, port):
             return Managed(kind, proc, host.address, port, {"log": log})
         proc.kill()
         proc.wait()
-    raise UserError(f"{kind} did not start listening on {host.address}; see {log}")
+        if options.socket is not None:
+            break  # a socket path is not taken by another process as a port is
+    where = options.socket or host.address
+    raise UserError(f"{kind} did not start listening on {where}; see {log}")
 
 
 #: The threads that serve requests, by their names in /proc/PID/task/*/comm.
@@ -135,15 +164,34 @@ def pin_threads(pid: int, kind: str, cpus: Sequence[int], first: int = 0,
     return placed
 
 
+@dataclass(frozen=True)
+class MiddlewareTransport:
+    """How a middleware meets its clients and its servers: TLS certificates for its
+    listener and/or towards its servers (None: plain), or a Unix socket to listen on."""
+
+    listener_tls: tls.TlsFiles | None = None
+    server_tls: tls.TlsFiles | None = None
+    socket: Path | None = None
+
+    def argv(self) -> list[str]:
+        argv = tls.proxy_listener_args(self.listener_tls) if self.listener_tls else []
+        argv += tls.proxy_server_args(self.server_tls) if self.server_tls else []
+        return argv
+
+
 def start_middleware(servers: Sequence[str], *, workers: int, sharded: bool,
                      threads: int | None, window_s: float, cpus: Sequence[int],
                      stats_file: Path, log_file: Path, out: Path,
                      pipeline: int = 1, busy_poll_us: int = 0,
-                     host: Host = LOOPBACK) -> Managed:
+                     host: Host = LOOPBACK,
+                     transport: MiddlewareTransport = MiddlewareTransport()) -> Managed:
     """cachelab-proxy on a free port (it prints `listening on ADDR` first on stdout; on a
-    remote host, where its output is not at hand, on a port chosen here)."""
+    remote host, where its output is not at hand, on a port chosen here), or on the
+    transport's Unix socket."""
     port = _port(host) if host.remote else 0
-    argv = [str(find_binary("cachelab-proxy")), "-l", host.address, "-p", str(port),
+    listen = (["--unix-socket", str(transport.socket)] if transport.socket is not None
+              else ["-l", host.address, "-p", str(port)])
+    argv = [str(find_binary("cachelab-proxy")), *listen, *transport.argv(),
             "-t", str(workers),
             "--stats-window", f"{window_s:g}", "--stats-file", str(stats_file),
             "--log-file", str(log_file), "-m", *servers]
@@ -166,6 +214,9 @@ def start_middleware(servers: Sequence[str], *, workers: int, sharded: bool,
         if first[1]:
             if not first[0].startswith(prefix):
                 break
+            if transport.socket is not None:
+                return Managed("cachelab-proxy", proc, host.address, 0, files,
+                               transport.socket)
             address, _, listening = first[0][len(prefix):].rpartition(":")
             return Managed("cachelab-proxy", proc, address, int(listening), files)
         if proc.poll() is not None:

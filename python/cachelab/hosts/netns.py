@@ -10,11 +10,14 @@ A host's link, in the core namespace:
     host eth0 ==veth== hNa  [cachelab-delay hNa <-> hNb]  hNb ==veth== hNp -- bridge
                       (without a delay: hNa is the bridge port itself)
 
-- Upload (host -> bridge) is shaped by a TBF on the host's eth0; download (bridge -> host)
-  by a TBF on the bridge port's egress (hNp, or hNa without a delay), each at link_mbit.
+- What the host sends (egress) is shaped by a TBF on the host's eth0 at egress_mbit; what
+  it receives (ingress) by a TBF on the bridge port's egress (hNp, or hNa without a
+  delay) at ingress_mbit; a direction at 0 has no TBF (the study's cloud capped egress
+  only).
 - The delay is `cachelab-delay`, a packet-level delay line between hNa and hNb (this kernel
   has no sch_netem): every frame, each direction, waits delay_ms before it is sent on, so
-  TCP sees the delay as it would between machines.
+  TCP sees the delay as it would between machines. One process (one thread) serves every
+  host's link; its CPU is read from /proc/<pid>/stat (`emulator_pids`).
 
 Everything is named with the `cachelab-` prefix and the owner's PID, so a later run finds
 what a killed harness left (`remove_stale`) and touches nothing else.
@@ -39,11 +42,8 @@ from cachelab.spec.topology import Layout, PlannedHost, address, controller_addr
 
 PREFIX = "cachelab-"
 NETNS_DIR = Path("/run/netns")
-#: TBF queue: how long a packet may wait for tokens before it is dropped.
-TBF_LATENCY_MS = 50
-#: The delay lines wake this early and busy-wait the rest: a sleep overshoots by ~40 us
-#: here, which four crossings per round trip would add up to.
-SPIN_US = 60
+#: TBF queue by default: how long a packet may wait for tokens before it is dropped.
+TBF_LATENCY_MS = 50.0
 _counter = itertools.count(1)
 
 
@@ -80,14 +80,20 @@ def _tc(*args: str, netns: str) -> str:
     return _run(["tc", "-n", netns, *args])
 
 
-def tbf_args(mbit: float) -> list[str]:
-    """A TBF at `mbit`: the bucket holds at least 2 ms at the rate (the kernel's timer
-    ticks are up to 4 ms apart, and a smaller bucket would under-shoot) and at least a
-    full 64 KiB GSO packet."""
+def tbf_args(mbit: float, burst_kb: float | None = None,
+             queue_ms: float = TBF_LATENCY_MS) -> list[str]:
+    """A TBF at `mbit`. The default bucket holds at least 2 ms at the rate (the kernel's
+    timer ticks are up to 4 ms apart, and a smaller bucket would under-shoot) and at least
+    a full 64 KiB GSO packet; a bucket given is kept, but never below one 1514-byte frame
+    (TBF drops what its bucket cannot hold). `queue_ms`: how long a frame may wait for
+    tokens before it is dropped."""
     rate_bytes = mbit * 1e6 / 8
-    burst = max(int(rate_bytes * 0.002), 65536 + 1514)
+    if burst_kb is None:
+        burst = max(int(rate_bytes * 0.002), 65536 + 1514)
+    else:
+        burst = max(int(burst_kb * 1024), 1514)
     return ["tbf", "rate", f"{mbit:g}mbit", "burst", str(burst),
-            "latency", f"{TBF_LATENCY_MS}ms"]
+            "latency", f"{queue_ms:g}ms"]
 
 
 def _subnet() -> int:
@@ -114,7 +120,14 @@ class DataCentre:
         self.hosts: dict[str, Host] = {}
         self._namespaces: list[str] = []
         self._groups: list[cgroups.CpuGroup] = []
-        self._delays: list[subprocess.Popen] = []
+        self._delay: subprocess.Popen | None = None
+        #: (host, interface a, interface b, delay in µs) of every delayed link.
+        self._links: list[tuple[str, str, str, int]] = []
+
+    @property
+    def emulator_pids(self) -> tuple[int, ...]:
+        """The delay line's process (none without delays), for its CPU."""
+        return () if self._delay is None else (self._delay.pid,)
 
     def __enter__(self) -> DataCentre:
         try:
@@ -144,6 +157,8 @@ class DataCentre:
         _ip("link", "set", "dev", self.controller_link, "up")
         for i, planned in enumerate(self.layout.hosts):
             self.hosts[planned.name] = self._add_host(i, planned, address(subnet, i))
+        if self._links:
+            self._start_delay()
 
     def _add_netns(self, name: str) -> None:
         _ip("netns", "add", name)
@@ -163,35 +178,42 @@ class DataCentre:
             for dev in (a, b):
                 _ip("link", "set", "dev", dev, "up", netns=self.core)
             _ip("link", "set", "dev", port, "master", "br0", "up", netns=self.core)
-            self._start_delay(a, b, planned.delay_ms, planned.name)
+            self._links.append((planned.name, a, b, round(planned.delay_ms * 1000)))
         else:
             port = a
             _ip("link", "set", "dev", a, "master", "br0", "up", netns=self.core)
-        if planned.link_mbit > 0:
-            _tc("qdisc", "replace", "dev", "eth0", "root", *tbf_args(planned.link_mbit),
-                netns=netns)
-            _tc("qdisc", "replace", "dev", port, "root", *tbf_args(planned.link_mbit),
-                netns=self.core)
+        if planned.egress_mbit > 0:
+            _tc("qdisc", "replace", "dev", "eth0", "root",
+                *tbf_args(planned.egress_mbit, planned.egress_burst_kb,
+                          planned.egress_queue_ms), netns=netns)
+        if planned.ingress_mbit > 0:
+            _tc("qdisc", "replace", "dev", port, "root",
+                *tbf_args(planned.ingress_mbit, planned.ingress_burst_kb,
+                          planned.ingress_queue_ms), netns=self.core)
         group = cgroups.CpuGroup(f"{PREFIX}{self.tag}-{planned.name}",
-                                 quota=planned.cpu_quota, cpus=planned.cpus)
+                                 quota=planned.cpu_quota, cpus=planned.cpus,
+                                 period_us=self.layout.cpu_period_us)
         self._groups.append(group)
         prefix = ("nsenter", f"--net={NETNS_DIR / netns}", "--",
                   *cgroups.join_prefix(group))
         return Host(planned.name, addr, prefix, group)
 
-    def _start_delay(self, a: str, b: str, delay_ms: float, name: str) -> None:
-        us = str(round(delay_ms * 1000))
-        out = self.log_dir / f"delay-{name}.out"
+    def _start_delay(self) -> None:
+        """One `cachelab-delay` for every delayed link, in the core namespace; its
+        statistics go to `delay.json` (a line per link, named after its host)."""
+        out = self.log_dir / "delay.out"
+        links = [arg for name, a, b, us in self._links
+                 for arg in ("--link", f"{name}:{a}:{b}:{us}")]
         argv = ["nsenter", f"--net={NETNS_DIR / self.core}", "--",
-                str(find_binary("cachelab-delay")), "--a", a, "--b", b,
-                "--delay-us-ab", us, "--delay-us-ba", us, "--spin-us", str(SPIN_US),
-                "--stats-file", str(self.log_dir / f"delay-{name}.json")]
+                str(find_binary("cachelab-delay")), *links,
+                "--stats-file", str(self.log_dir / "delay.json")]
         if shutil.which("setpriv"):
             argv = ["setpriv", "--pdeathsig", "KILL", "--", *argv]
         with open(out, "wb") as sink:
+            # setpriv and nsenter exec, so this PID becomes the delay line's own.
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink,
                                     start_new_session=True)
-        self._delays.append(proc)
+        self._delay = proc
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if "ready" in out.read_text(errors="replace"):
@@ -199,15 +221,15 @@ class DataCentre:
             if proc.poll() is not None:
                 break
             time.sleep(0.01)
-        raise UserError(f"the delay line of host {name} did not start; see {out}")
+        raise UserError(f"the delay line did not start; see {out}")
 
     def teardown(self) -> None:
         """Kills what runs in our namespaces and cgroups (by PID), stops the delay lines
         (so they write their statistics), and removes namespaces, links and cgroups."""
-        for proc in self._delays:
+        proc = self._delay
+        if proc is not None:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
-        for proc in self._delays:
             try:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
@@ -219,7 +241,7 @@ class DataCentre:
             _kill(group.pids())
             group.remove()
         subprocess.run(["ip", "link", "delete", self.controller_link], capture_output=True)
-        self._namespaces, self._groups, self._delays = [], [], []
+        self._namespaces, self._groups, self._delay, self._links = [], [], None, []
 
 
 def _kill(pids: list[int]) -> None:

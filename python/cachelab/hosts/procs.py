@@ -41,6 +41,21 @@ def wait_for_port(host: str, port: int, timeout: float = START_TIMEOUT_S) -> boo
     return False
 
 
+def wait_for_socket(path: Path, timeout: float = START_TIMEOUT_S) -> bool:
+    """Waits until something accepts on the Unix socket `path`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.settimeout(0.2)
+                probe.connect(str(path))
+                return True
+        except OSError:
+            pass
+        time.sleep(0.02)
+    return False
+
+
 @dataclass
 class Managed:
     """A child process with the address it serves on."""
@@ -50,10 +65,13 @@ class Managed:
     host: str
     port: int
     files: dict[str, Path] = field(default_factory=dict)
+    #: The Unix socket it serves on instead of host:port, if any.
+    socket: Path | None = None
 
     @property
     def address(self) -> str:
-        return f"{self.host}:{self.port}"
+        """How a middleware names it in `-m`: host:port, or the socket's path."""
+        return str(self.socket) if self.socket else f"{self.host}:{self.port}"
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int | None:
         """Signals the process and waits for it; kills it if it does not exit in time."""

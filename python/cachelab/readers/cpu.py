@@ -9,6 +9,7 @@ so nothing is counted twice.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -120,6 +121,18 @@ def core_percent(before: tuple[float, float], after: tuple[float, float],
             max(0.0, 100.0 * (after[1] - before[1]) / seconds))
 
 
+def process_usage(pid: int, proc: str = "/proc") -> tuple[float, float]:
+    """Cumulative (user, system) CPU seconds of process `pid`, all its threads, from
+    /proc/<pid>/stat (fields 14 and 15, in clock ticks)."""
+    with open(f"{proc}/{pid}/stat") as f:
+        text = f.read()
+    # The command name (field 2) is in parentheses and may hold spaces or parentheses:
+    # the fields after it start past the last ')'.
+    fields = text[text.rindex(")") + 2:].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
 class GroupSampler:
     """A thread that reads each host's cumulative (user, system) CPU seconds every
     `interval` seconds (a cgroup's counters), so each host's cost is seen apart from the
@@ -158,3 +171,19 @@ class GroupSampler:
                 self.samples.append((now_t - self._start, name, usr, sys_))
                 self._last[name] = now
             self._last_t = now_t
+
+
+def process_seconds(pid: int) -> tuple[float, float] | None:
+    """Cumulative (user, system) CPU seconds of process `pid` and its live children (a
+    command prefix that forks, such as a namespace's, leaves the server a child), or None
+    when the process is gone."""
+    try:
+        root = psutil.Process(pid)
+        user = system = 0.0
+        for proc in (root, *root.children(recursive=True)):
+            times = proc.cpu_times()
+            user += times.user
+            system += times.system
+        return user, system
+    except psutil.Error:
+        return None

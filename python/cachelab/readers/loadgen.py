@@ -29,6 +29,29 @@ LATENCY_FIELDS = ("avg", "stddev", "p50", "p90", "p99", "p999", "max")
 TIMING_FIGURES = ("wire", "response", "user_latency", "send_delay", "read_delay")
 
 
+@dataclass(frozen=True)
+class Transport:
+    """How a load generator reaches its target beyond host and port: a Unix socket to
+    connect to instead (`-S`), and/or TLS verified against a CA (PEM) for the name the
+    target's certificate has (`--tls --cacert --sni`)."""
+
+    socket: Path | None = None
+    #: With TLS, the CA that signed the target's certificate; None: plain.
+    ca: Path | None = None
+    name: str = ""
+
+    def argv(self, host: str, port: int) -> list[str]:
+        argv = (["-S", str(self.socket)] if self.socket is not None
+                else ["--server", host, "--port", str(port)])
+        if self.ca is not None:
+            argv += ["--tls", f"--cacert={self.ca}"] + ([f"--sni={self.name}"] if self.name
+                                                        else [])
+        return argv
+
+
+PLAIN = Transport()
+
+
 def protocol(config: RunConfig) -> str:
     if config.servers.kind == ServerKind.REDIS:
         return "redis"
@@ -42,21 +65,22 @@ def _workload_args(config: RunConfig) -> list[str]:
             "--key-maximum", str(w.key_maximum)]
 
 
-def populate_argv(config: RunConfig, host: str, port: int, json_out: Path) -> list[str]:
+def populate_argv(config: RunConfig, host: str, port: int, json_out: Path,
+                  transport: Transport = PLAIN) -> list[str]:
     """Writes every key of the range once (sequentially, split over 4 connections)."""
-    return ["--server", host, "--port", str(port), *_workload_args(config),
+    return [*transport.argv(host, port), *_workload_args(config),
             "--threads", "1", "--clients", "4", "--populate", "--json-out-file", str(json_out)]
 
 
 def run_argv(config: RunConfig, host: str, port: int, *, test_time: float, warmup: float,
              cooldown: float, seed: int, json_out: Path,
-             start_at_ms: int | None = None) -> list[str]:
+             start_at_ms: int | None = None, transport: Transport = PLAIN) -> list[str]:
     """One load generator instance of a run; an open-loop rate is split evenly over the
     instances. With `start_at_ms`, the instance starts its clock on that wall-clock
     instant (Unix ms), as every other instance of the run does."""
     w, load = config.workload, config.load
     pattern = w.pattern_letter
-    argv = ["--server", host, "--port", str(port), *_workload_args(config),
+    argv = [*transport.argv(host, port), *_workload_args(config),
             "--threads", str(load.threads), "--clients", str(load.clients),
             "--ratio", w.ratio, "--key-pattern", f"{pattern}:{pattern}",
             "--test-time", f"{test_time:g}", "--warmup", f"{warmup:g}",
@@ -75,13 +99,13 @@ def run_argv(config: RunConfig, host: str, port: int, *, test_time: float, warmu
 
 def measure_argv(config: RunConfig, host: str, port: int, *, rate: float, test_time: float,
                  warmup: float, cooldown: float, seed: int, json_out: Path,
-                 start_at_ms: int | None = None) -> list[str]:
+                 start_at_ms: int | None = None, transport: Transport = PLAIN) -> list[str]:
     """The measuring client (mutilate's -Q/-C, Lancet's latency agent): one connection in
     open loop at a low `rate`, same workload as the load instances, so its latencies are
     not its own queueing."""
     w = config.workload
     pattern = w.pattern_letter
-    argv = ["--server", host, "--port", str(port), *_workload_args(config),
+    argv = [*transport.argv(host, port), *_workload_args(config),
             "--threads", "1", "--clients", "1", "--ratio", w.ratio,
             "--key-pattern", f"{pattern}:{pattern}", "--test-time", f"{test_time:g}",
             "--warmup", f"{warmup:g}", "--cooldown", f"{cooldown:g}",
@@ -168,6 +192,19 @@ class ClientCpu:
 
 
 @dataclass(frozen=True)
+class ConnectionSetup:
+    """`connection_setup`: the connections opened over the run and, with TLS, the
+    handshakes and what the first one agreed on (rustls's names, e.g. `TLSv1_3`,
+    `TLS13_AES_256_GCM_SHA384`)."""
+
+    connections: int
+    handshakes: int
+    handshake_failures: int
+    tls_version: str | None
+    cipher_suite: str | None
+
+
+@dataclass(frozen=True)
 class Report:
     """One instance's report; `summary` covers its steady window (warm-up and cool-down
     cut), `series` every second of the run."""
@@ -190,6 +227,8 @@ class Report:
     #: Open loop: a sample of the gaps between successive sends of each load thread in
     #: the window, ns (empty in closed loop and in reports before it existed).
     send_intervals_ns: tuple[int, ...] = ()
+    #: None in reports from before the load generator reported it.
+    connection_setup: ConnectionSetup | None = None
 
     def ops_per_second(self) -> dict[int, int]:
         """Requests completed in each second of the run, every operation type together."""
@@ -222,7 +261,8 @@ def parse(text: str, where: str = "load report") -> Report:
                       series, {op: doc["histograms"][op] for op in OPS},
                       doc["configuration"], _timing(doc.get("timing")),
                       _client_cpu(doc.get("client_cpu")), run.get("start_late_us"),
-                      tuple(doc.get("send_intervals_ns", ())))
+                      tuple(doc.get("send_intervals_ns", ())),
+                      _setup(doc.get("connection_setup")))
     except (KeyError, TypeError) as exc:
         raise UserError(f"{where}: missing or malformed field {exc}") from None
 
@@ -243,6 +283,13 @@ def _client_cpu(c: dict | None) -> ClientCpu | None:
         return None
     return ClientCpu(c["threads"], c["user_s"], c["system_s"], c["wall_s"], c["share"],
                      c["busiest_thread_share"], c["saturated"])
+
+
+def _setup(c: dict | None) -> ConnectionSetup | None:
+    if c is None:
+        return None
+    return ConnectionSetup(c["connections"], c["handshakes"], c["handshake_failures"],
+                           c.get("tls_version"), c.get("cipher_suite"))
 
 
 def load(path: Path) -> Report:

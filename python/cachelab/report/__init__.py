@@ -64,6 +64,7 @@ def environment() -> jinja2.Environment:
                              autoescape=True, undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = _num
+    env.filters["signed"] = lambda v: "-" if v is None else ("+" if v >= 0 else "") + _num(v)
     env.filters["pct"] = lambda v: "-" if v is None else f"{v:.1%}"
     env.filters["ratio"] = lambda v: "-" if v is None else f"{v:.2f}"
     return env

@@ -9,6 +9,7 @@ middlewares and runs.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -90,6 +91,9 @@ class PointResult:
     clocks: tuple[ClientClock, ...] = ()
     #: Where the clients' time went (wire, response, send and read delays), per role.
     timings: tuple[ClientTiming, ...] = ()
+    #: A scale model's k: the figures above are already rescaled to full speed
+    #: (throughput x k, times / k; report/rescale.py). 1: no scale model.
+    scale: float = 1.0
 
     @property
     def measured(self) -> bool:
@@ -143,7 +147,8 @@ def _point(s: Store, stored: StoredPoint, runs: list[StoredRun], settings: dict[
     response = _mean([r.response_ms for r in used])
     mw = measure.middleware(s, measure.steady_windows(s, used, settings))
     low, high = settings["warmup_s"], settings["run_time_s"] - settings["cooldown_s"]
-    return PointResult(
+    k = float(stored.config.get("topology", {}).get("scale", 1.0) or 1.0)
+    return rescaled(PointResult(
         **base, steady_runs=len(verdict.steady), verdict=verdict,
         throughput=_mean([r.throughput for r in used]),
         throughput_std=_std([r.throughput for r in used]),
@@ -166,7 +171,7 @@ def _point(s: Store, stored: StoredPoint, runs: list[StoredRun], settings: dict[
         intervals=intervals,
         clocks=tuple(s.client_clocks(ids, stored.index)),
         timings=tuple(s.client_timings(ids, stored.index)),
-    )
+    ), k)
 
 
 def percentile_ms(p: PointResult, name: str, role: str = "load") -> float:
@@ -305,3 +310,43 @@ def interactive_rows(data: ReportData) -> list[LawRow]:
                                                     known(p.response_ms))])
             rows.append(LawRow(p, check))
     return rows
+
+
+# A scale model's figures back at full speed (`topology.scale = k`, docs/topologies.md).
+#
+# A scale model runs the emulated data centre k times slower: link rates and CPU quotas
+# divided by k, delays and queues multiplied by k. Every service, transfer and delay time is
+# then k times longer and every ratio between them is kept, so the full-speed system's
+# throughput is the measured one times k and its latencies the measured ones divided by k.
+# `rescaled` applies that to what the report shows of a point (throughput, response times,
+# percentiles and their intervals, the decomposition, per-operation figures, the link
+# bound); CPU shares and queue lengths are ratios and stay as measured. Pure.
+
+def _times(x: float | None, f: float) -> float | None:
+    return None if x is None else x * f
+
+
+def _interval(i: StoredInterval, k: float) -> StoredInterval:
+    return dataclasses.replace(i, estimate_ms=i.estimate_ms / k, low_ms=i.low_ms / k,
+                               high_ms=i.high_ms / k)
+
+
+def rescaled(p: PointResult, k: float) -> PointResult:
+    """The point's figures at full speed; `k` = 1 returns it unchanged."""
+    if k == 1:
+        return p
+    return dataclasses.replace(
+        p,
+        throughput=_times(p.throughput, k), throughput_std=_times(p.throughput_std, k),
+        response_ms=_times(p.response_ms, 1 / k), response_std=_times(p.response_std, 1 / k),
+        percentiles_ms={n: v / k for n, v in p.percentiles_ms.items()},
+        decomposition=None if p.decomposition is None else
+        {s: v / k for s, v in p.decomposition.items()},
+        server_service_us=tuple(v / k for v in p.server_service_us),
+        link_bound=None if p.link_bound is None else
+        linkbound.Bound(p.link_bound.ops_per_s * k, p.link_bound.limit),
+        ops={n: measure.OpResult(o.throughput * k, o.response_ms / k, o.requests)
+             for n, o in p.ops.items()},
+        intervals={role: {n: _interval(i, k) for n, i in by_name.items()}
+                   for role, by_name in p.intervals.items()},
+        scale=k)

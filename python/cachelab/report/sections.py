@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from cachelab.analysis.errors import AnalysisError
 from cachelab.report import data, designs, distributions, models
+from cachelab.report import tls as tls_mod
 from cachelab.report.data import Curve, LawRow, QosRow, ReportData
 from cachelab.store import Store
 
@@ -29,6 +30,8 @@ class Sections:
     distributions: list[distributions.OpDistribution]
     qos: list[QosRow]
     laws: list[LawRow]
+    #: Points with TLS beside their pairs without (empty without TLS).
+    tls: list[tls_mod.TlsCost]
 
     @property
     def mixed_ops(self) -> bool:
@@ -57,4 +60,5 @@ def build(s: Store) -> Sections:
         distributions=distributions.distributions(s, found, d.settings),
         qos=data.qos_rows(found, d.settings["qos_target_ms"]),
         laws=data.interactive_rows(d),
+        tls=tls_mod.costs(s, d),
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from cachelab.report import tls
 from cachelab.report.data import STAGES, known
 from cachelab.report.models import utilisation
 from cachelab.report.sections import Sections
@@ -173,12 +174,29 @@ def _interactive_law(sec: Sections) -> Table:
 
 
 #: The report's tables by export name, in the order the page shows them.
+def _tls_cost(sec: Sections) -> Table:
+    """What TLS added to each configuration: latency at p50 and p99 (ms) and CPU per
+    request by role (µs), beside the values without TLS."""
+    rows = [(c.point.index, c.point.label, c.baseline.index, ",".join(c.hops),
+             c.baseline_p50_ms, c.p50_ms, c.p50_added_ms, c.baseline_p99_ms, c.p99_ms,
+             c.p99_added_ms, *(v for role in tls.ROLES for v in (
+                 c.baseline_cpu_us.get(role), c.cpu_us.get(role), c.cpu_added_us(role))),
+             "; ".join(f"{x.hop} {x.version} {x.cipher} ({x.source})" for x in c.sessions))
+            for c in sec.tls]
+    return Table("tls_cost", ("point", "label", "baseline_point", "encrypted_hops",
+                              "p50_plain_ms", "p50_tls_ms", "p50_added_ms", "p99_plain_ms",
+                              "p99_tls_ms", "p99_added_ms",
+                              *(f"{role}_cpu_{k}_us" for role in tls.ROLES
+                                for k in ("plain", "tls", "added")), "negotiated"), rows)
+
+
 TABLES: dict[str, Callable[[Sections], Table]] = {
     "point_means": _point_means, "percentile_intervals": _percentile_intervals,
     "decomposition": _decomposition, "qos": _qos,
     "interactive_law": _interactive_law, "per_op": _per_op, "utilisation": _utilisation,
     "factorial": _factorial, "factorial_runs": _factorial_runs, "queueing": _queueing,
     "mva": _mva, "mva_stations": _mva_stations, "histograms": _histograms, "links": _links,
+    "tls_cost": _tls_cost,
 }
 
 

@@ -21,6 +21,9 @@ from cachelab.hosts.host import LOOPBACK, Host
 from cachelab.readers import hdr, loadgen
 from cachelab.spec.experiment import Experiment, LoadMode, RunConfig
 
+#: A load generator's target: host, port and how to reach it (TLS, a Unix socket).
+Target = tuple[str, int, loadgen.Transport]
+
 #: Requests beyond the percentile a trial must hold (20 above p99 means 2,000 requests).
 MIN_TAIL_SAMPLES = 20
 TRIAL_GRACE_S = 30.0
@@ -50,7 +53,7 @@ def trial_length(exp: Experiment, rate: float) -> float:
     return max(c.trial_s, needed) + c.trial_warmup_s
 
 
-def search(exp: Experiment, config: RunConfig, targets: Sequence[tuple[str, int]],
+def search(exp: Experiment, config: RunConfig, targets: Sequence[Target],
            directory: Path, *, place: Callable[[int], Host] = lambda i: LOOPBACK,
            seed: int = 1, log: Callable[[str], None] = lambda line: None) -> Outcome:
     """Searches the highest rate meeting the target; trial n's files are
@@ -83,7 +86,7 @@ def search(exp: Experiment, config: RunConfig, targets: Sequence[tuple[str, int]
     return Outcome(answer, tuple(trials), tuple(s.judgements), at_capacity, lengths)
 
 
-def _trial(exp: Experiment, config: RunConfig, targets: Sequence[tuple[str, int]],
+def _trial(exp: Experiment, config: RunConfig, targets: Sequence[Target],
            directory: Path, prefix: str, rate: float, length: float,
            place: Callable[[int], Host], seed: int) -> list[loadgen.Report]:
     directory.mkdir(parents=True, exist_ok=True)
@@ -93,8 +96,9 @@ def _trial(exp: Experiment, config: RunConfig, targets: Sequence[tuple[str, int]
     loads = []
     try:
         for i in range(config.instances):
-            host, port = targets[i % len(targets)]
-            argv = loadgen.run_argv(open_loop, host, port, test_time=length, warmup=warmup,
+            host, port, transport = targets[i % len(targets)]
+            argv = loadgen.run_argv(open_loop, host, port, transport=transport,
+                                    test_time=length, warmup=warmup,
                                     cooldown=0, seed=seed * 100 + i,
                                     json_out=directory / f"{prefix}load-{i}.json")
             loads.append(local.start_load(argv, cpus=local.pinned(config.load.cpus, i),

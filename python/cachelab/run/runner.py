@@ -13,10 +13,12 @@ crash loses only the run in progress, and `resume=True` continues with it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import os
 import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -26,14 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from cachelab import paths
+from cachelab.analysis import trust
 from cachelab.analysis.capacity import Verdict
 from cachelab.errors import UserError
-from cachelab.hosts import hostinfo, linkprobe, local, netns
+from cachelab.hosts import hostinfo, linkprobe, local, netns, tls
 from cachelab.hosts.host import LOOPBACK, Host
 from cachelab.hosts.procs import Managed
 from cachelab.readers import hdr, loadgen, proxy_stats, selfcheck
-from cachelab.readers.cpu import GroupSampler, Sampler
-from cachelab.run import capacity, validate
+from cachelab.readers.cpu import GroupSampler, Sampler, process_seconds, process_usage
+from cachelab.run import capacity, machine, transport, validate
 from cachelab.run.progress import Progress, Status
 from cachelab.spec import order, topology
 from cachelab.spec.experiment import (
@@ -51,13 +54,16 @@ from cachelab.store import (
     CapacityRecord,
     CapacityTrial,
     ClientPlacement,
+    EmulatorCpuSample,
     HostCpuSample,
     LinkRecord,
+    ProcessCpu,
     RunHost,
     RunRecord,
     RunSummary,
     Store,
     StoredRun,
+    TlsSession,
 )
 
 #: Seconds allowed for the populate step and, beyond the run time, for a run to end.
@@ -77,9 +83,11 @@ def run_dir(out: Path, point: int, repetition: int) -> Path:
     return out / "runs" / f"p{point + 1:03d}-r{repetition:02d}"
 
 
-def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path) -> RunRecord:
+def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path, *,
+                certificates: tls.TlsFiles | None = None) -> RunRecord:
     """One run of one point: on this host (topology `local`) or on emulated hosts (`netns`,
-    built for the run and removed after it)."""
+    built for the run and removed after it). A run with TLS uses `certificates` (the
+    experiment's), or makes its own throw-away ones for itself."""
     c = point.config
     if directory.exists():
         shutil.rmtree(directory)  # left by a run that was interrupted
@@ -87,12 +95,20 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
     host = hostinfo.collect()
     layout = topology.plan(c) if c.topology.kind != TopologyKind.LOCAL else None
     with ExitStack() as stack:
+        if c.tls and certificates is None:
+            certificates = stack.enter_context(tls.throwaway())
+        sockets = None
+        if c.servers.unix_socket or (c.middleware.count and c.middleware.unix_socket):
+            # Short, private and removed on every exit path (a socket path has ~100 bytes).
+            sockets = Path(stack.enter_context(tempfile.TemporaryDirectory(
+                prefix="cachelab-sock-")))
+        wiring = transport.Wiring(c, certificates if c.tls else None, sockets)
         place = _hosts(c, layout, directory, stack)
         if place.versions:
             host = dataclasses.replace(host, hosts=place.versions)
         links = _measure_links(c, layout, place) if layout and repetition == 1 else ()
-        servers = _start_servers(c, directory, place, stack)
-        _populate(c, servers, directory, stack)
+        servers = _start_servers(c, directory, place, stack, wiring)
+        _populate(c, servers, directory, stack, wiring)
         middlewares = [stack.enter_context(local.start_middleware(
             [s.address for s in servers], workers=c.middleware.workers,
             sharded=c.middleware.sharded, threads=c.middleware.threads,
@@ -100,20 +116,32 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
             window_s=exp.stats_window_s, cpus=local.pinned(c.middleware.cpus, i),
             stats_file=directory / f"middleware-{i}.stats.jsonl",
             log_file=directory / f"middleware-{i}.log", out=directory / f"middleware-{i}.out",
-            host=place("middleware", i)))
+            host=place("middleware", i), transport=wiring.middleware(i)))
             for i in range(c.middleware.count)]
         targets = middlewares or servers
+        sessions: tuple[TlsSession, ...] = ()
+        if certificates is not None and c.middleware.count and c.servers.tls:
+            sessions = transport.server_sessions(c, servers, certificates,
+                                                 place("middleware", 0))
+        measured = [("server", i, s) for i, s in enumerate(servers)]
+        measured += [("middleware", i, m) for i, m in enumerate(middlewares)]
+        cpu_before = _process_seconds(measured)
         groups = {} if layout is None else {
             h.name: reader for h in layout.hosts
             if (reader := place.hosts[h.name].cpu_reader()) is not None}
+        emulator: dict[str, Callable[[], tuple[float, float]]] = {
+            f"cachelab-delay[{pid}]": functools.partial(process_usage, pid)
+            for pid in place.emulator_pids}
         placements = _client_placements(c, layout, place)
         seed = c.workload.seed + 1000 * (repetition - 1)
         start_at = None
-        with Sampler() as sampler, GroupSampler(groups) as host_sampler:
+        with Sampler() as sampler, GroupSampler(groups) as host_sampler, \
+                GroupSampler(emulator) as emulator_sampler:
             started = time.time()
             if c.load.mode == LoadMode.CAPACITY:
                 searched = capacity.search(
-                    exp, c, [(t.host, t.port) for t in targets], directory,
+                    exp, c, [(t.host, t.port, wiring.to_targets(t)) for t in targets],
+                    directory,
                     place=lambda i: place("load", i), seed=seed)
             else:
                 fixed, each = START_LEAD_S[c.topology.kind]
@@ -125,18 +153,22 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
             loads = [] if searching else [stack.enter_context(local.start_load(
                 loadgen.run_argv(c, targets[i % len(targets)].host,
                                  targets[i % len(targets)].port, seed=seed + i,
-                                 json_out=directory / f"load-{i}.json", **timing),
+                                 json_out=directory / f"load-{i}.json",
+                                 transport=wiring.to_targets(targets[i % len(targets)]),
+                                 **timing),
                 cpus=local.pinned(c.load.cpus, i), out=directory / f"load-{i}.out",
                 host=place("load", i)))
                 for i in range(c.instances)]
             if c.load.measure_rate is not None and c.load.mode != LoadMode.CAPACITY:
                 loads.append(stack.enter_context(local.start_load(
                     loadgen.measure_argv(c, targets[0].host, targets[0].port,
+                                         transport=wiring.to_targets(targets[0]),
                                          rate=c.load.measure_rate, seed=seed + 999,
                                          json_out=directory / "measure-0.json", **timing),
                     cpus=(), out=directory / "measure-0.out", host=place("measure", 0))))
             local.wait_all(loads, exp.run_time_s + RUN_GRACE_S)
             ended = time.time()
+            cpu_after = _process_seconds(measured)
         for mw in middlewares:  # SIGTERM: it flushes its last window and its summary
             if mw.stop() != 0:
                 raise UserError(f"cachelab-proxy exited with status {mw.process.returncode}; "
@@ -146,6 +178,7 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
         place.collect()
     stats = tuple(proxy_stats.load(mw.files["stats"]) for mw in middlewares)
     capacity_record = None
+    process_cpu: tuple[ProcessCpu, ...] = ()  # a capacity search's spans many rates
     measures: tuple[loadgen.Report, ...] = ()
     checks: tuple = ()
     if c.load.mode == LoadMode.CAPACITY:
@@ -161,17 +194,76 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path)
             offsets_s=offsets, start_s=None if start_at is None else start_at / 1000)
         summary = validate.summarise(reports, **window)
         checks = selfcheck.checks(reports, mode=c.load.mode, **window)
+        sessions = transport.client_sessions(c, reports) + sessions
+        process_cpu = _process_cpu(cpu_before, cpu_after, reports)
     intervals = (selfcheck.intervals([r.histograms["total"] for r in reports])
                  + selfcheck.intervals([r.histograms["total"] for r in measures], "measure"))
     artifacts = {f.name: f.read_bytes() for f in sorted(directory.iterdir())
                  if f.is_file() and not f.name.startswith("populate-")}
     hosts = () if layout is None else tuple(
-        RunHost(h.name, ",".join(h.roles), place.hosts[h.name].address, h.link_mbit,
-                h.delay_ms, h.cpu_quota, h.cpus) for h in layout.hosts)
+        RunHost(h.name, ",".join(h.roles), place.hosts[h.name].address,
+                max(h.egress_mbit, h.ingress_mbit), h.delay_ms, h.cpu_quota, h.cpus,
+                h.egress_mbit, h.ingress_mbit) for h in layout.hosts)
+    if layout is not None and c.topology.kind == TopologyKind.NETNS:
+        lead = 0.0 if start_at is None else max(0.0, start_at / 1000 - started)
+        checks += (_machine_check(exp, layout, sampler, host_sampler, emulator_sampler,
+                                  lead),)
     return RunRecord(point.index, repetition, started, ended, summary, host, reports, stats,
                      tuple(sampler.samples), artifacts, hosts,
                      tuple(HostCpuSample(*x) for x in host_sampler.samples), links,
-                     capacity_record, measures, placements, start_at, intervals, checks)
+                     capacity_record, measures, placements, start_at, intervals, checks,
+                     tuple(EmulatorCpuSample(*x) for x in emulator_sampler.samples),
+                     sessions, process_cpu)
+
+
+Measured = list[tuple[str, int, Managed]]
+
+
+def _process_seconds(measured: Measured) -> dict[tuple[str, int], tuple[float, float]]:
+    """(user, system) CPU seconds so far of each server and middleware process that runs
+    on this machine (its own or an emulated host; a remote host's are not read)."""
+    out = {}
+    for role, i, m in measured:
+        pid = getattr(m.process, "pid", None)
+        found = process_seconds(pid) if isinstance(pid, int) else None
+        if found is not None:
+            out[(role, i)] = found
+    return out
+
+
+def _process_cpu(before: dict[tuple[str, int], tuple[float, float]],
+                 after: dict[tuple[str, int], tuple[float, float]],
+                 reports: tuple[loadgen.Report, ...]) -> tuple[ProcessCpu, ...]:
+    """The CPU each process used while the load ran: servers and middlewares by the
+    kernel's counters, load generators by their own report."""
+    out = [ProcessCpu(role, i, after[(role, i)][0] - user, after[(role, i)][1] - system, None)
+           for (role, i), (user, system) in before.items() if (role, i) in after]
+    out += [ProcessCpu("load", i, r.client_cpu.user_s, r.client_cpu.system_s,
+                       r.totals["completed"])
+            for i, r in enumerate(reports) if r.client_cpu is not None]
+    return tuple(out)
+
+
+def _machine_check(exp: Experiment, layout: topology.Layout, sampler: Sampler,
+                   host_sampler: GroupSampler, emulator_sampler: GroupSampler,
+                   lead: float) -> trust.Check:
+    """Whether this machine, rather than the emulated hosts, was the limit (machine.py),
+    over the steady part of the run (`lead`: seconds from the samplers' start to the
+    load generators')."""
+    low, high = lead + exp.warmup_s, lead + exp.run_time_s - exp.cooldown_s
+    busy = machine.steady_mean([(x.t, 100.0 - x.idle) for x in sampler.samples
+                                if x.cpu == "all"], low, high)
+    emulator: dict[float, float] = {}
+    for t, _, usr, sys_ in emulator_sampler.samples:
+        emulator[t] = emulator.get(t, 0.0) + usr + sys_
+    hosts = {h.name: machine.steady_mean([(t, usr + sys_) for t, name, usr, sys_
+                                          in host_sampler.samples if name == h.name],
+                                         low, high) for h in layout.hosts}
+    return machine.check(machine.MachineUse(
+        os.cpu_count() or 1, busy or 0.0,
+        machine.steady_mean(sorted(emulator.items()), low, high) or 0.0,
+        {name: pct for name, pct in hosts.items() if pct is not None},
+        {h.name: h.cpu_quota for h in layout.hosts}))
 
 
 def _client_placements(c: RunConfig, layout: topology.Layout | None,
@@ -221,17 +313,18 @@ def _capacity_result(exp: Experiment, searched: capacity.Outcome
 
 
 def _start_servers(c: RunConfig, directory: Path, place: _Placement,
-                   stack: ExitStack) -> list[Managed]:
+                   stack: ExitStack, wiring: transport.Wiring) -> list[Managed]:
     """Every server process (count x instances), pinned as `servers.pinning` says: by
     process to `servers.cpus`, or each serving thread to its own CPU (the placement is
     written to server-i.pinning)."""
     s = c.servers
-    options = local.ServerOptions(s.kind, s.threads, s.memory_mb, s.group_size,
-                                  s.extra_args, s.redis_persistence)
     cpus = {"process": s.cpus, "thread": (), "none": ()}[s.pinning]
     servers = []
     for i in range(s.processes):
         host = place("server", i)
+        options = local.ServerOptions(s.kind, s.threads, s.memory_mb, s.group_size,
+                                      s.extra_args, s.redis_persistence, wiring.server_tls(),
+                                      wiring.server_socket(i))
         server = stack.enter_context(local.start_server(
             s.kind, threads=s.threads, memory_mb=s.memory_mb, cpus=local.pinned(cpus, i),
             log=directory / f"server-{i}.log", host=host, options=options))
@@ -255,8 +348,11 @@ class _Placement:
 
     def __init__(self, hosts: Mapping[str, Any], layout: topology.Layout | None,
                  collect: Callable[[], None] = lambda: None,
-                 versions: dict[str, dict[str, str]] | None = None) -> None:
+                 versions: dict[str, dict[str, str]] | None = None,
+                 emulator_pids: tuple[int, ...] = ()) -> None:
         self.hosts = hosts
+        #: The delay line's process(es), whose CPU is sampled beside the hosts'.
+        self.emulator_pids = emulator_pids
         self.layout = layout
         #: Brings the files remote processes wrote into the run directory.
         self.collect = collect
@@ -279,7 +375,7 @@ def _hosts(c: RunConfig, layout: topology.Layout | None, directory: Path,
         cluster = stack.enter_context(ssh.Cluster(c.topology, layout, directory))
         return _Placement(cluster.hosts, layout, cluster.collect, cluster.versions())
     centre = stack.enter_context(netns.DataCentre(layout, log_dir=directory))
-    return _Placement(centre.hosts, layout)
+    return _Placement(centre.hosts, layout, emulator_pids=centre.emulator_pids)
 
 
 def _measure_links(c: RunConfig, layout: topology.Layout,
@@ -292,13 +388,12 @@ def _measure_links(c: RunConfig, layout: topology.Layout,
     by_name = {h.name: h for h in layout.hosts}
     for src, dst in layout.pairs():
         a, b = by_name[src], by_name[dst]
-        key: tuple[object, ...] = ((a.link_mbit, a.delay_ms, a.cpu_quota),
-                                   (b.link_mbit, b.delay_ms, b.cpu_quota))
+        key: tuple[object, ...] = (a.link_key(), b.link_key())
         if c.topology.kind == TopologyKind.SSH:
             key = (src, dst)
         if key not in measured:
             m = linkprobe.measure(place.hosts[src], place.hosts[dst],
-                                  bandwidth=bool(a.link_mbit or b.link_mbit))
+                                  bandwidth=a.shaped or b.shaped)
             measured[key] = LinkRecord(src, dst, m.rtt_p50_us, m.rtt_p99_us, m.rtt_min_us,
                                        1000 * topology.round_trip_ms(a, b), m.mbit_forward,
                                        m.mbit_reverse)
@@ -307,11 +402,12 @@ def _measure_links(c: RunConfig, layout: topology.Layout,
 
 
 def _populate(c: RunConfig, servers: list[Managed], directory: Path,
-              stack: ExitStack) -> None:
+              stack: ExitStack, wiring: transport.Wiring) -> None:
     """Writes every key into every server directly (the middleware would replicate them
     to all servers anyway), in parallel; a populate error stops the experiment."""
     jobs = [stack.enter_context(local.start_load(
-        loadgen.populate_argv(c, s.host, s.port, directory / f"populate-{i}.json"),
+        loadgen.populate_argv(c, s.host, s.port, directory / f"populate-{i}.json",
+                              wiring.to_servers(s)),
         cpus=(), out=directory / f"populate-{i}.out")) for i, s in enumerate(servers)]
     local.wait_all(jobs, POPULATE_TIMEOUT_S)
     for i in range(len(servers)):
@@ -355,8 +451,15 @@ def run_experiment(exp: Experiment, out: Path, *, resume: bool = False, again: b
         netns.remove_stale()
     paths.writable_dir(out, "results")
     progress = progress or Progress()
-    with _opened(exp, out, resume=resume, again=again,
-                 move_aside=move_aside or shutil.rmtree) as (store, plan):
+    with ExitStack() as certificates, _opened(exp, out, resume=resume, again=again,
+                                              move_aside=move_aside or shutil.rmtree) \
+            as (store, plan):
+        if execute is execute_run and any(p.config.tls for p in exp.points):
+            # One throw-away CA and its certificates for the whole experiment, removed
+            # when it ends however it ends.
+            execute = functools.partial(execute_run,
+                                        certificates=certificates.enter_context(
+                                            tls.throwaway()))
         status = Status(exp, plan.outcomes)
         progress.begin(status)
         by_index = {p.index: p for p in exp.points}

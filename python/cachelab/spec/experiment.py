@@ -153,6 +153,13 @@ class Servers:
     #: Redis only: "off", "rdb" (snapshots, Redis's default schedule), "aof" (append-only
     #: file, fsync every second).
     redis_persistence: Persistence = _f(Persistence.OFF)
+    #: Serve TLS with the experiment's throw-away certificates (memcached `-Z`, Redis
+    #: `--tls-port` and no plain port); the load generators and middlewares speak TLS to
+    #: them and verify them (docs/tls.md, *In the harness*).
+    tls: bool = _f(False)
+    #: Listen on a Unix socket instead of TCP (memcached `-s`, Redis `--unixsocket`);
+    #: only where the servers' clients share their host (topology.kind = "local").
+    unix_socket: bool = _f(False)
 
     @property
     def processes(self) -> int:
@@ -173,6 +180,11 @@ class Middleware:
     #: `--busy-poll-us`: spin this long after each read instead of sleeping (0: off).
     busy_poll_us: int = _f(0, _at_least(0))
     cpus: tuple[int, ...] = _f((), _cpus)
+    #: Serve TLS to the load generators (`--tls-cert`); TLS to the servers follows
+    #: servers.tls.
+    tls: bool = _f(False)
+    #: Listen on a Unix socket (`--unix-socket`) instead of TCP (topology.kind = "local").
+    unix_socket: bool = _f(False)
 
 
 @dataclass(frozen=True)
@@ -196,6 +208,9 @@ class Load:
     #: one connection in open loop at this rate (requests/s), on a host of its own; the
     #: report shows its latencies as the trusted ones. None: no measuring client.
     measure_rate: float | None = _f(None, _positive)
+    #: Speak TLS to the target: None follows it (middleware.tls, or servers.tls without a
+    #: middleware); true or false must agree with it.
+    tls: bool | None = _f(None)
 
 
 @dataclass(frozen=True)
@@ -232,15 +247,31 @@ def _cpuset(v: Any) -> str | None:
     return None
 
 
+#: The link fields of a host, a role's profile and the topology (docs/topologies.md):
+#: `link_mbit` is shorthand for both directions' rates; `egress_*` shapes what the host
+#: sends, `ingress_*` what it receives.
+LINK_FIELDS = ("link_mbit", "egress_mbit", "ingress_mbit", "egress_burst_kb",
+               "ingress_burst_kb", "egress_queue_ms", "ingress_queue_ms", "delay_ms")
+
+
 @dataclass(frozen=True)
 class Host:
-    """A host of a `netns` or `ssh` topology; link and CPU fields left out take the
-    topology's values."""
+    """A host of a `netns` or `ssh` topology; link and CPU fields left out take its
+    role's profile's values, then the topology's."""
 
     name: str = _f("")
     #: What runs here; instances of a role are placed round-robin over its hosts.
     roles: tuple[str, ...] = _f(ROLES, _roles)
+    #: Both directions' rate in Mbit/s (0: unshaped); egress/ingress override it.
     link_mbit: float | None = _f(None, _at_least(0))
+    egress_mbit: float | None = _f(None, _at_least(0))
+    ingress_mbit: float | None = _f(None, _at_least(0))
+    #: Token bucket per direction in KiB (None: 2 ms at the rate or a 64 KiB GSO frame).
+    egress_burst_kb: float | None = _f(None, _positive)
+    ingress_burst_kb: float | None = _f(None, _positive)
+    #: How long a frame may wait for tokens before it is dropped, per direction, in ms.
+    egress_queue_ms: float | None = _f(None, _positive)
+    ingress_queue_ms: float | None = _f(None, _positive)
     delay_ms: float | None = _f(None, _at_least(0))
     #: Cores this host may use (a cgroup CPU quota); 0: unlimited.
     cpu_quota: float | None = _f(None, _at_least(0))
@@ -255,16 +286,55 @@ class Host:
 
 
 @dataclass(frozen=True)
+class LinkProfile:
+    """`[topology.server]`, `[topology.middleware]`, `[topology.load]`,
+    `[topology.measure]`: the links (and CPU) of the hosts with that role, over the
+    topology's defaults, under a host's own values."""
+
+    link_mbit: float | None = _f(None, _at_least(0))
+    egress_mbit: float | None = _f(None, _at_least(0))
+    ingress_mbit: float | None = _f(None, _at_least(0))
+    egress_burst_kb: float | None = _f(None, _positive)
+    ingress_burst_kb: float | None = _f(None, _positive)
+    egress_queue_ms: float | None = _f(None, _positive)
+    ingress_queue_ms: float | None = _f(None, _positive)
+    delay_ms: float | None = _f(None, _at_least(0))
+    cpu_quota: float | None = _f(None, _at_least(0))
+
+
+def _profile() -> Any:
+    return field(default=LinkProfile(), metadata={"check": None, "section": LinkProfile})
+
+
+@dataclass(frozen=True)
 class Topology:
     """Where the processes run (docs/topologies.md)."""
 
     kind: TopologyKind = _f(TopologyKind.LOCAL)
-    #: Every host's link: egress rate in Mbit/s, each direction; 0: unshaped.
+    #: Every host's link: rate in Mbit/s of both directions; 0: unshaped.
     link_mbit: float = _f(0.0, _at_least(0))
+    #: What every host sends (egress) and receives (ingress), Mbit/s; None: link_mbit.
+    #: The study's cloud capped egress only (docs/topologies.md).
+    egress_mbit: float | None = _f(None, _at_least(0))
+    ingress_mbit: float | None = _f(None, _at_least(0))
+    #: Token bucket per direction in KiB; None: 2 ms at the rate or a 64 KiB GSO frame.
+    egress_burst_kb: float | None = _f(None, _positive)
+    ingress_burst_kb: float | None = _f(None, _positive)
+    #: How long a frame may wait for tokens before it is dropped, per direction, in ms.
+    egress_queue_ms: float = _f(50.0, _positive)
+    ingress_queue_ms: float = _f(50.0, _positive)
     #: One-way delay added on every host's link, each direction, in milliseconds.
     delay_ms: float = _f(0.0, _at_least(0))
     #: Cores per host through a cgroup CPU quota; 0: unlimited.
     cpu_quota: float = _f(0.0, _at_least(0))
+    #: The CFS period of the quotas, ms: a host that spends its quota early waits out the
+    #: rest of the period, so a long period shows as latency (docs/topologies.md).
+    cpu_period_ms: float = _f(10.0, lambda v: None if 1 <= v <= 1000 else
+                              f"must be within 1 .. 1000, got {v!r}")
+    #: A scale model: every link rate and CPU quota divided by this, every delay and
+    #: queue multiplied by it; the report multiplies throughput by it and divides
+    #: latencies by it (docs/topologies.md).
+    scale: float = _f(1.0, _at_least(1))
     #: `ssh`: defaults for the hosts' SSH user and key (None: this user, the SSH agent
     #: and ~/.ssh keys), whether to copy cachelab-proxy and cachelab-load to the hosts,
     #: and whether a host key must already be known (~/.ssh/known_hosts).
@@ -272,6 +342,11 @@ class Topology:
     key: str | None = _f(None)
     copy_binaries: bool = _f(False)
     strict_host_keys: bool = _f(True)
+    #: Per-role link profiles.
+    server: LinkProfile = _profile()
+    middleware: LinkProfile = _profile()
+    load: LinkProfile = _profile()
+    measure: LinkProfile = _profile()
     #: Explicit hosts; none: every instance of every role gets a host of its own.
     host: tuple[Host, ...] = field(default=(), metadata={"check": None, "table": Host})
 
@@ -294,6 +369,16 @@ class RunConfig:
     @property
     def instances(self) -> int:
         return self.load.instances or self.targets
+
+    @property
+    def client_tls(self) -> bool:
+        """Whether the load generators speak TLS: what their target serves."""
+        return self.middleware.tls if self.middleware.count else self.servers.tls
+
+    @property
+    def tls(self) -> bool:
+        """Whether any hop of the run is encrypted (the run needs certificates)."""
+        return self.servers.tls or bool(self.middleware.count and self.middleware.tls)
 
     @property
     def measures(self) -> int:
@@ -511,7 +596,11 @@ def _override(raw: dict[str, dict], values: dict[str, object], where: str) -> di
         if path not in _paths():
             raise UserError(f"{where}.{path}: unknown field (a factor is a field such as "
                             "load.clients or middleware.workers)")
-        merged[section][name] = value
+        *inner, leaf = name.split(".")
+        table = merged[section]
+        for key in inner:
+            table = table.setdefault(key, {})
+        table[leaf] = value
     return merged
 
 
@@ -554,6 +643,7 @@ def _check_run(c: RunConfig) -> None:
     if c.load.mode != LoadMode.OPEN and c.load.rate is not None:
         raise UserError('load.rate: only for load.mode = "open" (capacity mode searches '
                         'the rate)')
+    _check_transport(c)
     _check_topology(c)
     _check_counts(c)
     cpus = os.cpu_count() or 1
@@ -562,6 +652,34 @@ def _check_run(c: RunConfig) -> None:
             if cpu >= cpus:
                 raise UserError(f"{section}.cpus: CPU {cpu} does not exist here "
                                 f"(this host has {cpus}: 0-{cpus - 1})")
+
+
+def _check_transport(c: RunConfig) -> None:
+    """TLS and Unix sockets: what the servers and the middleware can serve together, and
+    the load generators' side agreeing with their target."""
+    if c.servers.tls and c.servers.unix_socket:
+        raise UserError("servers.unix_socket: not with servers.tls (memcached and Redis "
+                        "serve TLS on TCP only)")
+    if c.middleware.count and c.middleware.tls and c.middleware.unix_socket:
+        raise UserError("middleware.unix_socket: not with middleware.tls (cachelab-proxy "
+                        "serves TLS on TCP only)")
+    target = "middleware" if c.middleware.count else "servers"
+    if c.load.tls is not None and c.load.tls != c.client_tls:
+        raise UserError(f"load.tls: {str(c.load.tls).lower()}, but the load generators talk "
+                        f"to the {target}, which serve{'s' if target == 'middleware' else ''} "
+                        f"{'TLS' if c.client_tls else 'plain TCP'} ({target}.tls = "
+                        f"{str(c.client_tls).lower()}); leave load.tls out to follow it")
+    kind = c.topology.kind
+    for section in ("servers", "middleware"):
+        if section == "middleware" and not c.middleware.count:
+            continue
+        if getattr(c, section).unix_socket and kind != TopologyKind.LOCAL:
+            raise UserError(f'{section}.unix_socket: only on topology.kind = "local" (a Unix '
+                            f'socket does not cross the links of {kind} hosts)')
+    if c.tls and kind == TopologyKind.SSH:
+        field_ = "servers.tls" if c.servers.tls else "middleware.tls"
+        raise UserError(f'{field_}: not on topology.kind = "ssh" (the throw-away '
+                        "certificates are not copied to remote hosts); use local or netns")
 
 
 #: Processes one run may start (servers, middlewares, load generators): far more than
@@ -601,15 +719,22 @@ def _check_topology(c: RunConfig) -> None:
         if not t.host:
             raise UserError('topology.host: topology.kind = "ssh" needs its hosts '
                             '([[topology.host]] with name, address and roles)')
-        for key in ("link_mbit", "delay_ms", "cpu_quota"):
+        for key in ("link_mbit", "egress_mbit", "ingress_mbit", "delay_ms", "cpu_quota"):
             if getattr(t, key):
                 raise UserError(f"topology.{key}: only for kind = \"netns\" (real hosts "
+                                "have real links and CPUs)")
+        if t.scale != 1:
+            raise UserError('topology.scale: only for kind = "netns" (real hosts run at '
+                            "their own speed)")
+        for role in ROLES:
+            if getattr(t, role) != LinkProfile():
+                raise UserError(f'topology.{role}: only for kind = "netns" (real hosts '
                                 "have real links and CPUs)")
         for i, h in enumerate(t.host, start=1):
             if not h.address:
                 raise UserError(f"topology.host[{i}].address: missing (where to reach "
                                 f"host {h.name!r} over SSH)")
-            for key in ("link_mbit", "delay_ms", "cpu_quota", "cpus"):
+            for key in (*LINK_FIELDS, "cpu_quota", "cpus"):
                 if getattr(h, key) is not None:
                     raise UserError(f"topology.host[{i}].{key}: only for kind = \"netns\"")
     if t.kind == TopologyKind.LOCAL:
@@ -736,9 +861,18 @@ def _flatten(table: dict, prefix: str = "") -> dict[str, object]:
 
 
 def _paths() -> set[str]:
-    """The fields a sweep may vary (every field but the list of hosts)."""
-    return {f"{s}.{f.name}" for s, cls in _SECTIONS.items() for f in dataclasses.fields(cls)
-            if "table" not in f.metadata}
+    """The fields a sweep may vary (every field but the list of hosts; a field of a
+    section inside a section by its full path, `topology.server.egress_mbit`)."""
+    def of(prefix: str, cls: type) -> set[str]:
+        found = set()
+        for f in dataclasses.fields(cls):
+            if "section" in f.metadata:
+                found |= of(f"{prefix}{f.name}.", f.metadata["section"])
+            elif "table" not in f.metadata:
+                found.add(prefix + f.name)
+        return found
+
+    return {p for s, cls in _SECTIONS.items() for p in of(f"{s}.", cls)}
 
 
 def _no_unknown(prefix: str, table: dict, known: tuple[str, ...]) -> None:
@@ -769,7 +903,8 @@ def config_from_dict(d: dict) -> RunConfig:
     sections missing from an older database take their defaults."""
     def plain(table: dict) -> dict:
         return {k: [plain(x) if isinstance(x, dict) else x for x in v] if isinstance(v, list)
-                else v for k, v in table.items() if v is not None}
+                else plain(v) if isinstance(v, dict) else v
+                for k, v in table.items() if v is not None}
 
     return RunConfig(**{s: _build(cls, plain(d.get(s, {})), s) for s, cls in _SECTIONS.items()})
 

@@ -6,18 +6,21 @@ package runs SQL; callers get typed records.
 
 from cachelab.store.db import FILENAME, RUN_TABLES, WELFORD_METRICS, Store
 from cachelab.store.records import (
+    HOPS,
     CapacityRecord,
     CapacityTrial,
     ClientClock,
     ClientOpTotals,
     ClientPlacement,
     ClientTiming,
+    EmulatorCpuSample,
     HostCpuSample,
     LateRun,
     LinkRecord,
     MiddlewareOp,
     MiddlewareQueue,
     MiddlewareRate,
+    ProcessCpu,
     RunCheck,
     RunHost,
     RunRecord,
@@ -30,16 +33,18 @@ from cachelab.store.records import (
     StoredPoint,
     StoredRun,
     Table,
+    TlsSession,
     WindowKey,
 )
 from cachelab.store.schema import MIGRATIONS, Migration, migrate
 
 __all__ = [
-    "FILENAME", "MIGRATIONS", "RUN_TABLES", "WELFORD_METRICS", "CapacityRecord",
+    "FILENAME", "HOPS", "MIGRATIONS", "RUN_TABLES", "WELFORD_METRICS", "CapacityRecord",
     "CapacityTrial", "ClientClock", "ClientOpTotals", "ClientPlacement",
-    "ClientTiming", "HostCpuSample", "LateRun", "LinkRecord", "Migration",
-    "MiddlewareOp", "MiddlewareQueue", "MiddlewareRate", "RunCheck", "RunHost", "RunRecord",
-    "RunStart",
+    "ClientTiming", "EmulatorCpuSample", "HostCpuSample", "LateRun", "LinkRecord",
+    "Migration", "MiddlewareOp", "MiddlewareQueue", "MiddlewareRate", "ProcessCpu",
+    "RunCheck", "RunHost", "RunRecord", "RunStart",
     "RunSummary", "ServerService", "Store", "StoredCapacity", "StoredExperiment",
-    "StoredInterval", "StoredPoint", "StoredRun", "Table", "WindowKey", "migrate",
+    "StoredInterval", "StoredPoint", "StoredRun", "Table", "TlsSession", "WindowKey",
+    "migrate",
 ]

@@ -46,6 +46,7 @@ from cachelab.store.records import (
     MiddlewareOp,
     MiddlewareQueue,
     MiddlewareRate,
+    ProcessCpu,
     RunCheck,
     RunRecord,
     RunStart,
@@ -56,6 +57,7 @@ from cachelab.store.records import (
     StoredPoint,
     StoredRun,
     Table,
+    TlsSession,
     WindowKey,
 )
 from cachelab.store.schema import MIGRATIONS, migrate
@@ -68,7 +70,7 @@ _LATENCY = ("avg", "stddev", "p50", "p90", "p99", "p999", "max")
 #: Per-run tables, exported as they are stored (`raw_table`).
 RUN_TABLES = ("client_summary", "client_second", "mw_window", "mw_op", "mw_server",
               "mw_histogram", "cpu_sample", "client_instance", "client_timing",
-              "run_percentile", "run_check")
+              "run_percentile", "run_check", "run_tls", "process_cpu")
 _INTERVAL = ("role", "name", "quantile", "estimate_ms", "low_ms", "high_ms", "confidence",
              "samples")
 
@@ -186,13 +188,16 @@ class Store:
                 {"run_id": run_id, "name": x.name, "passed": x.passed,
                  "statistic": _finite(x.statistic), "p_value": _finite(x.p_value),
                  "reason": x.reason} for x in record.checks])
+            _insert_many(c, "run_tls", [{"run_id": run_id, **asdict(x)} for x in record.tls])
+            _insert_many(c, "process_cpu", [{"run_id": run_id, **asdict(x)}
+                                            for x in record.process_cpu])
             for i, stats in enumerate(record.middlewares):
                 _save_middleware(c, run_id, i, stats)
             _insert_many(c, "cpu_sample", [
                 {"run_id": run_id, "t": x.t, "cpu": x.cpu, **{k: getattr(x, k) for k in SHARES}}
                 for x in record.cpu])
             for table, rows in (("run_host", record.hosts), ("host_cpu", record.host_cpu),
-                                ("link", record.links)):
+                                ("link", record.links), ("emulator_cpu", record.emulator_cpu)):
                 _insert_many(c, table, [{"run_id": run_id, **asdict(x)} for x in rows])
             if record.capacity is not None:
                 k = record.capacity
@@ -340,6 +345,25 @@ class Store:
                     "fallback, max(cpu_busiest_share) AS busiest FROM client_instance "
                     f"WHERE run_id IN ({_marks(run_ids)}) AND latency_clock IS NOT NULL "
                     "GROUP BY role, latency_clock ORDER BY role", tuple(run_ids))]
+
+    def tls_sessions(self, run_ids: Sequence[int]) -> list[TlsSession]:
+        """What the runs' encrypted hops negotiated: each distinct (hop, version, cipher,
+        source) once, instance 0 standing for all, in hop order."""
+        return [TlsSession(r["hop"], 0, r["version"], r["cipher"], r["source"])
+                for r in self.conn.execute(
+                    "SELECT DISTINCT hop, version, cipher, source FROM run_tls "
+                    f"WHERE run_id IN ({_marks(run_ids)}) ORDER BY hop, version, cipher",
+                    tuple(run_ids))]
+
+    def process_cpu(self, run_ids: Sequence[int]) -> dict[int, list[ProcessCpu]]:
+        """Per run, the CPU seconds of its processes (only runs that measured them)."""
+        out: dict[int, list[ProcessCpu]] = {}
+        for r in self.conn.execute(
+                f"SELECT * FROM process_cpu WHERE run_id IN ({_marks(run_ids)}) "
+                "ORDER BY run_id, role, instance", tuple(run_ids)):
+            out.setdefault(r["run_id"], []).append(ProcessCpu(
+                r["role"], r["instance"], r["user_s"], r["system_s"], r["requests"]))
+        return out
 
     def run_histograms(self, run_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
         """Per run, its load instances' `total` histograms (from their stored reports)."""

@@ -72,8 +72,58 @@ class RunRecord:
     start_at_unix_ms: int | None = None
     #: The percentiles of each role's merged histograms with their intervals.
     intervals: tuple[Interval, ...] = ()
-    #: The self-checks the run passed or failed (selfcheck.checks).
+    #: The self-checks the run passed or failed (selfcheck.checks, and machine.check).
     checks: tuple[Check, ...] = ()
+    #: The emulator's CPU samples (netns with delays).
+    emulator_cpu: tuple[EmulatorCpuSample, ...] = ()
+    #: What each encrypted hop negotiated (none without TLS).
+    tls: tuple[TlsSession, ...] = ()
+    #: The CPU seconds of the run's processes, where measured.
+    process_cpu: tuple[ProcessCpu, ...] = ()
+
+
+#: The hops of a run, as `TlsSession.hop` names them.
+HOPS = ("load->server", "load->middleware", "middleware->server")
+
+
+@dataclass(frozen=True)
+class TlsSession:
+    """What one encrypted hop of a run negotiated (a `run_tls` row)."""
+
+    #: One of HOPS.
+    hop: str
+    #: The load generator instance (load->...), or the server (middleware->server).
+    instance: int
+    #: As the reporting side names them: cachelab-load (rustls) says `TLSv1_3` and
+    #: `TLS13_AES_256_GCM_SHA384`, Python's ssl `TLSv1.3` and `TLS_AES_256_GCM_SHA384`.
+    version: str
+    cipher: str
+    #: Who saw it: "cachelab-load" (its first connection's handshake) or "probe" (one
+    #: connection the harness opened with Python's ssl before the load, offering the
+    #: versions the middleware offers: the middleware does not report its own).
+    source: str
+
+
+@dataclass(frozen=True)
+class ProcessCpu:
+    """The CPU seconds one process of a run used (a `process_cpu` row). Servers and
+    middlewares: read from the kernel (the process and its children) just before the load
+    generators start and just after they end, so connection set-up and handshakes are
+    inside; load generators: their own `client_cpu`, from their clock's start to their
+    connections' end."""
+
+    #: "server", "middleware" or "load".
+    role: str
+    instance: int
+    user_s: float
+    system_s: float
+    #: Load generators: the requests they completed over that time; None for the others
+    #: (what a request costs them is their CPU over every load generator's requests).
+    requests: int | None
+
+    @property
+    def cpu_s(self) -> float:
+        return self.user_s + self.system_s
 
 
 @dataclass(frozen=True)
@@ -122,10 +172,25 @@ class RunHost:
     host: str
     roles: str
     address: str
+    #: The faster of the two directions (the column from before they were apart).
     link_mbit: float
     delay_ms: float
     cpu_quota: float
     cpus: str | None
+    #: What the host sends and receives, Mbit/s (0: unshaped).
+    egress_mbit: float | None = None
+    ingress_mbit: float | None = None
+
+
+@dataclass(frozen=True)
+class EmulatorCpuSample:
+    """The delay line's CPU over one interval, in percent of one core (from
+    /proc/<pid>/stat), outside every host's cgroup."""
+
+    t: float
+    process: str
+    usr: float
+    sys: float
 
 
 @dataclass(frozen=True)

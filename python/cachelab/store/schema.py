@@ -230,6 +230,32 @@ CREATE TABLE run_check (
     PRIMARY KEY (run_id, name)
 );
 """)),
+    # The emulated data centre (issue 25): each host's egress and ingress rates apart, and
+    # the delay line's own CPU every second (the machine check is a run_check row).
+    Migration("0007_links_and_emulator", _script("""
+ALTER TABLE run_host ADD COLUMN egress_mbit REAL;
+ALTER TABLE run_host ADD COLUMN ingress_mbit REAL;
+CREATE TABLE emulator_cpu (
+    run_id INTEGER NOT NULL REFERENCES run(id), t REAL NOT NULL, process TEXT NOT NULL,
+    usr REAL NOT NULL, sys REAL NOT NULL,
+    PRIMARY KEY (run_id, t, process)
+);
+""")),
+    # TLS (issue 23): what each encrypted hop of a run negotiated, and the CPU seconds of
+    # each server, middleware and load generator process over the run (what a request
+    # costs each of them, with and without TLS).
+    Migration("0008_tls_and_process_cpu", _script("""
+CREATE TABLE run_tls (
+    run_id INTEGER NOT NULL REFERENCES run(id), hop TEXT NOT NULL, instance INTEGER NOT NULL,
+    version TEXT NOT NULL, cipher TEXT NOT NULL, source TEXT NOT NULL,
+    PRIMARY KEY (run_id, hop, instance)
+);
+CREATE TABLE process_cpu (
+    run_id INTEGER NOT NULL REFERENCES run(id), role TEXT NOT NULL, instance INTEGER NOT NULL,
+    user_s REAL NOT NULL, system_s REAL NOT NULL, requests INTEGER,
+    PRIMARY KEY (run_id, role, instance)
+);
+""")),
 )
 
 

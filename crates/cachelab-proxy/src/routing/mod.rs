@@ -8,6 +8,8 @@
 //!   back together in the client's key order with one `END`.
 //! - [`answers`]: whether a reply can answer the request it was read for (a retrieval
 //!   reply naming keys the request did not ask for was read out of step).
+//! - [`spans`]: where each key of a multi-key request sits in its frame, found once
+//!   at decode time.
 //! - [`ring`] and [`hash`]: twemproxy's distributions (ketama, modula, random) and key
 //!   hashes, bit for bit.
 //! - [`redis`]: the same for Redis pools: the command table, refusals, placement,
@@ -25,6 +27,7 @@ pub mod merge;
 pub mod plan;
 pub mod redis;
 pub mod ring;
+pub mod spans;
 
 /// Sizes of the consecutive parts a split multi-GET of `keys` keys is cut into.
 pub fn split_sizes(keys: usize, servers: usize) -> impl ExactSizeIterator<Item = usize> + Clone {

@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use cachelab_protocol::request::meta_flags;
-use cachelab_protocol::{parse_request, Limits, Request};
 
 use super::hash::Hash;
 use super::ring::{Distribution, Member, Ring};
+use super::spans::KeySpans;
 use super::split_sizes;
 
 /// A server's index in the proxy's server table (see `health::Health`): the same
@@ -165,13 +165,6 @@ impl Plan {
     }
 }
 
-/// Limits for re-parsing frames the decoder already accepted.
-const REPARSE: Limits = Limits {
-    max_key_len: usize::MAX,
-    max_value_len: usize::MAX,
-    max_line_len: usize::MAX / 4,
-};
-
 /// A request's routing key: the part between the pool's hash-tag characters, when both
 /// are there with something between them (twemproxy's rule), else the whole key.
 pub fn tagged(key: &[u8], tag: Option<[u8; 2]>) -> &[u8] {
@@ -318,18 +311,20 @@ impl Pool {
     }
 
     /// Builds the plan for one request into `plan` (cleared first). `frame` is the
-    /// request as the servers get it; `keys` its key count; `rr` what [`Pool::assign`]
-    /// gave it at decode time.
+    /// request as the servers get it; `spans` where its keys are (for a multi-key
+    /// request; empty for one key); `rr` what [`Pool::assign`] gave it at decode time.
     pub fn plan(
         &self,
         access: Access,
         frame: &[u8],
-        keys: usize,
+        spans: &KeySpans,
         rr: u64,
         alive: &impl Alive,
         plan: &mut Plan,
     ) {
         plan.clear();
+        // Multi-key requests carry their keys' spans; every other request has one key.
+        let keys = spans.len();
         let n = self.n();
         let ids = |start: usize| (0..n).map(move |k| self.servers[(start + k) % n].id);
         let replicated = self.replicas() > 1;
@@ -341,7 +336,7 @@ impl Pool {
                 plan.push_part(PartKeys::Whole, holders);
             }
             (_, Access::ReadCas) if replicated => {
-                self.plan_by_key(frame, rr, ReadPolicy::Primary, alive, plan)
+                self.plan_by_key(frame, spans, rr, ReadPolicy::Primary, alive, plan)
             }
             (_, Access::WriteCas) if replicated => {
                 plan.merge = Some(Merge::Primary);
@@ -413,7 +408,7 @@ impl Pool {
                 });
             }
             (Mode::Shard { .. }, Access::Read | Access::ReadCas) => {
-                self.plan_by_key(frame, rr, self.read_policy, alive, plan)
+                self.plan_by_key(frame, spans, rr, self.read_policy, alive, plan)
             }
         }
     }
@@ -423,20 +418,18 @@ impl Pool {
     fn plan_by_key(
         &self,
         frame: &[u8],
+        spans: &KeySpans,
         rr: u64,
         policy: ReadPolicy,
         alive: &impl Alive,
         plan: &mut Plan,
     ) {
         plan.merge = Some(Merge::ByKey);
-        let Ok((Request::Get(get), _)) = parse_request(frame, &REPARSE) else {
-            unreachable!("a multi-key read is a get that parsed at decode time");
-        };
         let mut scratch = Vec::with_capacity(self.n());
         // (server, part) pairs: few servers, so a linear search beats a map.
         let mut part_of: Vec<(ServerId, u32)> = Vec::with_capacity(self.n());
         let mut servers: Vec<ServerId> = Vec::with_capacity(self.n());
-        for key in get.keys.iter() {
+        for key in spans.keys(frame) {
             scratch.clear();
             self.candidates_by(key, rr, policy, &mut scratch);
             let server = scratch
@@ -488,6 +481,7 @@ fn single_key(frame: &[u8]) -> std::borrow::Cow<'_, [u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cachelab_protocol::{parse_request, Limits, Request};
     use std::collections::HashSet;
     use std::net::SocketAddr;
 
@@ -536,7 +530,11 @@ mod tests {
     fn planned(pool: &Pool, access: Access, frame: &[u8], keys: usize, alive: &Ejected) -> Plan {
         let rr = pool.assign(access, keys);
         let mut plan = Plan::default();
-        pool.plan(access, frame, keys, rr, alive, &mut plan);
+        let spans = match parse_request(frame, &Limits::default()) {
+            Ok((Request::Get(get), _)) if keys > 1 => KeySpans::of(frame, get.keys.iter()),
+            _ => KeySpans::default(),
+        };
+        pool.plan(access, frame, &spans, rr, alive, &mut plan);
         plan
     }
 

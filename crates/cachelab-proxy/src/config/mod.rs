@@ -1,4 +1,20 @@
-//! Command-line options and the validated configuration built from them.
+//! Command-line options and the validated configuration built from them, and the
+//! configuration file (`--config`: cachelab's TOML or twemproxy's nutcracker.yml).
+//!
+//! - [`args`]: the command line; [`spec`]: listeners, pools and servers as configured;
+//! - [`file`]: reading a file ([`toml`] or [`nutcracker`], over [`yaml`]), with the
+//!   fields both formats share in [`fields`].
+
+pub mod args;
+pub mod fields;
+pub mod file;
+pub mod nutcracker;
+pub mod spec;
+pub mod toml;
+pub mod yaml;
+
+pub use args::Args;
+pub use spec::{ketama_name, ListenerSpec, PoolSpec, ServerSpec};
 
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
@@ -7,14 +23,10 @@ use std::time::Duration;
 
 use cachelab_protocol::limits::{DEFAULT_MAX_VALUE_LEN, MAX_KEY_LEN};
 use cachelab_protocol::Limits;
-use clap::Parser;
 use thiserror::Error;
 
 use crate::endpoint::Endpoint;
 use crate::health::MAX_SERVERS;
-use crate::routing::hash::Hash;
-use crate::routing::plan::{Mode, ReadPolicy};
-use crate::routing::ring::Distribution;
 use crate::tls::{ListenerTlsSpec, Protocols, ServerTlsSpec, TlsError};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1";
@@ -40,204 +52,10 @@ pub const DEFAULT_MAX_REPLY_BYTES: usize = 32 << 20;
 pub const DEFAULT_MAX_PENDING_BYTES: usize = 4 << 20;
 /// Requests a worker has at the servers at once by default: one, the spec's model.
 pub const DEFAULT_PIPELINE: usize = 1;
-/// The first reconnection attempt waits this long; each failure doubles it.
-pub const BACKOFF_INITIAL: Duration = Duration::from_millis(10);
 /// Permissions of a Unix socket listener's file (memcached's `-a` default).
 pub const DEFAULT_UNIX_SOCKET_MODE: &str = "700";
 /// TLS protocol versions offered and accepted by default.
 pub const DEFAULT_TLS_PROTOCOLS: &str = "1.2,1.3";
-
-/// cachelab-proxy: a memcached middleware that replicates writes to every server,
-/// balances reads round-robin, optionally shards multi-GETs, and measures where each
-/// request spends its time.
-#[derive(Debug, Parser)]
-#[command(name = "cachelab-proxy", version, about, long_about = None)]
-pub struct Args {
-    /// Address to listen on.
-    #[arg(short = 'l', long = "listen", default_value = DEFAULT_LISTEN)]
-    pub listen: IpAddr,
-
-    /// Port to listen on (0 picks a free port; the chosen address is printed on stdout).
-    #[arg(short = 'p', long = "port", default_value_t = DEFAULT_PORT)]
-    pub port: u16,
-
-    /// Listen on this Unix socket instead of -l/-p.
-    #[arg(long, value_name = "PATH", conflicts_with = "config")]
-    pub unix_socket: Option<PathBuf>,
-
-    /// Permissions of the --unix-socket file, in octal.
-    #[arg(long, default_value = DEFAULT_UNIX_SOCKET_MODE, value_name = "OCTAL")]
-    pub unix_socket_mode: String,
-
-    /// Serve TLS to clients with this PEM certificate chain (leaf first); needs
-    /// --tls-key. Reread on SIGHUP.
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "tls_key",
-        conflicts_with = "config"
-    )]
-    pub tls_cert: Option<PathBuf>,
-
-    /// The PEM private key of --tls-cert.
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
-
-    /// Mutual TLS: require client certificates that chain to a CA in this PEM file.
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
-    pub tls_client_ca: Option<PathBuf>,
-
-    /// TLS versions served to clients and offered to servers (1.2, 1.3).
-    #[arg(long, default_value = DEFAULT_TLS_PROTOCOLS, value_name = "LIST")]
-    pub tls_protocols: String,
-
-    /// Speak TLS to the -m servers (--server-tls-ca or --server-tls-skip-verify).
-    #[arg(long, conflicts_with = "config")]
-    pub server_tls: bool,
-
-    /// PEM CAs the servers' certificates must chain to.
-    #[arg(long, value_name = "FILE", requires = "server_tls")]
-    pub server_tls_ca: Option<PathBuf>,
-
-    /// Name sent as SNI and verified in the servers' certificates (default: each
-    /// server's host as written in -m).
-    #[arg(long, value_name = "NAME", requires = "server_tls")]
-    pub server_tls_sni: Option<String>,
-
-    /// Accept any server certificate (encrypts, does not authenticate the servers).
-    #[arg(long, requires = "server_tls", conflicts_with = "server_tls_ca")]
-    pub server_tls_skip_verify: bool,
-
-    /// A PEM client certificate chain for servers that require one.
-    #[arg(long, value_name = "FILE", requires_all = ["server_tls", "server_tls_key"])]
-    pub server_tls_cert: Option<PathBuf>,
-
-    /// The PEM private key of --server-tls-cert.
-    #[arg(long, value_name = "FILE", requires = "server_tls_cert")]
-    pub server_tls_key: Option<PathBuf>,
-
-    /// Number of workers: at most this many requests are at the servers at once.
-    #[arg(short = 't', long = "workers", default_value_t = DEFAULT_WORKERS)]
-    pub workers: usize,
-
-    /// memcached servers, host:port or a Unix socket path, one or more (a replicate
-    /// pool; --config for more).
-    #[arg(short = 'm', long = "servers", num_args = 1.., required_unless_present = "config",
-          conflicts_with = "config", value_name = "HOST:PORT")]
-    pub servers: Vec<String>,
-
-    /// Listeners and pools from a file: cachelab's TOML, or twemproxy's nutcracker.yml
-    /// as it is (by extension: .yml/.yaml). Reloaded on SIGHUP.
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-
-    /// Split multi-GETs over the servers instead of sending each to one server.
-    #[arg(short = 's', long = "sharded")]
-    pub sharded: bool,
-
-    /// Requests a worker takes from the queue at once and has at the servers together,
-    /// sent in one write per server (at most workers x this at the servers). The
-    /// default, 1, keeps the spec's queueing model: one request per worker at a time.
-    #[arg(long, default_value_t = DEFAULT_PIPELINE, value_name = "DEPTH")]
-    pub pipeline: usize,
-
-    /// Runtime threads for the net layer and workers (default: one per CPU).
-    #[arg(long)]
-    pub threads: Option<usize>,
-
-    /// After each read from a client or a server, keep one runtime thread spinning this
-    /// many microseconds instead of sleeping, so the next request or reply is read as it
-    /// lands rather than after the CPU's wake-up. Costs up to this much CPU after every
-    /// burst of traffic, a whole core under steady load. 0: off.
-    #[arg(long, default_value_t = 0, value_name = "US")]
-    pub busy_poll_us: u64,
-
-    /// Write one JSON object per worker and statistics window to this file.
-    #[arg(long, value_name = "PATH")]
-    pub stats_file: Option<PathBuf>,
-
-    /// Length of a statistics window in seconds.
-    #[arg(long, default_value_t = DEFAULT_STATS_WINDOW_SECS, value_name = "SECS")]
-    pub stats_window: f64,
-
-    /// Write the proxy's pid here at start (removed at exit), for `cachelab proxy reload`
-    /// and scripts that send it SIGHUP.
-    #[arg(long, value_name = "PATH")]
-    pub pid_file: Option<PathBuf>,
-
-    /// Write the log (info, warnings, errors) here instead of stderr.
-    #[arg(long, value_name = "PATH")]
-    pub log_file: Option<PathBuf>,
-
-    /// Log level or filter (error, warn, info, debug, trace).
-    #[arg(long, default_value = "info")]
-    pub log_level: String,
-
-    /// Largest value accepted from a client, in bytes.
-    #[arg(long, default_value_t = DEFAULT_MAX_VALUE_LEN)]
-    pub max_value_size: usize,
-
-    /// How long a server may take to answer before the request fails, in milliseconds.
-    #[arg(long, default_value_t = DEFAULT_SERVER_TIMEOUT_MS, value_name = "MS")]
-    pub server_timeout: u64,
-
-    /// Longest wait between reconnection attempts to a failed server, in milliseconds.
-    #[arg(long, default_value_t = DEFAULT_BACKOFF_MAX_MS, value_name = "MS")]
-    pub backoff_max: u64,
-
-    /// Failures in a row, over all workers, that eject a server (a timeout ejects at
-    /// once); an ejected server gets no requests until a probe gets an answer. 0: never
-    /// eject (each worker backs off on its own).
-    #[arg(long, default_value_t = DEFAULT_FAILURE_LIMIT, value_name = "N")]
-    pub failure_limit: u32,
-
-    /// On SIGTERM or SIGINT, how long in-flight requests may take to finish, in seconds.
-    #[arg(long, default_value_t = DEFAULT_DRAIN_TIMEOUT_SECS, value_name = "SECS")]
-    pub drain_timeout: f64,
-
-    /// Serve Prometheus metrics over HTTP on this address (e.g. 127.0.0.1:9150).
-    #[arg(long, value_name = "HOST:PORT")]
-    pub metrics_addr: Option<SocketAddr>,
-
-    /// Client connections served at once; a connection past the limit is answered
-    /// `ERROR Too many open connections` and closed, as memcached does.
-    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS)]
-    pub max_connections: usize,
-
-    /// Requests one client connection may have in flight before we stop reading from it.
-    #[arg(long, default_value_t = DEFAULT_MAX_INFLIGHT)]
-    pub max_inflight: usize,
-
-    /// Warnings about clients (bad requests) logged per second over the whole proxy;
-    /// the rest are counted and the count is logged.
-    #[arg(long, default_value_t = crate::log_limit::DEFAULT_LINES_PER_SECOND, value_name = "N")]
-    pub log_lines_per_second: u32,
-
-    /// Longest command line accepted (a multi-GET's key list), in bytes. memcached has
-    /// no such limit; 4 MiB holds 16,000 keys of the longest size.
-    #[arg(long, default_value_t = DEFAULT_MAX_LINE_LENGTH, value_name = "BYTES")]
-    pub max_line_length: usize,
-
-    /// Memory for requests and replies in MiB: requests and replies that would not fit
-    /// are answered `SERVER_ERROR out of memory` (see the README's memory bound).
-    #[arg(long, default_value_t = DEFAULT_MEMORY_BUDGET_MB, value_name = "MIB")]
-    pub memory_budget: usize,
-
-    /// Largest reply one server may send for one request; a larger one is answered
-    /// `SERVER_ERROR reply too large`.
-    #[arg(long, default_value_t = DEFAULT_MAX_REPLY_BYTES, value_name = "BYTES")]
-    pub max_reply_bytes: usize,
-
-    /// Reply bytes a client may have coming (unread replies, plus its requests in flight
-    /// at its largest reply so far) before nothing more of its is dispatched.
-    #[arg(long, default_value_t = DEFAULT_MAX_PENDING_BYTES, value_name = "BYTES")]
-    pub max_pending_bytes: usize,
-
-    /// Close a client connection that has sent nothing and awaits nothing for this many
-    /// seconds (0: never, memcached's default).
-    #[arg(long, default_value_t = 0.0, value_name = "SECS")]
-    pub idle_timeout: f64,
-}
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -252,7 +70,7 @@ pub enum ConfigError {
     #[error("--{0} must be at least 1")]
     Zero(&'static str),
     #[error("{0}")]
-    File(#[from] crate::config_file::FileError),
+    File(#[from] file::FileError),
     #[error("--{0}: {1}")]
     Tls(&'static str, TlsError),
     #[error("{0}")]
@@ -261,80 +79,6 @@ pub enum ConfigError {
     BadMode(String),
     #[error("{0} distinct server addresses; at most {MAX_SERVERS} are supported")]
     TooManyServers(usize),
-}
-
-/// One memcached server of a pool.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServerSpec {
-    pub addr: Endpoint,
-    /// The host as written (the default TLS server name).
-    pub host: String,
-    /// The name hashed onto the ketama ring (twemproxy's rule: the configured name, or
-    /// `host:port`, or `host` alone when the port is 11211).
-    pub name: String,
-    pub weight: u32,
-}
-
-/// A pool: its servers and how it routes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PoolSpec {
-    pub name: String,
-    pub servers: Vec<ServerSpec>,
-    pub mode: Mode,
-    pub hash: Hash,
-    pub hash_tag: Option<[u8; 2]>,
-    pub distribution: Distribution,
-    /// Shard pools: keys of an ejected server go to the next one on the ring.
-    pub auto_eject: bool,
-    pub read_policy: ReadPolicy,
-    /// How long a server may take to answer.
-    pub timeout: Duration,
-    /// Failures in a row that eject a server (0: never).
-    pub failure_limit: u32,
-    /// TLS towards the servers.
-    pub server_tls: Option<ServerTlsSpec>,
-}
-
-/// A listening address and the pool behind it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListenerSpec {
-    pub listen: Endpoint,
-    pub pool: PoolSpec,
-    /// TLS served to its clients.
-    pub tls: Option<ListenerTlsSpec>,
-}
-
-impl PoolSpec {
-    /// The command line's pool: `-m` servers, replicated, `-s` splitting multi-GETs.
-    pub fn replicate(
-        servers: Vec<ServerSpec>,
-        split_multiget: bool,
-        timeout: Duration,
-        failure_limit: u32,
-    ) -> PoolSpec {
-        PoolSpec {
-            name: "default".into(),
-            servers,
-            mode: Mode::Replicate { split_multiget },
-            hash: Hash::Fnv1a64,
-            hash_tag: None,
-            distribution: Distribution::Ketama,
-            auto_eject: true,
-            read_policy: ReadPolicy::RoundRobin,
-            timeout,
-            failure_limit,
-            server_tls: None,
-        }
-    }
-}
-
-/// twemproxy's name for a server without one: `host:port`, or `host` for port 11211.
-pub fn ketama_name(host: &str, port: u16) -> String {
-    if port == 11211 {
-        host.to_string()
-    } else {
-        format!("{host}:{port}")
-    }
 }
 
 /// The validated configuration the server runs with.
@@ -449,7 +193,7 @@ impl TryFrom<&Args> for Config {
         }
         let server_timeout = Duration::from_millis(args.server_timeout);
         let listeners = match &args.config {
-            Some(path) => crate::config_file::load(path, server_timeout, args.failure_limit)?,
+            Some(path) => file::load(path, server_timeout, args.failure_limit)?,
             None => {
                 let specs = args
                     .servers
@@ -606,6 +350,7 @@ pub(crate) fn resolve(server: &str) -> Result<SocketAddr, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
 
     fn parse(argv: &[&str]) -> Result<Config, String> {
         let args = Args::try_parse_from(argv).map_err(|e| e.to_string())?;

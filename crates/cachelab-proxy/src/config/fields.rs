@@ -1,0 +1,239 @@
+//! What both file formats share: server entries and listen addresses as nutcracker.yml
+//! writes them (each host resolved once per file), hash tags, twemproxy's server
+//! order, and the checks every pool and listener gets.
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::spec::{ketama_name, ListenerSpec, PoolSpec, ServerSpec};
+use crate::endpoint::Endpoint;
+use crate::routing::plan::Mode;
+
+/// What a pool that does not set them gets: the command line's timeout and failure
+/// limit.
+pub(super) struct Defaults {
+    pub(super) timeout: Duration,
+    pub(super) failure_limit: u32,
+}
+
+#[cfg(test)]
+impl Defaults {
+    pub(super) fn for_tests() -> Defaults {
+        Defaults {
+            timeout: Duration::from_millis(1000),
+            failure_limit: 2,
+        }
+    }
+}
+
+/// Host names resolved while reading one file: each is looked up once, since a lookup
+/// costs tens of microseconds (`/etc/hosts`, NSS) and a pool may name the same host
+/// thousands of times.
+#[derive(Debug, Default)]
+pub struct Resolver {
+    hosts: HashMap<String, IpAddr>,
+}
+
+impl Resolver {
+    /// The first address `host` resolves to, with `port`.
+    fn resolve(&mut self, host: &str, port: u16) -> Result<SocketAddr, String> {
+        if let Some(ip) = self.hosts.get(host) {
+            return Ok(SocketAddr::new(*ip, port));
+        }
+        let addr = (host, port)
+            .to_socket_addrs()
+            .map_err(|e| format!("{host} did not resolve: {e}"))?
+            .next()
+            .ok_or_else(|| format!("{host} did not resolve"))?;
+        self.hosts.insert(host.to_string(), addr.ip());
+        Ok(addr)
+    }
+}
+
+/// `host:port[:weight] [name]`, parsed from the end as nutcracker does.
+pub fn parse_server(text: &str, resolver: &mut Resolver) -> Result<ServerSpec, String> {
+    let text = text.trim();
+    let (address, name) = match text.split_once(' ') {
+        Some((a, n)) if !n.trim().is_empty() => (a, Some(n.trim().to_string())),
+        _ => (text, None),
+    };
+    if let Some(path) = Endpoint::unix_path(address) {
+        // twemproxy's `/path:weight`: the weight is what follows the last colon.
+        let (path, weight) = match path.to_str().and_then(|p| p.rsplit_once(':')) {
+            Some((p, w)) if w.parse::<u32>().is_ok() => (PathBuf::from(p), w.parse().unwrap_or(1)),
+            _ => (path, 1),
+        };
+        if weight == 0 {
+            return Err(format!("server {text:?}: weight must be at least 1"));
+        }
+        let shown = path.display().to_string();
+        return Ok(ServerSpec {
+            addr: Endpoint::Unix(path),
+            host: shown.clone(),
+            name: name.unwrap_or(shown),
+            weight,
+        });
+    }
+    let parts: Vec<&str> = address.rsplitn(3, ':').collect();
+    let (host, port, weight) = match parts.as_slice() {
+        [weight, port, host] if weight.parse::<u32>().is_ok() && port.parse::<u16>().is_ok() => {
+            (*host, *port, *weight)
+        }
+        [port, host] => (*host, *port, "1"),
+        [weight, port, host] => {
+            // `host:port` where host has a colon (IPv6) is not supported; say which part
+            // is wrong.
+            return Err(format!(
+                "server {text:?}: expected host:port[:weight], got port {port:?} and weight \
+                 {weight:?} after {host:?}"
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "server {text:?}: expected host:port[:weight] [name]"
+            ))
+        }
+    };
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("server {text:?}: invalid port {port:?}"))?;
+    let weight: u32 = weight
+        .parse()
+        .map_err(|_| format!("server {text:?}: invalid weight {weight:?}"))?;
+    if weight == 0 {
+        return Err(format!("server {text:?}: weight must be at least 1"));
+    }
+    let addr = resolver
+        .resolve(host, port)
+        .map_err(|e| format!("server {text:?}: {e}"))?;
+    Ok(ServerSpec {
+        addr: Endpoint::Tcp(addr),
+        host: host.to_string(),
+        name: name.unwrap_or_else(|| ketama_name(host, port)),
+        weight,
+    })
+}
+
+pub(super) fn parse_listen(text: &str, resolver: &mut Resolver) -> Result<Endpoint, String> {
+    let text = text.trim();
+    if let Some(path) = Endpoint::unix_path(text) {
+        if path.to_string_lossy().contains(' ') {
+            return Err(format!(
+                "listen {text:?}: a socket file's permissions are set by --unix-socket-mode"
+            ));
+        }
+        return Ok(Endpoint::Unix(path));
+    }
+    let (host, port) = text
+        .rsplit_once(':')
+        .ok_or_else(|| format!("listen {text:?}: expected host:port"))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("listen {text:?}: invalid port"))?;
+    resolver.resolve(host, port).map(Endpoint::Tcp)
+}
+
+pub(super) fn parse_hash_tag(text: &str) -> Result<[u8; 2], String> {
+    match text.as_bytes() {
+        [open, close] => Ok([*open, *close]),
+        _ => Err(format!("hash_tag {text:?}: must be two characters")),
+    }
+}
+
+/// Puts a shard pool's servers in twemproxy's order: it sorts them by name (shorter
+/// names first, then bytewise) when it checks for duplicates, and keeps that order, which
+/// is what modula and random index (ketama does not depend on it).
+pub fn twemproxy_order(pool: &mut PoolSpec) {
+    if matches!(pool.mode, Mode::Shard { .. }) {
+        pool.servers.sort_by(|a, b| {
+            (a.name.len(), a.name.as_bytes()).cmp(&(b.name.len(), b.name.as_bytes()))
+        });
+    }
+}
+
+pub(super) fn check_pool(pool: &PoolSpec) -> Result<(), String> {
+    if pool.servers.is_empty() {
+        return Err(format!("pool {}: no servers", pool.name));
+    }
+    let mut names = HashSet::with_capacity(pool.servers.len());
+    if let Some(twice) = pool.servers.iter().find(|s| !names.insert(s.name.as_str())) {
+        return Err(format!(
+            "pool {}: two servers named {:?}",
+            pool.name, twice.name
+        ));
+    }
+    if let Mode::Shard { replicas } = pool.mode {
+        if replicas == 0 || replicas > pool.servers.len() {
+            return Err(format!(
+                "pool {}: replicas = {replicas}, but it has {} servers",
+                pool.name,
+                pool.servers.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn check_listeners(listeners: &[ListenerSpec]) -> Result<(), String> {
+    let mut first = HashMap::with_capacity(listeners.len());
+    for a in listeners {
+        // Port 0 picks a free port for each (tests, scripts): not a clash.
+        if a.listen.port() == Some(0) {
+            continue;
+        }
+        if let Some(b) = first.insert(&a.listen, a) {
+            return Err(format!(
+                "pools {} and {} listen on the same address {}",
+                b.pool.name, a.pool.name, a.listen
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_server_alone(text: &str) -> Result<ServerSpec, String> {
+        parse_server(text, &mut Resolver::default())
+    }
+
+    #[test]
+    fn servers_read_like_nutcrackers_with_its_default_names() {
+        let s = parse_server_alone("127.0.0.1:11311:2 beta").unwrap();
+        assert_eq!((s.name.as_str(), s.weight), ("beta", 2));
+        assert_eq!(
+            parse_server_alone("127.0.0.1:11311:1").unwrap().name,
+            "127.0.0.1:11311"
+        );
+        assert_eq!(
+            parse_server_alone("127.0.0.1:11211:1").unwrap().name,
+            "127.0.0.1"
+        );
+        assert_eq!(parse_server_alone("127.0.0.1:11311").unwrap().weight, 1);
+        let err = parse_server_alone("127.0.0.1:11311:0").unwrap_err();
+        assert!(err.contains("weight"), "{err}");
+        let unix = parse_server_alone("/tmp/mc.sock:3").unwrap();
+        assert_eq!(
+            (unix.addr, unix.weight),
+            (Endpoint::Unix("/tmp/mc.sock".into()), 3)
+        );
+        assert_eq!(unix.name, "/tmp/mc.sock");
+    }
+
+    #[test]
+    fn a_host_resolves_once_per_file_for_every_port() {
+        let mut resolver = Resolver::default();
+        let a = parse_server("localhost:11311:1 a", &mut resolver).unwrap();
+        let b = parse_server("localhost:11411:1 b", &mut resolver).unwrap();
+        assert_eq!(resolver.hosts.len(), 1);
+        let (Endpoint::Tcp(a), Endpoint::Tcp(b)) = (a.addr, b.addr) else {
+            panic!("host:port servers are TCP");
+        };
+        assert_eq!(a.ip(), b.ip());
+        assert_eq!((a.port(), b.port()), (11311, 11411));
+    }
+}

@@ -1,0 +1,84 @@
+//! Listeners, pools and servers as configured: what the command line and both file
+//! formats produce, and what pools are built from.
+
+use std::time::Duration;
+
+use crate::endpoint::Endpoint;
+use crate::routing::hash::Hash;
+use crate::routing::plan::{Mode, ReadPolicy};
+use crate::routing::ring::Distribution;
+use crate::tls::{ListenerTlsSpec, ServerTlsSpec};
+
+/// One memcached server of a pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSpec {
+    pub addr: Endpoint,
+    /// The host as written (the default TLS server name).
+    pub host: String,
+    /// The name hashed onto the ketama ring (twemproxy's rule: the configured name, or
+    /// `host:port`, or `host` alone when the port is 11211).
+    pub name: String,
+    pub weight: u32,
+}
+
+/// A pool: its servers and how it routes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolSpec {
+    pub name: String,
+    pub servers: Vec<ServerSpec>,
+    pub mode: Mode,
+    pub hash: Hash,
+    pub hash_tag: Option<[u8; 2]>,
+    pub distribution: Distribution,
+    /// Shard pools: keys of an ejected server go to the next one on the ring.
+    pub auto_eject: bool,
+    pub read_policy: ReadPolicy,
+    /// How long a server may take to answer.
+    pub timeout: Duration,
+    /// Failures in a row that eject a server (0: never).
+    pub failure_limit: u32,
+    /// TLS towards the servers.
+    pub server_tls: Option<ServerTlsSpec>,
+}
+
+/// A listening address and the pool behind it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerSpec {
+    pub listen: Endpoint,
+    pub pool: PoolSpec,
+    /// TLS served to its clients.
+    pub tls: Option<ListenerTlsSpec>,
+}
+
+impl PoolSpec {
+    /// The command line's pool: `-m` servers, replicated, `-s` splitting multi-GETs.
+    pub fn replicate(
+        servers: Vec<ServerSpec>,
+        split_multiget: bool,
+        timeout: Duration,
+        failure_limit: u32,
+    ) -> PoolSpec {
+        PoolSpec {
+            name: "default".into(),
+            servers,
+            mode: Mode::Replicate { split_multiget },
+            hash: Hash::Fnv1a64,
+            hash_tag: None,
+            distribution: Distribution::Ketama,
+            auto_eject: true,
+            read_policy: ReadPolicy::RoundRobin,
+            timeout,
+            failure_limit,
+            server_tls: None,
+        }
+    }
+}
+
+/// twemproxy's name for a server without one: `host:port`, or `host` for port 11211.
+pub fn ketama_name(host: &str, port: u16) -> String {
+    if port == 11211 {
+        host.to_string()
+    } else {
+        format!("{host}:{port}")
+    }
+}

@@ -1,0 +1,160 @@
+//! What each server is sent: a part of a request as its plan says, a compare-and-swap's
+//! write for the other replicas, and which replies quiet mode leaves out.
+
+use bytes::BytesMut;
+use cachelab_protocol::{parse_request, Expect, Limits, Reply, Request};
+
+use crate::job::Job;
+use crate::routing::plan::{Access, PartKeys, Plan};
+use crate::routing::spans::KeySpans;
+
+/// Limits for re-parsing frames the decoder already accepted.
+const REPARSE: Limits = Limits {
+    max_key_len: usize::MAX,
+    max_value_len: usize::MAX,
+    max_line_len: usize::MAX / 4,
+};
+
+/// Whether quiet mode leaves this reply out (a quiet meta command's miss or success).
+pub(super) fn quiet_drops(job: &Job, reply: Reply) -> bool {
+    match (job.quiet, reply) {
+        (Some(cmd), Reply::Meta(status)) => cmd.quiet_drops(status),
+        _ => false,
+    }
+}
+
+/// Writes the write a compare-and-swap applied at its primary, without the compare,
+/// into `out` (`cas` becomes `set`; `ms`/`md`/`ma` lose their `C`), and says what reply
+/// it gets; None for a frame that is not a compare-and-swap.
+pub(super) fn compose_unconditional(frame: &[u8], out: &mut BytesMut) -> Option<Expect> {
+    match parse_request(frame, &REPARSE) {
+        Ok((Request::Store(store), _)) => {
+            let set = cachelab_protocol::Store {
+                op: cachelab_protocol::StoreOp::Set,
+                cas_unique: None,
+                noreply: false,
+                ..store
+            };
+            set.compose(out);
+            Some(Expect::Store)
+        }
+        Ok((Request::Meta(meta), _)) => {
+            meta.compose_unconditional(out);
+            Some(Expect::Meta)
+        }
+        _ => None,
+    }
+}
+
+/// Writes part `part` of `job`'s plan, as its server gets it, into `out`: the frame as
+/// received, or a `get`/`gets` of the part's keys.
+pub(super) fn compose(job: &Job, plan: &Plan, part: usize, out: &mut BytesMut) {
+    compose_part(&job.frame, &job.spans, job.access, plan, part, out)
+}
+
+/// [`compose`] from the request's parts: its frame, its keys' spans (found by the
+/// decoder) and its access, which says whether the keys were asked with `gets`.
+fn compose_part(
+    frame: &[u8],
+    spans: &KeySpans,
+    access: Access,
+    plan: &Plan,
+    part: usize,
+    out: &mut BytesMut,
+) {
+    let keys = plan.parts[part].keys;
+    if keys == PartKeys::Whole {
+        out.extend_from_slice(frame);
+        return;
+    }
+    let cas = access == Access::ReadCas;
+    out.extend_from_slice(if cas { b"gets" } else { b"get" });
+    let mut put = |key: &[u8]| {
+        out.extend_from_slice(b" ");
+        out.extend_from_slice(key);
+    };
+    let all = spans.keys(frame);
+    match keys {
+        PartKeys::Consecutive { start, len } => all.skip(start).take(len).for_each(&mut put),
+        _ => all
+            .zip(&plan.key_parts)
+            .filter(|(_, &p)| p as usize == part)
+            .for_each(|(key, _)| put(key)),
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::routing::plan::Part;
+
+    fn get(frame: &[u8]) -> KeySpans {
+        let Ok((Request::Get(get), _)) = parse_request(frame, &Limits::default()) else {
+            panic!("not a get");
+        };
+        KeySpans::of(frame, get.keys.iter())
+    }
+
+    fn plan_of(parts: &[PartKeys], key_parts: &[u32]) -> Plan {
+        let mut plan = Plan::default();
+        for keys in parts {
+            plan.parts.push(Part {
+                keys: *keys,
+                candidates: 0..1,
+            });
+        }
+        plan.key_parts.extend_from_slice(key_parts);
+        plan
+    }
+
+    fn composed(frame: &[u8], access: Access, plan: &Plan, part: usize) -> String {
+        let mut out = BytesMut::new();
+        compose_part(frame, &get(frame), access, plan, part, &mut out);
+        String::from_utf8(out.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn a_whole_part_is_the_frame_as_received() {
+        let frame = b"get  a  b\r\n";
+        let plan = plan_of(&[PartKeys::Whole], &[]);
+        assert_eq!(composed(frame, Access::Read, &plan, 0), "get  a  b\r\n");
+    }
+
+    #[test]
+    fn consecutive_parts_take_their_run_of_keys_in_order() {
+        let frame = b"get a b c d e f g\r\n";
+        let plan = plan_of(
+            &[
+                PartKeys::Consecutive { start: 0, len: 3 },
+                PartKeys::Consecutive { start: 3, len: 2 },
+                PartKeys::Consecutive { start: 5, len: 2 },
+            ],
+            &[],
+        );
+        assert_eq!(composed(frame, Access::Read, &plan, 0), "get a b c\r\n");
+        assert_eq!(composed(frame, Access::Read, &plan, 1), "get d e\r\n");
+        assert_eq!(composed(frame, Access::Read, &plan, 2), "get f g\r\n");
+    }
+
+    #[test]
+    fn listed_parts_take_the_keys_placed_on_them_and_gets_stays_gets() {
+        let frame = b"gets k1 k2 k3 k1\r\n";
+        let plan = plan_of(&[PartKeys::Listed, PartKeys::Listed], &[1, 0, 1, 1]);
+        assert_eq!(composed(frame, Access::ReadCas, &plan, 0), "gets k2\r\n");
+        assert_eq!(
+            composed(frame, Access::ReadCas, &plan, 1),
+            "gets k1 k3 k1\r\n"
+        );
+    }
+
+    #[test]
+    fn a_cas_becomes_a_set_for_the_other_replicas() {
+        let mut out = BytesMut::new();
+        let expect = compose_unconditional(b"cas k 5 0 2 77 noreply\r\nhi\r\n", &mut out);
+        assert_eq!(expect, Some(Expect::Store));
+        assert_eq!(&out[..], b"set k 5 0 2\r\nhi\r\n");
+        out.clear();
+        assert_eq!(compose_unconditional(b"get k\r\n", &mut out), None);
+    }
+}
