@@ -8,8 +8,9 @@ import json
 import pytest
 
 from cachelab.report import tls
+from cachelab.report.data import PointResult
 from cachelab.spec import experiment as spec
-from cachelab.store import ProcessCpu
+from cachelab.store import ClientTiming, ProcessCpu
 
 BASE = 'name = "t"\nrun_time_s = 3\nwarmup_s = 0.5\ncooldown_s = 0.5\n'
 
@@ -69,3 +70,20 @@ def test_cpu_per_request_is_each_roles_cpu_over_every_clients_requests():
     assert found["server"] == pytest.approx(15.0)
     assert found["middleware"] == pytest.approx(30.0)
     assert tls.cpu_per_request([]) == {"load": None, "middleware": None, "server": None}
+
+
+def point(timings=(), p50=9.0, p99=99.0) -> PointResult:
+    return PointResult(index=0, label="p", factors={}, config={}, clients=1, runs=1,
+                       steady_runs=1, verdict=None, throughput=1.0,
+                       percentiles_ms={"p50": p50, "p90": p50, "p99": p99},
+                       timings=tuple(timings))
+
+
+def test_a_pair_compares_latencies_on_the_programs_read_clock():
+    timings = [ClientTiming(0, "load", "wire", "kernel_tx->kernel_rx", 0.01, 0.02, 1),
+               ClientTiming(0, "measure", "user_latency", "intended->user_read", 5.0, 6.0, 1),
+               ClientTiming(0, "load", "user_latency", "intended->user_read", 0.04, 0.2, 1)]
+    assert (tls.latency_ms(point(timings), "p50"), tls.latency_ms(point(timings), "p99")) \
+        == (0.04, 0.2)
+    # Without the figure (an older report): the summary's percentiles.
+    assert tls.latency_ms(point(), "p99") == 99.0

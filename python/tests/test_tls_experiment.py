@@ -93,6 +93,10 @@ def test_the_tls_cost_experiment_measures_each_pair(proxy_binary, tmp_path, priv
         assert (tls_config.servers.kind, tls_config.middleware.count) == (
             plain_config.servers.kind, plain_config.middleware.count)
         assert c.sessions and {x.hop for x in c.sessions} == set(c.hops)
+        # Both sides on the program's read clock (the plain side also has kernel stamps).
+        (read,) = [t for t in c.baseline.timings
+                   if t.role == "load" and t.figure == "user_latency"]
+        assert read.clock == "intended->user_read" and c.baseline_p99_ms == read.p99_ms
         for role in ("load", "server"):
             assert c.cpu_added_us(role) is not None
         assert (c.cpu_added_us("middleware") is None) == (tls_config.middleware.count == 0)

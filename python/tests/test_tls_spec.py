@@ -166,3 +166,16 @@ def test_a_unix_socket_target_replaces_server_and_port():
                             transport=wiring.to_targets(server))
     assert argv[:2] == ["-S", "/s/server-0.sock"] and "--server" not in argv
     assert server.address == "/s/server-0.sock"  # as the middleware's -m names it
+
+
+def test_the_clock_that_ends_latencies_is_chosen_in_the_file():
+    kw = dict(test_time=3, warmup=0.5, cooldown=0.5, seed=1, json_out=Path("l.json"))
+    kernel = parse("").points[0].config
+    assert "--timestamps" not in loadgen.run_argv(kernel, "h", 1, **kw)
+    user = parse('[load]\ntimestamps = "user"\n').points[0].config
+    argv = loadgen.run_argv(user, "h", 1, **kw)
+    assert argv[argv.index("--timestamps") + 1] == "user"
+    measure = loadgen.measure_argv(user, "h", 1, rate=100, **kw)
+    assert measure[measure.index("--timestamps") + 1] == "user"
+    assert "load.timestamps: must be one of kernel, user, got 'wall'" in error(
+        '[load]\ntimestamps = "wall"\n')

@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cachelab.errors import UserError
-from cachelab.spec.experiment import LoadMode, RunConfig, ServerKind, WireProtocol
+from cachelab.spec.experiment import (
+    LoadMode,
+    RunConfig,
+    ServerKind,
+    Timestamps,
+    WireProtocol,
+)
 
 SCHEMA = "cachelab-load/1"
 OPS = ("set", "get", "multiget", "total")
@@ -92,6 +98,8 @@ def run_argv(config: RunConfig, host: str, port: int, *, test_time: float, warmu
         argv += ["--rate", f"{load.rate / config.instances:g}"]
     if load.busy_poll_us:
         argv += ["--busy-poll-us", str(load.busy_poll_us)]
+    if load.timestamps != Timestamps.KERNEL:
+        argv += ["--timestamps", load.timestamps]
     if start_at_ms is not None:
         argv += [f"--start-at={start_at_ms}"]
     return argv
@@ -111,6 +119,8 @@ def measure_argv(config: RunConfig, host: str, port: int, *, rate: float, test_t
             "--warmup", f"{warmup:g}", "--cooldown", f"{cooldown:g}",
             "--seed", str(seed), "--json-out-file", str(json_out), "--rate", f"{rate:g}"]
     argv += _key_args(config)
+    if config.load.timestamps != Timestamps.KERNEL:
+        argv += ["--timestamps", config.load.timestamps]
     if start_at_ms is not None:
         argv += [f"--start-at={start_at_ms}"]
     return argv

@@ -90,6 +90,13 @@ class LoadMode(StrEnum):
     CAPACITY = "capacity"
 
 
+class Timestamps(StrEnum):
+    """cachelab-load's --timestamps: which clock ends each latency."""
+
+    KERNEL = "kernel"
+    USER = "user"
+
+
 #: What a host of a topology may run (`measure`: the measuring client, load.measure_rate).
 ROLES = ("server", "middleware", "load", "measure")
 #: Key patterns by name, as the load generator's letters.
@@ -211,6 +218,10 @@ class Load:
     #: Speak TLS to the target: None follows it (middleware.tls, or servers.tls without a
     #: middleware); true or false must agree with it.
     tls: bool | None = _f(None)
+    #: cachelab-load's --timestamps: "kernel" (latency ends at the kernel's receipt of the
+    #: reply where the kernel stamps it) or "user" (at the program's read, as over TLS and
+    #: Unix sockets, where the kernel cannot stamp requests).
+    timestamps: Timestamps = _f(Timestamps.KERNEL)
 
 
 @dataclass(frozen=True)
