@@ -113,3 +113,15 @@ def test_normal_quantiles_are_at_i_minus_half_over_n():
         [-1.1503, -0.3186, 0.3186, 1.1503], abs=1e-4)
     with pytest.raises(AnalysisError):
         factorial.normal_quantiles(0)
+
+
+def test_include_unsteady_keeps_flagged_runs_in_the_design():
+    runs = runs_of(sweep(ratios=("0:1",)), reps=2, unsteady={(1, 2), (2, 1), (2, 2)})
+    found = design.plan(FACTORS, runs)
+    assert found.designs == () and found.skipped == ("all runs: point #3 has no steady run",)
+    (d,) = design.plan(FACTORS, runs, include_unsteady=True).designs
+    assert d.replications == 2
+    assert d.notes == ("3 unsteady run(s) included (--include-unsteady): #2 rep 2, #3 rep 1, "
+                       "#3 rep 2",)
+    assert [(r.point, r.repetition) for r in d.runs] == [
+        (p, rep) for p in range(4) for rep in (1, 2)]

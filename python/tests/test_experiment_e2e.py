@@ -31,6 +31,7 @@ cooldown_s = 0
 [validation]
 cv_threshold = 0.5   # a loaded test machine is noisy; the bound is tested elsewhere
 max_repetitions = 2
+replace_unsteady = 0  # the run counts below are exact (replacement: test_store_validate)
 [servers]
 count = 2
 memory_mb = 64

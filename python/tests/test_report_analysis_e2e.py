@@ -248,12 +248,22 @@ def test_network_model_and_histograms_from_the_stored_runs(experiments):
     for curve in ("middleware.workers=1", "middleware.workers=4"):
         basis = "lowest load (N = 1)"
         mine = [s for s in stations if s["curve"] == curve and s["basis"] == basis]
-        assert [s["station"] for s in mine][1:] == ["net layer", "workers", "server 1",
-                                                    "server 2"]
-        assert mine[2]["servers"] == curve[-1]  # m = W
+        # The loopback round trip measured before the point is a delay station per
+        # server, taken out of the server's measured time (report/links.py); a station
+        # whose time is within noise of zero is left out (the network, a server whose
+        # time was no longer than its round trip), so only the order is fixed.
+        order = ["network", "net layer", "workers", "link server 1", "server 1",
+                 "link server 2", "server 2"]
+        names = [s["station"] for s in mine]
+        assert names == [n for n in order if n in names]
+        assert {"net layer", "workers", "link server 1", "link server 2"} <= set(names)
+        by_name = {s["station"]: s for s in mine}
+        assert by_name["workers"]["servers"] == curve[-1]  # m = W
         # Ratio 1:4 over 2 replicated servers: each answers every set and half the gets.
-        for s in mine[3:]:
-            assert float(s["visits"]) == pytest.approx(0.2 + 0.8 / 2, abs=0.02)
+        for name in ("link server 1", "link server 2", "server 1", "server 2"):
+            if name in by_name:
+                assert float(by_name[name]["visits"]) == pytest.approx(0.2 + 0.8 / 2,
+                                                                       abs=0.02)
         one = next(r for r in mva if r["curve"] == curve and r["basis"] == basis
                    and r["N"] == "1")
         # One client: no queueing anywhere, R(1) = the sum of the demands.

@@ -268,3 +268,77 @@ def test_runs_whose_load_generator_sent_late_are_stored_and_flagged(tmp_path):
     from cachelab.report import write_report
     html = write_report(tmp_path).read_text()
     assert "sent late" in html and "load.busy_poll_us" in html
+
+
+def _verdict(cvs, *, repetitions=3, max_repetitions=3, max_replacements=3):
+    outcomes = [validate.RunOutcome(100.0, c) for c in cvs]
+    return validate.assess(outcomes, threshold=0.05, repetitions=repetitions,
+                           max_repetitions=max_repetitions, max_replacements=max_replacements)
+
+
+def test_an_unsteady_run_is_replaced_beyond_max_repetitions():
+    # r = 3 with max_repetitions = 3, as a factorial experiment sets it: one unsteady run.
+    assert _verdict([0.01, 0.20, 0.01]).more
+    assert not _verdict([0.01, 0.20, 0.01], max_replacements=0).more   # the old rule
+    v = _verdict([0.01, 0.20, 0.01, 0.02])
+    assert (v.stable, v.more, v.steady) == (True, False, (0, 2, 3))
+    # Replacements are bounded: r + max_replacements runs in all.
+    assert _verdict([0.2] * 5).more
+    v = _verdict([0.2] * 6)
+    assert not v.more and "after 6 runs (the bound)" in v.reason
+    assert not _verdict([0.01, 0.2, 0.2, 0.2], max_replacements=1).more
+
+
+def test_replacements_do_not_extend_runs_for_a_wide_cv_between():
+    outcomes = [validate.RunOutcome(x, 0.01) for x in (100, 150, 100)]
+    v = validate.assess(outcomes, threshold=0.05, repetitions=3, max_repetitions=3,
+                        max_replacements=3)
+    assert (v.stable, v.more) == (False, False)
+
+
+def test_replace_unsteady_defaults_to_the_repetitions():
+    from cachelab.spec import experiment
+    base = 'name = "x"\nrepetitions = 4\n[validation]\nmax_repetitions = 4\n'
+    assert experiment.parse(base).max_replacements == 4
+    assert experiment.parse(base + "replace_unsteady = 0\n").max_replacements == 0
+    with pytest.raises(UserError, match="validation.replace_unsteady"):
+        experiment.parse(base + "replace_unsteady = -1\n")
+
+
+DESIGN = """
+name = "design"
+order = "sweep"
+repetitions = 2
+run_time_s = 10
+warmup_s = 2
+cooldown_s = 1
+[validation]
+cv_threshold = 0.05
+max_repetitions = 2
+{extra}
+[sweep.factors]
+"load.clients" = [1, 2]
+"middleware.workers" = [4, 8]
+"""
+
+
+def test_a_design_keeps_r_when_a_run_is_unsteady_and_include_unsteady_keeps_it(tmp_path):
+    from cachelab.commands import factorial
+    throughputs = {i: [100.0 * (i + 1) + rep for rep in range(4)] for i in range(4)}
+    cvs = {i: [0.01] * 4 for i in range(4)}
+    cvs[1] = [0.3, 0.01, 0.01, 0.01]  # point 1's first run is unsteady
+    execute = fake_executor(throughputs, cvs)
+    run(tmp_path / "a", execute, DESIGN.format(extra=""))
+    assert [c for c in execute.calls if c[0] == 1] == [(1, 1), (1, 2), (1, 3)]
+    out = factorial.run(tmp_path / "a", ["throughput"])
+    assert "r = 2" in out and "1 unsteady run(s) left out: #2 rep 1" in out
+    # Without replacements the design drops to r = 1; --include-unsteady keeps r = 2.
+    execute = fake_executor(throughputs, cvs)
+    run(tmp_path / "b", execute, DESIGN.format(extra="replace_unsteady = 0"))
+    assert len(execute.calls) == 8
+    assert "r = 1" in factorial.run(tmp_path / "b", ["throughput"])
+    out = factorial.run(tmp_path / "b", ["throughput"], include_unsteady=True)
+    assert "r = 2" in out and "unsteady runs are included" in out
+    assert "1 unsteady run(s) included (--include-unsteady): #2 rep 1" in out
+    with pytest.raises(UserError, match="--include-unsteady select runs of a stored"):
+        factorial.run(tmp_path / "x.csv", ["throughput"], include_unsteady=True)

@@ -7,7 +7,7 @@ use std::thread;
 use std::time::Duration;
 
 use cachelab_protocol::Expect;
-use common::{start_servers, values_reply, Proxy};
+use common::{start_servers, values_reply, Spawned};
 
 /// The proxy's CPU time so far (user + system), in clock ticks.
 fn cpu_ticks(pid: u32) -> u64 {
@@ -26,7 +26,7 @@ fn answers_right_then_goes_quiet(extra: &[&str]) {
     let servers = start_servers(2);
     let mut args = vec!["--busy-poll-us", "200"];
     args.extend_from_slice(extra);
-    let mut proxy = Proxy::start(&servers.iter().collect::<Vec<_>>(), &args);
+    let mut proxy = Spawned::start(&servers.iter().collect::<Vec<_>>(), &args);
     let addr = proxy.addr;
     let clients: Vec<_> = (0..4)
         .map(|c| {

@@ -139,19 +139,16 @@ fn start_lying_server() -> std::net::SocketAddr {
 #[test]
 fn a_reply_read_out_of_step_reaches_nobody_and_the_connection_is_replaced() {
     let server = start_lying_server();
-    let proxy = cachelab_testkit::Proxy::start_args(
-        env!("CARGO_BIN_EXE_cachelab-proxy"),
-        &[
-            "-l".into(),
-            "127.0.0.1".into(),
-            "-p".into(),
-            "0".into(),
-            "-t".into(),
-            "1".into(),
-            "-m".into(),
-            server.to_string(),
-        ],
-    );
+    let proxy = Proxy::start_args(&[
+        "-l".into(),
+        "127.0.0.1".into(),
+        "-p".into(),
+        "0".into(),
+        "-t".into(),
+        "1".into(),
+        "-m".into(),
+        server.to_string(),
+    ]);
     let stop = Instant::now() + Duration::from_secs(2);
     let liar = thread::spawn({
         let addr = proxy.addr;

@@ -3,9 +3,6 @@
 
 mod common;
 
-use std::thread;
-use std::time::Duration;
-
 use common::{start_servers, values_reply, Memcached};
 
 fn cmd_gets(servers: &[Memcached]) -> Vec<u64> {
@@ -50,8 +47,8 @@ fn killed_server_is_routed_around(mode: &[&str]) {
     drop(client);
 
     servers[1].restart();
-    // Every worker's retry time has passed once the backoff maximum has.
-    thread::sleep(Duration::from_millis(400));
+    // Once the probe has restored it, every worker reconnects whatever its retry time.
+    proxy.wait_for_log("server answered the probe: restored", 1);
     let mut client = proxy.client();
     for i in 0..10 {
         assert_eq!(client.set("k", "v"), "STORED\r\n", "set {i} after restart");
@@ -118,7 +115,7 @@ fn with_every_server_down_requests_get_server_errors_and_the_proxy_survives() {
         assert!(client.set("k", "v").starts_with("SERVER_ERROR "));
     }
     servers[0].restart();
-    thread::sleep(Duration::from_millis(300));
+    proxy.wait_for_log("server answered the probe: restored", 1);
     assert_eq!(client.set("k", "v"), "STORED\r\n");
     assert_eq!(client.get(&["k"]), values_reply(&[("k", "v")]));
 }

@@ -25,6 +25,20 @@ struct Tally {
 }
 
 impl Tally {
+    fn completed(&self) -> usize {
+        self.done.lock().unwrap().len()
+    }
+
+    /// Waits (bounded) until `more` requests beyond the `from`th have completed.
+    fn wait_for(&self, from: usize, more: usize) {
+        let done = common::wait_until(Duration::from_secs(20), || self.completed() >= from + more);
+        assert!(
+            done,
+            "{} of {more} more requests completed",
+            self.completed() - from
+        );
+    }
+
     fn between(&self, from: Instant, to: Instant) -> f64 {
         let done = self.done.lock().unwrap();
         let n = done.iter().filter(|t| **t >= from && **t < to).count();
@@ -35,7 +49,7 @@ impl Tally {
 /// `threads` clients, each alternating `writes_every`-th request as a set (0: reads only),
 /// until `stop`.
 fn load(
-    proxy: &cachelab_testkit::Proxy,
+    proxy: &common::Proxy,
     threads: usize,
     writes_every: u64,
     tally: &Arc<Tally>,
@@ -88,13 +102,15 @@ fn a_stalled_server_costs_one_timeout_not_the_whole_proxy() {
     assert_eq!(proxy.client().set("k", "v"), "STORED\r\n");
     let (tally, stop) = (Arc::new(Tally::default()), Arc::new(AtomicBool::new(false)));
     let threads = load(&proxy, 8, 0, &tally, &stop);
+    // The phases are the measurement: a second of load before the stall, three
+    // seconds of stall (six server timeouts).
     thread::sleep(Duration::from_secs(1));
     let stalled_at = Instant::now();
     servers[1].signal(libc::SIGSTOP);
     thread::sleep(Duration::from_secs(3));
     servers[1].signal(libc::SIGCONT);
     let resumed_at = Instant::now();
-    thread::sleep(Duration::from_millis(500));
+    tally.wait_for(tally.completed(), 500);
     stop.store(true, Ordering::Relaxed);
     threads.into_iter().for_each(|t| t.join().unwrap());
 
@@ -129,15 +145,25 @@ fn a_server_killed_and_restarted_under_load_costs_no_read_and_no_later_write() {
     assert_eq!(proxy.client().set("k", "v"), "STORED\r\n");
     let (tally, stop) = (Arc::new(Tally::default()), Arc::new(AtomicBool::new(false)));
     let threads = load(&proxy, 4, 4, &tally, &stop);
-    thread::sleep(Duration::from_millis(500));
+    tally.wait_for(0, 500);
     servers[2].stop(); // SIGKILL
-    thread::sleep(Duration::from_millis(700));
+                       // Down until writes have seen it (they answer SERVER_ERROR) and reads went on.
+    let down = tally.completed();
+    assert!(
+        common::wait_until(Duration::from_secs(10), || {
+            tally.failed_writes.load(Ordering::Relaxed) > 0
+        }),
+        "no write failed while the server was down"
+    );
+    tally.wait_for(down, 200);
+    proxy.wait_for_log("server ejected", 1);
     servers[2].restart();
     // The restarted server is empty: the proxy's next sets fill it. Once the probe has
     // seen it (within --backoff-max), every write must succeed again.
     proxy.wait_for_log("restored", 1);
     tally.writes_must_succeed.store(true, Ordering::Relaxed);
-    thread::sleep(Duration::from_millis(800));
+    // Enough load afterwards that every server has had writes again.
+    tally.wait_for(tally.completed(), 2000);
     stop.store(true, Ordering::Relaxed);
     threads.into_iter().for_each(|t| t.join().unwrap());
     // Reads fail over while it is down; after the restart it is empty until the next

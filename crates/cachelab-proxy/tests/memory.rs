@@ -45,7 +45,7 @@ fn big_value() -> String {
 fn a_client_that_never_reads_cannot_grow_the_proxy_past_its_budget() {
     let servers = start_servers(1);
     let budget = BUDGET_MIB.to_string();
-    let proxy = common::Proxy::start(&[&servers[0]], &["--memory-budget", &budget]);
+    let proxy = common::Spawned::start(&[&servers[0]], &["--memory-budget", &budget]);
     let pid = proxy.child.id();
     let mut control = proxy.client();
     assert_eq!(control.set("big", &big_value()), "STORED\r\n");
@@ -63,7 +63,8 @@ fn a_client_that_never_reads_cannot_grow_the_proxy_past_its_budget() {
             break;
         }
     }
-    thread::sleep(Duration::from_millis(500));
+    // The peak is read once the proxy has done what it will with what it read.
+    wait_until_quiet(&mut control);
     let peak = status_kib(pid, "VmHWM:");
     assert!(
         peak <= base + 2 * BUDGET_MIB * 1024 + ALLOWANCE_KIB,
@@ -75,12 +76,9 @@ fn a_client_that_never_reads_cannot_grow_the_proxy_past_its_budget() {
     // Once the greedy client's requests have been answered (refused or parked unread,
     // up to --max-pending-bytes), the budget is free again for everyone else. On a busy
     // machine that takes a while: wait for it (bounded), then everyone is served.
-    let settle = Instant::now() + Duration::from_secs(20);
-    while stat(&mut control, "memory_used") > BUDGET_MIB * 1024 * 1024 / 2
-        && Instant::now() < settle
-    {
-        thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_until(Duration::from_secs(20), || {
+        stat(&mut control, "memory_used") <= BUDGET_MIB * 1024 * 1024 / 2
+    });
     assert_eq!(control.set("k", "v"), "STORED\r\n");
     assert_eq!(control.get(&["k"]), values_reply(&[("k", "v")]));
     drop(greedy);
@@ -90,7 +88,7 @@ fn a_client_that_never_reads_cannot_grow_the_proxy_past_its_budget() {
 fn a_multi_get_of_a_gigabyte_is_refused_with_a_clear_error_and_bounded_memory() {
     let servers = start_servers(1);
     let budget = BUDGET_MIB.to_string();
-    let proxy = common::Proxy::start(&[&servers[0]], &["--memory-budget", &budget, "-t", "4"]);
+    let proxy = common::Spawned::start(&[&servers[0]], &["--memory-budget", &budget, "-t", "4"]);
     let pid = proxy.child.id();
     let mut control = proxy.client();
     assert_eq!(control.set("big", &big_value()), "STORED\r\n");
@@ -145,7 +143,7 @@ fn a_never_reading_client_costs_at_most_its_pending_limit_plus_one_reply() {
     const MAX_REPLY: u64 = 1 << 20;
     const GREEDY: usize = 400;
     let servers = start_servers(1);
-    let proxy = common::Proxy::start(
+    let proxy = common::Spawned::start(
         &[&servers[0]],
         &[
             "-t",

@@ -95,7 +95,7 @@ fn meta_commands_through_the_proxy_get_the_bytes_memcached_gives() {
 #[test]
 fn meta_keys_route_like_text_keys_and_writes_are_replicated() {
     let servers = start_servers(3);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::temp_dir();
     let conf = dir.path().join("shard.toml");
     let list: Vec<String> = servers.iter().map(|s| format!("\"{}\"", s.addr)).collect();
     std::fs::write(
@@ -107,10 +107,7 @@ fn meta_keys_route_like_text_keys_and_writes_are_replicated() {
         ),
     )
     .unwrap();
-    let shard = cachelab_testkit::Proxy::start_args(
-        env!("CARGO_BIN_EXE_cachelab-proxy"),
-        &["--config".into(), conf.display().to_string()],
-    );
+    let shard = Proxy::start_args(&["--config".into(), conf.display().to_string()]);
     let mut c = connect(shard.addr);
     for i in 0..30 {
         let key = format!("m{i}");

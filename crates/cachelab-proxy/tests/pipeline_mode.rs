@@ -25,7 +25,7 @@ fn stat(client: &mut Client, name: &str) -> u64 {
 
 /// Each client pipelines, on its own keys, a set then a get of the value just set, and
 /// a get of a key nobody set; returns the number of requests the proxy forwarded.
-fn concurrent_clients_get_their_own_answers(proxy: &cachelab_testkit::Proxy) -> u64 {
+fn concurrent_clients_get_their_own_answers(proxy: &common::Proxy) -> u64 {
     let addr = proxy.addr;
     let clients: Vec<_> = (0..CLIENTS)
         .map(|c| {

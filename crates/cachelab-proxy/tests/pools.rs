@@ -14,13 +14,13 @@ use std::time::Duration;
 use cachelab_protocol::Expect;
 use common::{start_servers, values_reply, Client, Memcached};
 
-fn start(config: &str, extra: &[&str]) -> (cachelab_testkit::Proxy, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
+fn start(config: &str, extra: &[&str]) -> (common::Proxy, tempfile::TempDir) {
+    let dir = common::temp_dir();
     let path = dir.path().join("proxy.toml");
     std::fs::write(&path, config).unwrap();
     let mut args = vec!["--config".to_string(), path.display().to_string()];
     args.extend(extra.iter().map(|s| s.to_string()));
-    let proxy = cachelab_testkit::Proxy::start_args(env!("CARGO_BIN_EXE_cachelab-proxy"), &args);
+    let proxy = common::Proxy::start_args(&args);
     (proxy, dir)
 }
 
@@ -161,8 +161,8 @@ fn two_listeners_serve_two_pools() {
          [pools.b]\nlisten = \"127.0.0.1:0\"\nmode = \"shard\"\nservers = [\"{}\", \"{}\"]\n",
         servers[0].addr, servers[1].addr, servers[2].addr
     );
-    let (mut proxy, _dir) = start(&config, &["-t", "2"]);
-    let second = proxy.next_listener();
+    let (proxy, _dir) = start(&config, &["-t", "2"]);
+    let second = proxy.addrs[1];
     assert_eq!(proxy.client().set("in-a", "1"), "STORED\r\n");
     assert_eq!(Client::connect(second).set("in-b", "2"), "STORED\r\n");
     assert_eq!(
@@ -224,9 +224,21 @@ fn with_replicas_a_killed_server_costs_no_read_is_ejected_once_and_comes_back() 
             })
         })
         .collect();
-    thread::sleep(Duration::from_millis(300));
+    // Each phase lasts until the readers have made progress in it.
+    let more_reads = |n: u64| {
+        let from = reads.load(Ordering::Relaxed);
+        let done = common::wait_until(Duration::from_secs(20), || {
+            reads.load(Ordering::Relaxed) >= from + n
+        });
+        assert!(
+            done,
+            "the readers stalled at {}",
+            reads.load(Ordering::Relaxed)
+        );
+    };
+    more_reads(200);
     servers[1].stop(); // SIGKILL
-    thread::sleep(Duration::from_millis(300));
+    more_reads(200);
     // Writes while it is down follow the documented rule: a key with a replica there
     // gets SERVER_ERROR (the live replica still stores it); any other key is STORED.
     let mut writer = proxy.client();
@@ -238,14 +250,14 @@ fn with_replicas_a_killed_server_costs_no_read_is_ejected_once_and_comes_back() 
             assert_eq!(reply, "STORED\r\n", "{k}");
         }
     }
-    thread::sleep(Duration::from_millis(400));
-    let during = reads.load(Ordering::Relaxed);
-    // Ejected by now (the failures of every worker counted together).
+    // Ejected (the failures of every worker counted together), and reads go on.
     proxy.wait_for_log("server ejected", 1);
+    more_reads(200);
+    let during = reads.load(Ordering::Relaxed);
     restarted.store(true, Ordering::Relaxed);
     servers[1].restart();
     let log = proxy.wait_for_log("restored", 1);
-    thread::sleep(Duration::from_millis(300));
+    more_reads(200);
     stop.store(true, Ordering::Relaxed);
     threads.into_iter().for_each(|t| t.join().unwrap());
 

@@ -30,18 +30,16 @@ struct Tally {
 #[test]
 fn the_pool_changes_twice_under_load_without_an_error_or_a_dropped_connection() {
     let servers = start_servers(3);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::temp_dir();
     let path = dir.path().join("proxy.toml");
     std::fs::write(&path, pool(&[&servers[0]], "replicate")).unwrap();
-    let proxy = cachelab_testkit::Proxy::start_args(
-        env!("CARGO_BIN_EXE_cachelab-proxy"),
-        &[
-            "--config".into(),
-            path.display().to_string(),
-            "-t".into(),
-            "4".into(),
-        ],
-    );
+    // The binary: SIGHUP is part of the subject.
+    let proxy = common::Spawned::start_args(&[
+        "--config".into(),
+        path.display().to_string(),
+        "-t".into(),
+        "4".into(),
+    ]);
     let stop = Arc::new(AtomicBool::new(false));
     let tally = Arc::new(Tally::default());
     let threads: Vec<_> = (0..4)
@@ -82,7 +80,15 @@ fn the_pool_changes_twice_under_load_without_an_error_or_a_dropped_connection() 
         .collect();
     let requests = || tally.requests.load(Ordering::Relaxed);
     let sets = |s: &Memcached| s.stat("cmd_set");
-    thread::sleep(Duration::from_millis(300));
+    // Each phase is measured in requests, not time: it lasts until `done` holds.
+    let until = |done: &dyn Fn() -> bool| {
+        assert!(
+            common::wait_until(Duration::from_secs(20), done),
+            "the load stalled at {} requests",
+            requests()
+        );
+    };
+    until(&|| requests() >= 100);
 
     // 1: one server, replicated -> three servers, sharded.
     std::fs::write(
@@ -94,7 +100,7 @@ fn the_pool_changes_twice_under_load_without_an_error_or_a_dropped_connection() 
     proxy.wait_for_log("configuration reloaded", 1);
     let (before1, before2) = (sets(&servers[1]), sets(&servers[2]));
     let at = requests();
-    thread::sleep(Duration::from_millis(400));
+    until(&|| requests() > at + 100 && sets(&servers[1]) > before1 && sets(&servers[2]) > before2);
     assert!(requests() > at + 100, "load went on");
     assert!(
         sets(&servers[1]) > before1 && sets(&servers[2]) > before2,
@@ -105,9 +111,11 @@ fn the_pool_changes_twice_under_load_without_an_error_or_a_dropped_connection() 
     std::fs::write(&path, pool(&[&servers[1], &servers[2]], "replicate")).unwrap();
     proxy.signal(libc::SIGHUP);
     proxy.wait_for_log("configuration reloaded", 2);
-    thread::sleep(Duration::from_millis(100)); // requests decoded before the reload finish
+    let at = requests();
+    until(&|| requests() > at + 100); // requests decoded before the reload finish
     let before0 = sets(&servers[0]);
-    thread::sleep(Duration::from_millis(300));
+    let at = requests();
+    until(&|| requests() > at + 300);
     assert_eq!(sets(&servers[0]), before0, "server 0 left the pool");
 
     // 3: a broken file is refused; the last good pool keeps serving.
@@ -117,7 +125,7 @@ fn the_pool_changes_twice_under_load_without_an_error_or_a_dropped_connection() 
     assert!(log.contains("reload refused"), "{log}");
     let at = requests();
     let before1 = sets(&servers[1]);
-    thread::sleep(Duration::from_millis(300));
+    until(&|| requests() > at + 100 && sets(&servers[1]) > before1);
     assert!(requests() > at + 100);
     assert!(sets(&servers[1]) > before1, "the old pool still serves");
 

@@ -7,7 +7,7 @@ use std::thread;
 use std::time::Duration;
 
 use cachelab_protocol::{parse_reply, Expect, ReplyError};
-use common::{start_servers, values_reply, Proxy};
+use common::{start_servers, values_reply, Proxy, Spawned};
 use serde_json::Value;
 
 fn count(v: &Value) -> u64 {
@@ -22,7 +22,7 @@ fn op_counts(line: &Value) -> (u64, u64, u64) {
 #[test]
 fn sigterm_during_load_answers_every_received_request_and_flushes_the_stats() {
     let servers = start_servers(3);
-    let proxy = Proxy::start(
+    let proxy = Spawned::start(
         &servers.iter().collect::<Vec<_>>(),
         &["-t", "2", "--stats-window", "0.2"],
     );
@@ -64,7 +64,14 @@ fn sigterm_during_load_answers_every_received_request_and_flushes_the_stats() {
             })
         })
         .collect();
-    thread::sleep(Duration::from_millis(150));
+    // SIGTERM once the load reaches the servers (their counters, not the proxy's: a
+    // stats request would be one more arrival).
+    assert!(
+        common::wait_until(Duration::from_secs(10), || servers
+            .iter()
+            .any(|s| s.stat("cmd_get") > 0)),
+        "the load never reached the servers"
+    );
     let mut proxy = proxy;
     let (code, summary_text) = proxy.terminate();
     assert_eq!(code, Some(0), "exit status");
@@ -109,10 +116,10 @@ fn the_stats_file_counts_every_request_and_the_components_add_up() {
         let keys: Vec<String> = (0..6).map(|j| format!("k{}", (i * 6 + j) % 250)).collect();
         client.get(&keys.iter().map(String::as_str).collect::<Vec<_>>());
     }
-    thread::sleep(Duration::from_millis(400));
     drop(client);
-    let (code, _) = proxy.terminate();
-    assert_eq!(code, Some(0));
+    // Stopped in process: the summary returned is the binary's exit summary.
+    let run = proxy.stop();
+    assert_eq!(run.arrivals, 550, "every request received");
 
     let lines = proxy.stats_lines();
     // Every line is one of the typed records (unknown fields refused): the same types

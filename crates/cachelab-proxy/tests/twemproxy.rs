@@ -123,23 +123,20 @@ fn nutcracker_yml(listen: u16, hash: &str, distribution: &str, servers: &[Memcac
     yml
 }
 
-fn cachelab_with(conf: &Path) -> cachelab_testkit::Proxy {
-    cachelab_testkit::Proxy::start_args(
-        env!("CARGO_BIN_EXE_cachelab-proxy"),
-        &[
-            "--config".into(),
-            conf.display().to_string(),
-            "-t".into(),
-            "4".into(),
-        ],
-    )
+fn cachelab_with(conf: &Path) -> common::Proxy {
+    common::Proxy::start_args(&[
+        "--config".into(),
+        conf.display().to_string(),
+        "-t".into(),
+        "4".into(),
+    ])
 }
 
 /// Every key on the same server through both proxies, for each (hash, distribution).
 fn same_placement(cases: &[(&str, &str)]) {
     let servers = start_servers(3);
     let keys = keys();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::temp_dir();
     for &(hash, distribution) in cases {
         let conf = dir.path().join(format!("{hash}-{distribution}.yml"));
         std::fs::write(
@@ -213,7 +210,7 @@ fn every_hash_with_modula_places_keys_as_nutcracker_does() {
 fn random_distribution_puts_each_key_on_one_server_and_uses_them_all() {
     let servers = start_servers(3);
     let keys = keys();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::temp_dir();
     let conf = dir.path().join("random.yml");
     std::fs::write(
         &conf,
@@ -232,7 +229,7 @@ fn random_distribution_puts_each_key_on_one_server_and_uses_them_all() {
 
 #[test]
 fn a_redis_pool_is_refused_in_one_line() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::temp_dir();
     let conf = dir.path().join("redis.yml");
     std::fs::write(
         &conf,

@@ -18,6 +18,14 @@ use cachelab_protocol::{parse_reply, parse_resp_reply, Expect, ReplyError, RespV
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A temporary directory named `cachelab...`, removed on drop.
+pub fn temp_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("cachelab")
+        .tempdir()
+        .unwrap()
+}
+
 /// A port that was free a moment ago on 127.0.0.1.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -335,7 +343,7 @@ impl Proxy {
     /// Starts `binary` with exactly `args` (plus its stats file and log in a temporary
     /// directory), e.g. `--config FILE`; `addr` is the first listener's address.
     pub fn start_args(binary: &str, args: &[String]) -> Proxy {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = temp_dir();
         let mut cmd = Command::new(binary);
         cmd.args(args);
         cmd.arg("--stats-file").arg(dir.path().join("stats.jsonl"));

@@ -106,11 +106,12 @@ def resolve(name: str, paths: Sequence[str], what: str = "factor") -> str:
 
 def plan(factor_paths: Sequence[str], runs: Sequence[Run], *,
          factors: Sequence[str] | None = None,
-         where: Mapping[str, str] | None = None) -> Plan:
+         where: Mapping[str, str] | None = None, include_unsteady: bool = False) -> Plan:
     """The designs among `runs`: filtered by `where` (path or last part -> level), with
     `factors` as the design's factors (default: every non-workload factor that varies, or
     the workload factors if nothing else varies) and every other varying factor splitting
-    the runs into groups. Raises AnalysisError when the sweep is not a 2^k design."""
+    the runs into groups. With `include_unsteady`, runs flagged unsteady count too (the
+    notes name them). Raises AnalysisError when the sweep is not a 2^k design."""
     selected = list(runs)
     for name, value in (where or {}).items():
         path = resolve(name, factor_paths)
@@ -142,7 +143,7 @@ def plan(factor_paths: Sequence[str], runs: Sequence[Run], *,
     designs, skipped = [], []
     for key, members in groups.items():
         try:
-            designs.append(_balanced(key, tuple(design), members))
+            designs.append(_balanced(key, tuple(design), members, include_unsteady))
         except AnalysisError as exc:
             label = ", ".join(f"{p}={v}" for p, v in key) or "all runs"
             skipped.append(f"{label}: {exc}")
@@ -151,8 +152,9 @@ def plan(factor_paths: Sequence[str], runs: Sequence[Run], *,
 
 
 def _balanced(group: tuple[tuple[str, str], ...], design: tuple[str, ...],
-              runs: list[Run]) -> Design:
-    """The group's design with r steady runs per combination, r the smallest count."""
+              runs: list[Run], include_unsteady: bool = False) -> Design:
+    """The group's design with r steady runs per combination, r the smallest count (r
+    runs of any verdict with `include_unsteady`)."""
     combos: dict[tuple[str, ...], dict[int, list[Run]]] = {}
     for r in runs:
         combo = tuple(level_text(r.factors.get(p)) for p in design)
@@ -168,16 +170,19 @@ def _balanced(group: tuple[tuple[str, str], ...], design: tuple[str, ...],
                             "name the factors that tell them apart")
     unsteady = [r for rs in per_point.values() for r in rs if not r.steady]
     if unsteady:
-        notes.append(f"{len(unsteady)} unsteady run(s) left out: "
+        notes.append(f"{len(unsteady)} unsteady run(s) "
+                     f"{'included (--include-unsteady)' if include_unsteady else 'left out'}: "
                      + ", ".join(f"#{r.point + 1} rep {r.repetition}" for r in unsteady))
-    steady = {p: [r for r in rs if r.steady] for p, rs in per_point.items()}
+    steady = {p: [r for r in rs if r.steady or include_unsteady]
+              for p, rs in per_point.items()}
     reps = min(len(rs) for rs in steady.values())
     if reps == 0:
         empty = next(p for p, rs in steady.items() if not rs)
         raise AnalysisError(f"point #{empty + 1} has no steady run")
     extra = {p: len(rs) - reps for p, rs in steady.items() if len(rs) > reps}
     if extra:
-        notes.append(f"r = {reps}: the first {reps} steady runs of each point are used; "
+        kind = "" if include_unsteady else "steady "
+        notes.append(f"r = {reps}: the first {reps} {kind}runs of each point are used; "
                      + ", ".join(f"#{p + 1} has {n} more" for p, n in sorted(extra.items())))
     used = tuple(run for p in sorted(steady) for run in steady[p][:reps])
     return Design(group, design, used, reps, tuple(notes))

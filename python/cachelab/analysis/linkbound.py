@@ -11,10 +11,13 @@ keys of `key_len`):
 
 each message on the wire as its bytes plus 66 bytes of Ethernet, IP and TCP headers per
 segment of at most 1448 bytes (MSS with timestamps). With w the share of sets and N
-servers, M middlewares, L load hosts' shares of the instances:
-- load host: up w s_q + (1-w) g_q, down w 8 + (1-w) g_r (times its share of instances);
+servers, M middlewares, and the shares of the clients as the run placed them
+(spec/placement.py: 3 instances over 2 middlewares put 2/3 on the first with
+`load.placement = "round-robin"`, 1/2 each with "even"):
+- load host: up w s_q + (1-w) g_q, down w 8 + (1-w) g_r (times its instances' share);
 - middleware: down from clients and from servers, up to clients and servers: a set goes to
-  all N servers, a get's reply bytes come from the servers and go to the client;
+  all N servers, a get's reply bytes come from the servers and go to the client (times
+  its share of the clients, so the busiest middleware's link sets the bound);
 - server (behind middlewares): a set from every middleware reaches every server, a get
   reaches one (1/N of the reply bytes per server); without middlewares a server carries
   the instances that target it.
@@ -74,20 +77,19 @@ def bytes_per_request(config: RunConfig, layout: Layout,
         need[(name, "up")] = need.get((name, "up"), 0.0) + up
         need[(name, "down")] = need.get((name, "down"), 0.0) + down
 
-    loads = len(layout.loads)
-    for host in layout.loads:
-        add(host, (ws * sq + wg * gq) / loads, (ws * sr + wg * gr) / loads)
+    placed = config.placement
+    for host, share in zip(layout.loads, placed.instance_shares(), strict=True):
+        add(host, share * (ws * sq + wg * gq), share * (ws * sr + wg * gr))
     n = len(layout.servers)
     if layout.middlewares:
-        m = len(layout.middlewares)
-        for host in layout.middlewares:
-            add(host, (ws * (sr + n * sq) + wg * (gr + gq)) / m,
-                (ws * (sq + n * sr) + wg * (gq + gr)) / m)
+        shares = placed.shares(len(layout.middlewares))
+        for host, share in zip(layout.middlewares, shares, strict=True):
+            add(host, share * (ws * (sr + n * sq) + wg * (gr + gq)),
+                share * (ws * (sq + n * sr) + wg * (gq + gr)))
         for host in layout.servers:
             add(host, ws * sr + wg * gr / n, ws * sq + wg * gq / n)
     else:
-        for i, host in enumerate(layout.servers):
-            share = sum(1 for j in range(loads) if j % n == i) / loads
+        for host, share in zip(layout.servers, placed.shares(n), strict=True):
             add(host, share * (ws * sr + wg * gr), share * (ws * sq + wg * gq))
     return need
 

@@ -17,6 +17,28 @@ The stations, with visits V, service time S and demand D = V S per request (seco
 with no think time (Z = 0): each client sends its next request when the reply arrives.
 A population N counts requests outstanding: clients x the load generator's pipeline.
 
+With `Links` (the network the run crossed: emulated or real links, or loopback), the
+times the middleware measured are split into what the network took and what the servers
+took, as the original study's network of queues had the network as delay centres (ASL
+report, study/001, section 7.3, Figure 29). A server's measured time runs from the first
+byte sent to the last byte of its answer, so it holds the round trip to that server and
+the transfer of the request and the reply over the shaped links on the way:
+
+    link server j   delay   V = V_j, S = rtt_j (the round trip middleware <-> server j:
+                            the configured delays plus the measured base round trip; at
+                            most S_j measured)
+    server j        queue   S = S_j measured - rtt_j - transfer_j (bytes / link rate of
+                            one request and its reply, per visit)
+    link H dir      queue   V = 1, S = B(H, dir) / rate(H, dir): every shaped direction of
+                            every host (analysis/linkbound.py's bytes per request), a
+                            server that sends one frame at a time
+    network         delay   the clients' round trip less the transfer times on the
+                            client-side links (those are now their own stations)
+
+So a 2.5 ms round trip to a server is 2.5 ms of delay, not 2.5 ms of service at a queue
+that allows at most 400 requests per second, and a shaped link bounds the throughput as
+analysis/linkbound.py does. A station whose time comes out not positive is left out.
+
 Asymptotic bounds (Jain, section 33.2): X(N) <= min_k m_k / D_k, the bottleneck being the
 station that attains it; the knee N* = (sum_k D_k + Z) X_max is where the two asymptotes,
 N / (D + Z) and X_max, cross.
@@ -35,6 +57,21 @@ PARALLEL_TOLERANCE = 1.1
 
 
 @dataclass(frozen=True)
+class Links:
+    """The network the requests crossed, in seconds per visit or per request."""
+
+    #: Per server (the middleware's -m order): the round trip middleware <-> server.
+    server_rtt: tuple[float, ...]
+    #: Per server: transfer time of one request and its reply on the shaped links between
+    #: the middleware and that server, per visit.
+    server_transfer: tuple[float, ...]
+    #: Transfer time of one request and its reply on the shaped client-side links.
+    client_transfer: float = 0.0
+    #: Every shaped link direction: (name, seconds of that link per request).
+    transfers: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class Demands:
     """Mean times per request measured at one point (seconds) and the structure."""
 
@@ -48,6 +85,8 @@ class Demands:
     server_threads: int = 1
     #: Measured server time per request, first message sent to last answer.
     server_time: float | None = None
+    #: The network in the measured times (None: all of it counted where it was measured).
+    links: Links | None = None
 
 
 @dataclass(frozen=True)
@@ -64,9 +103,14 @@ def network(d: Demands) -> mva.Network:
         raise AnalysisError("a middleware network needs at least one worker")
     if len(d.server_service) != len(d.server_visits):
         raise AnalysisError("one visit ratio per server is needed")
+    links = d.links
+    if links is not None and (len(links.server_rtt) != len(d.server_service)
+                              or len(links.server_transfer) != len(d.server_service)):
+        raise AnalysisError("one link round trip and transfer time per server is needed")
     stations = []
-    if d.network > 0:
-        stations.append(mva.Station("network", "delay", 1.0, d.network))
+    client_net = d.network - (links.client_transfer if links else 0.0)
+    if client_net > 0:
+        stations.append(mva.Station("network", "delay", 1.0, client_net))
     for i in range(d.middlewares):
         suffix = f" {i + 1}" if d.middlewares > 1 else ""
         if d.decode > 0:
@@ -77,10 +121,22 @@ def network(d: Demands) -> mva.Network:
                                         d.worker_processing, d.workers))
     for j, (service, visits) in enumerate(zip(d.server_service, d.server_visits,
                                               strict=True)):
-        if service > 0 and visits > 0:
+        if visits <= 0:
+            continue
+        if links is not None:
+            # Never more than the server's measured time: a round trip probed at another
+            # moment (an idle loopback, say) may be longer than the one the run had.
+            rtt = min(links.server_rtt[j], max(service, 0.0))
+            if rtt > 0:
+                stations.append(mva.Station(f"link server {j + 1}", "delay", visits, rtt))
+            service -= rtt + links.server_transfer[j]
+        if service > 0:
             kind = "multi" if d.server_threads > 1 else "queue"
             stations.append(mva.Station(f"server {j + 1}", kind, visits, service,
                                         d.server_threads if kind == "multi" else 1))
+    for name, seconds in links.transfers if links else ():
+        if seconds > 0:
+            stations.append(mva.Station(f"link {name}", "queue", 1.0, seconds))
     if not any(s.kind != "delay" for s in stations):
         raise AnalysisError("no station with a positive measured service time")
     return mva.Network(tuple(stations))
@@ -119,5 +175,20 @@ def assumptions(d: Demands, *, pipeline: int = 1, shares_cpus: bool = False) -> 
         notes.append("all stations share the host's CPUs; in the model each has its own")
     if d.network <= 0:
         notes.append("the measured network time is not positive; that station is left out")
+    if d.links is None:
+        notes.append("the links were not measured: each server's time includes its round "
+                     "trip, counted as service at that server")
+    else:
+        left = [j + 1 for j, (s, v) in enumerate(zip(d.server_service, d.server_visits,
+                                                     strict=True))
+                if v > 0 and s - d.links.server_rtt[j] - d.links.server_transfer[j] <= 0]
+        if left:
+            notes.append("server(s) " + ", ".join(map(str, left)) + ": the measured time "
+                         "is no longer than the link's round trip and transfer; the "
+                         "server's own time is too small to model and is left out")
+        if d.links.transfers:
+            notes.append("a shaped link is a queue with one server; its token bucket lets "
+                         "bursts through faster, and a worker stays held while its "
+                         "request waits there")
     return tuple(notes)
 

@@ -60,7 +60,7 @@ def read_design(path: Path, responses: Sequence[str]) -> tuple[dict[str, list[st
 
 def run(path: Path, responses: Sequence[str], confidence: float = 0.9,
         as_json: bool = False, *, factors: Sequence[str] | None = None,
-        where: Sequence[str] = ()) -> str:
+        where: Sequence[str] = (), include_unsteady: bool = False) -> str:
     """Analyses each response of the design in `path`, a CSV file or an experiment
     directory; returns the text to print.
 
@@ -69,10 +69,10 @@ def run(path: Path, responses: Sequence[str], confidence: float = 0.9,
     """
     if Path(path).is_dir():
         return run_stored(Path(path), responses, confidence, as_json, factors=factors,
-                          where=parse_where(where))
-    if factors or where:
-        raise UserError("--factors and --where select runs of a stored experiment; give "
-                        "its directory instead of a CSV file")
+                          where=parse_where(where), include_unsteady=include_unsteady)
+    if factors or where or include_unsteady:
+        raise UserError("--factors, --where and --include-unsteady select runs of a stored "
+                        "experiment; give its directory instead of a CSV file")
     columns, values = read_design(path, responses)
     results = [(name, factorial.analyse(columns, values[name], confidence=confidence))
                for name in responses]
@@ -94,17 +94,19 @@ def parse_where(items: Sequence[str]) -> dict[str, str]:
 
 def run_stored(directory: Path, responses: Sequence[str], confidence: float = 0.9,
                as_json: bool = False, *, factors: Sequence[str] | None = None,
-               where: dict[str, str] | None = None) -> str:
+               where: dict[str, str] | None = None, include_unsteady: bool = False) -> str:
     """The designs of a stored experiment (`report.designs`, the report's own analysis),
-    steady runs only, one table per design and response."""
+    steady runs only (every run with `include_unsteady`), one table per design and
+    response."""
     with Store.open_existing(directory) as s:
         found = designs.analyse(s, responses, factors=factors, where=where,
-                                confidence=confidence)
+                                confidence=confidence, include_unsteady=include_unsteady)
     plan = found.plan
     if not found.analysed:
         raise UserError("no design could be analysed: " + "; ".join(plan.skipped))
-    steady = (f"{plan.steady_runs} of {plan.runs} runs are steady; only steady runs are "
-              "used")
+    steady = (f"{plan.steady_runs} of {plan.runs} runs are steady; "
+              + ("unsteady runs are included (--include-unsteady)" if include_unsteady
+                 else "only steady runs are used"))
     if as_json:
         return "\n".join(json.dumps({
             **to_json(name, res), "design": a.design.label, "factor_paths": a.design.letters,
@@ -192,13 +194,17 @@ def _number(path: Path, line: int, column: str, cell: str) -> float:
 @click.option("--where", "where", multiple=True, metavar="FACTOR=LEVEL",
               help="Experiment only: keep the runs at this level (repeat for several), "
                    "e.g. ratio=0:1.")
+@click.option("--include-unsteady", is_flag=True,
+              help="Experiment only: analyse runs flagged unsteady (within-run CV above "
+                   "the threshold) too, instead of leaving them out.")
 @click.option("--confidence", default=0.9, show_default=True, type=float,
               help="Confidence level of the intervals for the effects.")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON document per line, one per response, each with a "
                    "\"response\" key, instead of tables.")
 def command(file: Path, responses: tuple[str, ...], factors: str | None,
-            where: tuple[str, ...], confidence: float, as_json: bool) -> None:
+            where: tuple[str, ...], include_unsteady: bool, confidence: float,
+            as_json: bool) -> None:
     """Analyse a 2^k r factorial design (Jain, ch. 18) from a CSV file or an experiment.
 
     A CSV FILE has one row per run and one column per factor (levels -1/+1, or any two
@@ -209,4 +215,4 @@ def command(file: Path, responses: tuple[str, ...], factors: str | None,
     """
     names = [f.strip() for f in factors.split(",") if f.strip()] if factors else None
     click.echo(run(file, list(dict.fromkeys(responses)), confidence, as_json,
-                   factors=names, where=where))
+                   factors=names, where=where, include_unsteady=include_unsteady))

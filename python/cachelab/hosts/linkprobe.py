@@ -66,6 +66,40 @@ def measure(src: Host, dst: Host, *, bandwidth: bool, count: int = RTT_COUNT) ->
                            percentile(samples, 0.99), min(samples), forward, reverse)
 
 
+def loopback(count: int = RTT_COUNT) -> LinkMeasurement:
+    """The loopback round trip of this host (a `local` run's every hop), measured in this
+    process: an echo thread on 127.0.0.1 and a port the kernel picks, so concurrent runs
+    cannot collide; the same 64-byte exchange as between emulated hosts."""
+    import socket
+    import threading
+
+    from cachelab.hosts import echo
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(30)
+        port = server.getsockname()[1]
+
+        def serve() -> None:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                while block := conn.recv(echo.MESSAGE):
+                    conn.sendall(block)
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        try:
+            samples = echo.rtt("127.0.0.1", port, count)
+        except OSError as exc:
+            raise UserError(f"measuring the loopback round trip failed: {exc}") from None
+        thread.join(5)
+    return LinkMeasurement("loopback", "loopback", statistics.median(samples),
+                           percentile(samples, 0.99), min(samples), None, None)
+
+
 #: Exchanges of the clock-offset probe; the shortest round trip's is kept.
 OFFSET_COUNT = 50
 

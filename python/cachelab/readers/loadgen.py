@@ -80,14 +80,20 @@ def populate_argv(config: RunConfig, host: str, port: int, json_out: Path,
 
 def run_argv(config: RunConfig, host: str, port: int, *, test_time: float, warmup: float,
              cooldown: float, seed: int, json_out: Path,
-             start_at_ms: int | None = None, transport: Transport = PLAIN) -> list[str]:
-    """One load generator instance of a run; an open-loop rate is split evenly over the
-    instances. With `start_at_ms`, the instance starts its clock on that wall-clock
-    instant (Unix ms), as every other instance of the run does."""
+             start_at_ms: int | None = None, transport: Transport = PLAIN,
+             instance: int | None = None) -> list[str]:
+    """Load generator instance `instance` of a run, with its connections per thread from
+    the run's placement (spec/placement.py) and an open-loop rate split in proportion to
+    them (evenly without `instance`). With `start_at_ms`, the instance starts its clock on
+    that wall-clock instant (Unix ms), as every other instance of the run does."""
     w, load = config.workload, config.load
     pattern = w.pattern_letter
+    placed = config.placement
+    clients = load.clients if instance is None else placed.clients[instance]
+    share = (1 / config.instances if instance is None
+             else placed.instance_shares()[instance])
     argv = [*transport.argv(host, port), *_workload_args(config),
-            "--threads", str(load.threads), "--clients", str(load.clients),
+            "--threads", str(load.threads), "--clients", str(clients),
             "--ratio", w.ratio, "--key-pattern", f"{pattern}:{pattern}",
             "--test-time", f"{test_time:g}", "--warmup", f"{warmup:g}",
             "--cooldown", f"{cooldown:g}", "--pipeline", str(load.pipeline),
@@ -95,7 +101,7 @@ def run_argv(config: RunConfig, host: str, port: int, *, test_time: float, warmu
     argv += _key_args(config)
     if load.mode == LoadMode.OPEN:
         assert load.rate is not None
-        argv += ["--rate", f"{load.rate / config.instances:g}"]
+        argv += ["--rate", f"{load.rate * share:g}"]
     if load.busy_poll_us:
         argv += ["--busy-poll-us", str(load.busy_poll_us)]
     if load.timestamps != Timestamps.KERNEL:

@@ -240,7 +240,7 @@ def write_csv(comparison: Comparison, path: Path) -> Path:
                 w.writerow([comparison.experiments[e].name, p.index,
                             *(r.key[f] for f in comparison.paths), len(p.run_ids),
                             p.throughput, p.throughput_std, p.response_ms, p.response_std,
-                            p.percentiles_ms.get("p99"),
+                            data_mod.percentile_ms(p, "p99"),
                             *((t.ratio, t.p_value, t.significant) if t else ("", "", "")),
                             *((q.ratio, q.p_value, q.significant) if q else ("", "", ""))])
     return path

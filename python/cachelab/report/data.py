@@ -140,6 +140,7 @@ def _point(s: Store, stored: StoredPoint, runs: list[StoredRun], settings: dict[
     verdict = validate.assess(outcomes, threshold=settings["cv_threshold"],
                               repetitions=settings["repetitions"],
                               max_repetitions=settings["max_repetitions"],
+                              max_replacements=settings.get("max_replacements", 0),
                               stop_width_ms=width)
     used = [runs[i] for i in verdict.steady] or runs
     ids = [r.id for r in used]
@@ -163,7 +164,7 @@ def _point(s: Store, stored: StoredPoint, runs: list[StoredRun], settings: dict[
         queue_len=mw.queue_len if mw else None,
         server_service_us=tuple(x.service.mean for x in mw.servers) if mw else (),
         middleware=mw,
-        ops=measure.client_ops(s.client_ops(ids)),
+        ops=measure.client_ops(s.client_ops(ids), s.op_histograms(ids)),
         cpu=s.cpu_means(ids, low, high),
         host_cpu=s.host_cpu_means(ids, low, high),
         link_bound=_link_bound(base["config"]),
@@ -288,7 +289,7 @@ class QosRow:
 def qos_rows(found: list[Curve], target_ms: float) -> list[QosRow]:
     """Per curve, the highest throughput whose p99 stays under the target."""
     return [QosRow(c.label, qos.max_throughput_under(
-        [qos.Point(x, known(p.throughput), p.percentiles_ms["p99"])
+        [qos.Point(x, known(p.throughput), percentile_ms(p, "p99"))
          for x, p in zip(c.x, c.points, strict=True)],
         target_ms)) for c in found]
 
@@ -345,7 +346,8 @@ def rescaled(p: PointResult, k: float) -> PointResult:
         server_service_us=tuple(v / k for v in p.server_service_us),
         link_bound=None if p.link_bound is None else
         linkbound.Bound(p.link_bound.ops_per_s * k, p.link_bound.limit),
-        ops={n: measure.OpResult(o.throughput * k, o.response_ms / k, o.requests)
+        ops={n: measure.OpResult(o.throughput * k, o.response_ms / k, o.requests,
+                                 {q: v / k for q, v in o.percentiles_ms.items()})
              for n, o in p.ops.items()},
         intervals={role: {n: _interval(i, k) for n, i in by_name.items()}
                    for role, by_name in p.intervals.items()},

@@ -54,15 +54,17 @@ def stored_runs(s: Store) -> tuple[list[str], list[design.Run]]:
 
 def analyse(s: Store, responses: Sequence[str] = REPORT_RESPONSES, *,
             factors: Sequence[str] | None = None, where: Mapping[str, str] | None = None,
-            confidence: float = 0.9) -> Designs:
-    """Every design of the stored experiment, each response analysed. Raises
+            confidence: float = 0.9, include_unsteady: bool = False) -> Designs:
+    """Every design of the stored experiment, each response analysed (steady runs only,
+    unless `include_unsteady`). Raises
     AnalysisError when the sweep is not a 2^k design or a response is unknown."""
     for name in responses:
         if name not in design.RESPONSES:
             raise AnalysisError(f"--response {name!r}: a stored experiment's responses are "
                                 f"{', '.join(design.RESPONSES)}")
     paths, runs = stored_runs(s)
-    found = design.plan(paths, runs, factors=factors, where=where)
+    found = design.plan(paths, runs, factors=factors, where=where,
+                        include_unsteady=include_unsteady)
     analysed = []
     for d in found.designs:
         columns = d.columns()

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from cachelab.readers import hdr
 from cachelab.readers.proxy_stats import Welford
 from cachelab.store import WELFORD_METRICS, ClientOpTotals, Store, StoredRun, WindowKey
 
@@ -57,14 +58,21 @@ class MiddlewareTotals:
         return self.servers[server].answers / self.requests if self.requests else 0.0
 
 
+#: The percentiles taken per operation type, by name and quantile.
+OP_PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+
+
 @dataclass(frozen=True)
 class OpResult:
-    """One client operation type at a point: ops/s (mean over runs, all instances) and the
-    mean response time (weighted by requests)."""
+    """One client operation type at a point: ops/s of that type only (mean over runs, all
+    instances: a multi-GET's throughput counts no SET), the mean response time (weighted
+    by requests), and percentiles of the merged HDR histograms of every instance of every
+    run (never a mean of per-instance percentiles); empty without histograms."""
 
     throughput: float
     response_ms: float
     requests: int
+    percentiles_ms: dict[str, float] = field(default_factory=dict)
 
 
 def steady_windows(s: Store, runs: Sequence[StoredRun],
@@ -122,13 +130,25 @@ def middleware(s: Store, keys: list[WindowKey]) -> MiddlewareTotals | None:
     )
 
 
-def client_ops(rows: Sequence[ClientOpTotals]) -> dict[str, OpResult]:
-    """Per operation type with requests: throughput and mean response time."""
+def client_ops(rows: Sequence[ClientOpTotals],
+               histograms: dict[str, list[str]] | None = None) -> dict[str, OpResult]:
+    """Per operation type with requests: throughput and mean response time, and the
+    percentiles of its merged histograms (`histograms`: op -> encoded, every instance)."""
     out = {}
     for op in CLIENT_OPS:
         mine = [r for r in rows if r.op == op]
         ops = sum(r.ops for r in mine)
         if ops:
             out[op] = OpResult(statistics.fmean(r.rate for r in mine),
-                               sum(r.weighted_ms for r in mine) / ops, ops)
+                               sum(r.weighted_ms for r in mine) / ops, ops,
+                               merged_percentiles((histograms or {}).get(op, [])))
     return out
+
+
+def merged_percentiles(encoded: list[str]) -> dict[str, float]:
+    """p50, p90, p99 in ms of the merge of the encoded histograms (µs values); {} when
+    there are none or they are empty."""
+    merged = hdr.merge_all(encoded)
+    if merged is None or merged.total == 0:
+        return {}
+    return {name: merged.quantile(q) / 1000 for name, q in OP_PERCENTILES}

@@ -15,8 +15,14 @@ from dataclasses import dataclass
 from cachelab.analysis import middleware_model, mva, network_model
 from cachelab.analysis.errors import AnalysisError
 from cachelab.report.data import Curve, PointResult, known
+from cachelab.report.links import links_of
 
 US = 1e-6
+
+
+#: Report x axes that sweep the load, so a configuration's highest throughput is measured
+#: over several loads and can serve as M/M/1's service rate.
+LOAD_AXES = ("clients", "load.clients", "load.threads", "load.instances", "load.rate")
 
 
 @dataclass(frozen=True)
@@ -25,8 +31,14 @@ class QueueingPoint:
     x: float
     point: PointResult
     measured: middleware_model.Measured
-    mm1: middleware_model.ModelRow
+    #: None when no service rate is measured apart from the point (`mm1_reason` says why).
+    mm1: middleware_model.ModelRow | None
     mmm: middleware_model.ModelRow
+    mm1_reason: str | None = None
+
+    @property
+    def rows(self) -> tuple[middleware_model.ModelRow, ...]:
+        return (self.mm1, self.mmm) if self.mm1 is not None else (self.mmm,)
 
 
 @dataclass(frozen=True)
@@ -79,18 +91,35 @@ def measured(p: PointResult) -> middleware_model.Measured | None:
     )
 
 
-def queueing_points(curves: list[Curve]) -> list[QueueingPoint]:
+def mm1_capacity(x_path: str, throughputs: list[float]) -> tuple[float | None, str | None]:
+    """M/M/1's service rate for a configuration: the highest throughput its middlewares
+    measured over a sweep of the load (as the original study did, ASL report, study/001,
+    section 7.1), or None with the reason. Without such a sweep the only throughput is
+    the point's own, and mu = X makes rho = lambda / X = 1: no prediction at all."""
+    if x_path not in LOAD_AXES:
+        return None, (f"no sweep over the load in this configuration (the x axis is "
+                      f"{x_path}): mu would be the point's own throughput (rho = 1)")
+    if len(throughputs) < 2:
+        return None, ("one load level in this configuration: mu would be the point's own "
+                      "throughput (rho = 1)")
+    return max(throughputs), None
+
+
+def queueing_points(curves: list[Curve], x_path: str = "clients") -> list[QueueingPoint]:
     """M/M/1 and M/M/m for every middleware point; M/M/1's mu is the highest throughput
-    the middlewares measured on the point's curve (its configuration)."""
+    the middlewares measured on the point's curve (its configuration) when the curve
+    sweeps the load (`mm1_capacity`), else M/M/1 is left out with the reason."""
     out = []
     for c in curves:
         found = [(x, p, m) for x, p in zip(c.x, c.points, strict=True)
                  if (m := measured(p)) is not None]
         if not found:
             continue
-        capacity = max(m.throughput for _, _, m in found)
-        out += [QueueingPoint(c.label, x, p, m, middleware_model.mm1_row(m, capacity),
-                              middleware_model.mmm_row(m)) for x, p, m in found]
+        capacity, reason = mm1_capacity(x_path, [m.throughput for _, _, m in found])
+        out += [QueueingPoint(c.label, x, p, m,
+                              None if capacity is None else
+                              middleware_model.mm1_row(m, capacity),
+                              middleware_model.mmm_row(m), reason) for x, p, m in found]
     return out
 
 
@@ -111,6 +140,7 @@ def demands(p: PointResult) -> network_model.Demands:
         workers=p.config["middleware"]["workers"], middlewares=mw.middlewares,
         server_threads=p.config["servers"]["threads"],
         server_time=mw.mean_us("server_service") * US,
+        links=links_of(p),
     )
 
 

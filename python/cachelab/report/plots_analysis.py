@@ -88,10 +88,11 @@ def plot_models(ax: Axes, rows: Sequence[QueueingPoint], metric: str, xlabel: st
         mine = [r for r in rows if r.curve == curve]
         colour = f"C{i % 10}"
         xs = [r.x for r in mine]
-        ax.plot(xs, [getattr(r.mm1, metric).measured * scale for r in mine], marker="o",
+        ax.plot(xs, [getattr(r.mmm, metric).measured * scale for r in mine], marker="o",
                 color=colour, linestyle=MODEL_STYLES["measured"])
         for model, style in (("mm1", ":"), ("mmm", "--")):
-            ys = [getattr(getattr(r, model), metric).predicted for r in mine]
+            ys = [None if (row := getattr(r, model)) is None else
+                  getattr(row, metric).predicted for r in mine]
             ax.plot(xs, [np.nan if y is None else y * scale for y in ys], marker=".",
                     color=colour, linestyle=style)
         handles.append(Line2D([], [], color=colour, label=curve))

@@ -7,7 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cachelab.analysis.errors import AnalysisError
+from cachelab.errors import UserError
 from cachelab.report import data, designs, distributions, models
+from cachelab.report import study as study_mod
 from cachelab.report import tls as tls_mod
 from cachelab.report.data import Curve, LawRow, QosRow, ReportData
 from cachelab.store import Store
@@ -32,6 +34,9 @@ class Sections:
     laws: list[LawRow]
     #: Points with TLS beside their pairs without (empty without TLS).
     tls: list[tls_mod.TlsCost]
+    #: The original study's values beside ours (`[study]`), or why there are none.
+    study: study_mod.StudyComparison | None = None
+    study_note: str | None = None
 
     @property
     def mixed_ops(self) -> bool:
@@ -53,12 +58,20 @@ def build(s: Store) -> Sections:
     except AnalysisError as exc:
         note = str(exc)
     mva, mva_note = models.mva_sections(found, x_path)
+    study, study_note = None, None
+    try:
+        cited = study_mod.load(d.source, list(d.settings.get("factors", [])))
+        if cited is not None:
+            study = study_mod.compare(cited, found_designs, d.points)
+    except UserError as exc:
+        study_note = f"The experiment's [study] section cannot be read: {exc}"
     return Sections(
         data=d, curves=found, ticks=ticks, x_path=x_path, xlabel=xlabel,
         log_x=data.log_x(found, ticks), designs=found_designs, design_note=note,
-        queueing=models.queueing_points(found), mva=mva, mva_note=mva_note,
+        queueing=models.queueing_points(found, x_path), mva=mva, mva_note=mva_note,
         distributions=distributions.distributions(s, found, d.settings),
         qos=data.qos_rows(found, d.settings["qos_target_ms"]),
         laws=data.interactive_rows(d),
         tls=tls_mod.costs(s, d),
+        study=study, study_note=study_note,
     )

@@ -7,22 +7,33 @@ from collections.abc import Callable
 from typing import Any
 
 from cachelab.report import tls
-from cachelab.report.data import STAGES, known
+from cachelab.report.data import STAGES, known, percentile_ms
+from cachelab.report.measure import CLIENT_OPS, OP_PERCENTILES
 from cachelab.report.models import utilisation
 from cachelab.report.sections import Sections
 from cachelab.store import Table
 
 
+def _factors(sec: Sections) -> list[str]:
+    return list(sec.data.settings.get("factors", []))
+
+
 def _point_means(sec: Sections) -> Table:
-    rows = [(p.index, p.label, p.clients, p.runs, p.steady_runs, p.throughput,
-             p.throughput_std, p.response_ms, p.response_std,
-             *(p.percentiles_ms.get(k) for k in ("p50", "p90", "p99")), p.cv_within_max,
+    """One row per measured point: its factor values, throughput and response time over
+    its steady runs, the throughput of each operation type alone (a multi-GET's counts no
+    SET), and percentiles of the merged histograms of every instance of those runs."""
+    factors = _factors(sec)
+    rows = [(p.index, p.label, *(p.factors.get(f) for f in factors), p.clients, p.runs,
+             p.steady_runs, p.throughput, p.throughput_std, p.response_ms, p.response_std,
+             *(p.ops[op].throughput if op in p.ops else None for op in CLIENT_OPS),
+             *(percentile_ms(p, k) for k, _ in OP_PERCENTILES), p.cv_within_max,
              known(p.verdict).cv_between, known(p.verdict).stable, known(p.verdict).reason)
             for p in sec.data.points if p.measured]
-    return Table("point_means", ("point", "label", "clients", "runs", "steady_runs",
-                                 "throughput", "throughput_std", "response_ms",
-                                 "response_std", "p50_ms", "p90_ms", "p99_ms",
-                                 "cv_within_max", "cv_between", "stable", "validation"), rows)
+    return Table("point_means", ("point", "label", *factors, "clients", "runs",
+                                 "steady_runs", "throughput", "throughput_std", "response_ms",
+                                 "response_std", *(f"{op}_throughput" for op in CLIENT_OPS),
+                                 "p50_ms", "p90_ms", "p99_ms", "cv_within_max", "cv_between",
+                                 "stable", "validation"), rows)
 
 
 def _percentile_intervals(sec: Sections) -> Table:
@@ -92,7 +103,11 @@ def _factorial_runs(sec: Sections) -> Table:
 def _queueing(sec: Sections) -> Table:
     rows: list[tuple[Any, ...]] = []
     for q in sec.queueing:
-        for row in (q.mm1, q.mmm):
+        if q.mm1 is None:
+            rows.append((q.point.index, q.point.label, q.curve, q.x, "M/M/1", None, None,
+                         None, None, None, None, None, None, None, None, None, None, None,
+                         None, f"left out: {q.mm1_reason}"))
+        for row in q.rows:
             rows.append((
                 q.point.index, q.point.label, q.curve, q.x, row.model, row.arrival_rate,
                 row.service_rate, row.servers, row.utilization, row.measured_utilization,
@@ -154,10 +169,14 @@ def _utilisation(sec: Sections) -> Table:
 
 
 def _per_op(sec: Sections) -> Table:
-    rows = [(p.index, p.label, op, o.throughput, o.response_ms, o.requests)
+    """Per point and operation type: that type's throughput alone, its mean response time
+    and the percentiles of its merged histograms (all instances, all steady runs)."""
+    factors = _factors(sec)
+    rows = [(p.index, p.label, *(p.factors.get(f) for f in factors), op, o.throughput,
+             o.response_ms, *(o.percentiles_ms.get(k) for k, _ in OP_PERCENTILES), o.requests)
             for p in sec.data.points for op, o in p.ops.items()]
-    return Table("per_op", ("point", "label", "op", "throughput", "response_ms", "requests"),
-                 rows)
+    return Table("per_op", ("point", "label", *factors, "op", "throughput", "response_ms",
+                            *(f"{k}_ms" for k, _ in OP_PERCENTILES), "requests"), rows)
 
 
 def _qos(sec: Sections) -> Table:
@@ -171,6 +190,31 @@ def _interactive_law(sec: Sections) -> Table:
              r.check.measured, r.check.expected, r.check.error) for r in sec.laws]
     return Table("interactive_law", ("point", "label", "N", "throughput", "response_ms",
                                      "expected_ms", "error_ms"), rows)
+
+
+def _study(sec: Sections) -> Table:
+    """The original study's values beside ours: one row per effect of each cited design
+    (kind `effect`: variation %, estimate) and per cited point (kind `point`)."""
+    rows: list[tuple[Any, ...]] = []
+    st = sec.study
+    for e in st.effects if st else ():
+        rows += [("effect", e.cite, e.response, e.design, r.study_name, r.ours_name,
+                  r.study_pct, r.ours_pct, r.study_estimate, r.ours_estimate, None, None,
+                  None, None, None, None) for r in e.rows]
+        if e.design is None:
+            rows.append(("effect", e.cite, e.response, None, None, None, None, None, None,
+                         None, None, None, None, None, None, f"not compared: {e.note}"))
+    for r in st.points if st else ():
+        p = r.point
+        rows.append(("point", r.cite, None, r.where, None, None, None, None, None, None,
+                     p.index if p else None, r.study_throughput, p.throughput if p else None,
+                     r.study_response_ms, p.response_ms if p else None,
+                     None if p else "no measured point matches"))
+    return Table("study", ("kind", "cite", "response", "design_or_where", "study_effect",
+                           "our_effect", "study_variation_pct", "our_variation_pct",
+                           "study_estimate", "our_estimate", "point", "study_throughput",
+                           "our_throughput", "study_response_ms", "our_response_ms",
+                           "note"), rows)
 
 
 #: The report's tables by export name, in the order the page shows them.
@@ -194,7 +238,8 @@ TABLES: dict[str, Callable[[Sections], Table]] = {
     "point_means": _point_means, "percentile_intervals": _percentile_intervals,
     "decomposition": _decomposition, "qos": _qos,
     "interactive_law": _interactive_law, "per_op": _per_op, "utilisation": _utilisation,
-    "factorial": _factorial, "factorial_runs": _factorial_runs, "queueing": _queueing,
+    "factorial": _factorial, "factorial_runs": _factorial_runs, "study": _study,
+    "queueing": _queueing,
     "mva": _mva, "mva_stations": _mva_stations, "histograms": _histograms, "links": _links,
     "tls_cost": _tls_cost,
 }

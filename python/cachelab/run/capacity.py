@@ -96,11 +96,12 @@ def _trial(exp: Experiment, config: RunConfig, targets: Sequence[Target],
     loads = []
     try:
         for i in range(config.instances):
-            host, port, transport = targets[i % len(targets)]
+            host, port, transport = targets[config.placement.targets[i]]
             argv = loadgen.run_argv(open_loop, host, port, transport=transport,
                                     test_time=length, warmup=warmup,
                                     cooldown=0, seed=seed * 100 + i,
-                                    json_out=directory / f"{prefix}load-{i}.json")
+                                    json_out=directory / f"{prefix}load-{i}.json",
+                                    instance=i)
             loads.append(local.start_load(argv, cpus=local.pinned(config.load.cpus, i),
                                           out=directory / f"{prefix}load-{i}.out",
                                           host=place(i)))

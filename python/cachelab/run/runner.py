@@ -106,7 +106,8 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
         place = _hosts(c, layout, directory, stack)
         if place.versions:
             host = dataclasses.replace(host, hosts=place.versions)
-        links = _measure_links(c, layout, place) if layout and repetition == 1 else ()
+        links = (() if repetition != 1 else _measure_links(c, layout, place) if layout
+                 else _loopback(c))
         servers = _start_servers(c, directory, place, stack, wiring)
         _populate(c, servers, directory, stack, wiring)
         middlewares = [stack.enter_context(local.start_middleware(
@@ -149,12 +150,12 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
                                        + each * (c.instances + c.measures)))
             timing: dict[str, Any] = dict(test_time=exp.run_time_s, warmup=exp.warmup_s,
                                           cooldown=exp.cooldown_s, start_at_ms=start_at)
+            to = c.placement.targets  # instance i -> target i mod T, connections even
             searching = c.load.mode == LoadMode.CAPACITY
             loads = [] if searching else [stack.enter_context(local.start_load(
-                loadgen.run_argv(c, targets[i % len(targets)].host,
-                                 targets[i % len(targets)].port, seed=seed + i,
-                                 json_out=directory / f"load-{i}.json",
-                                 transport=wiring.to_targets(targets[i % len(targets)]),
+                loadgen.run_argv(c, targets[to[i]].host, targets[to[i]].port, seed=seed + i,
+                                 json_out=directory / f"load-{i}.json", instance=i,
+                                 transport=wiring.to_targets(targets[to[i]]),
                                  **timing),
                 cpus=local.pinned(c.load.cpus, i), out=directory / f"load-{i}.out",
                 host=place("load", i)))
@@ -401,6 +402,17 @@ def _measure_links(c: RunConfig, layout: topology.Layout,
     return tuple(records)
 
 
+def _loopback(c: RunConfig) -> tuple[LinkRecord, ...]:
+    """A `local` run's round trip (loopback), which every hop of it takes and the network
+    of queues takes out of the servers' measured times; only with a middleware that
+    reaches its servers over TCP (a Unix socket has no loopback round trip)."""
+    if not c.middleware.count or c.servers.unix_socket:
+        return ()
+    m = linkprobe.loopback()
+    return (LinkRecord(m.src, m.dst, m.rtt_p50_us, m.rtt_p99_us, m.rtt_min_us, 0.0, None,
+                       None),)
+
+
 def _populate(c: RunConfig, servers: list[Managed], directory: Path,
               stack: ExitStack, wiring: transport.Wiring) -> None:
     """Writes every key into every server directly (the middleware would replicate them
@@ -611,4 +623,5 @@ def _pending(exp: Experiment, outcomes: dict[int, list[validate.RunOutcome]]) ->
 def _assess(exp: Experiment, runs: list[validate.RunOutcome]) -> validate.Verdict:
     return validate.assess(runs, threshold=exp.validation.cv_threshold,
                            repetitions=exp.repetitions, max_repetitions=exp.max_repetitions,
+                           max_replacements=exp.max_replacements,
                            stop_width_ms=exp.validation.stop_when.p99_width_ms)

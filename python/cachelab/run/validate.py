@@ -9,6 +9,13 @@ the CV of their throughputs (between repetitions) is under the threshold. An uns
 gets one more run at a time until it is stable or has `max_repetitions` runs; the report
 lists the points that stayed unstable.
 
+Unsteady runs are replaced beyond that bound: while a point has fewer than `repetitions`
+steady runs it gets another run as long as it has fewer than `repetitions +
+max_replacements` runs in all (`validation.replace_unsteady`, by default as many as the
+repetitions). A factorial design needs the same r steady runs at every point; with
+`max_repetitions = r` one unsteady run would otherwise leave its point, and so the whole
+design, at r - 1.
+
 With `validation.stop_when.p99_width_ms`, a point is not settled until the order-statistic
 interval of its p99 (selfcheck.py, over the merged histograms of its steady runs) is at
 most that wide either, as Lancet keeps measuring until its intervals are narrow enough;
@@ -108,7 +115,8 @@ def p99_interval(runs: Sequence[RunOutcome]) -> selfcheck.Interval | None:
 
 
 def assess(runs: Sequence[RunOutcome], *, threshold: float, repetitions: int,
-           max_repetitions: int, stop_width_ms: float | None = None) -> Verdict:
+           max_repetitions: int, max_replacements: int = 0,
+           stop_width_ms: float | None = None) -> Verdict:
     """Whether a point's runs so far are enough, following the rule in the module doc."""
     steady = tuple(i for i, r in enumerate(runs) if is_steady(r, threshold))
     sample = [runs[i].throughput for i in steady] or [r.throughput for r in runs]
@@ -130,7 +138,8 @@ def assess(runs: Sequence[RunOutcome], *, threshold: float, repetitions: int,
             problems.append(f"p99 interval {p99.width_ms:.3g} ms wide > {stop_width_ms:g} ms")
     if not problems:
         return Verdict(len(runs), steady, between, True, False, "stable")
-    more = len(runs) < max_repetitions
+    more = len(runs) < max_repetitions or (len(steady) < repetitions
+                                           and len(runs) < repetitions + max_replacements)
     bound = "" if more else f" after {len(runs)} runs (the bound)"
     return Verdict(len(runs), steady, between, False, more, "; ".join(problems) + bound)
 

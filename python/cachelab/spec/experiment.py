@@ -41,8 +41,10 @@ from pathlib import Path
 from typing import Any
 
 from cachelab.errors import UserError
+from cachelab.spec import study as study_mod
 from cachelab.spec import sweep as sweep_mod
 from cachelab.spec.order import Order
+from cachelab.spec.placement import Placement, PlacementPolicy, place
 
 # The words a field takes from a fixed set are StrEnums: each member is its word (it
 # compares, hashes, formats and serialises as the plain string), so the files, the
@@ -211,6 +213,10 @@ class Load:
     #: cachelab-load's --busy-poll-us: spin before due sends and while replies are awaited
     #: (sends on time, replies timed when they land), at a CPU cost.
     busy_poll_us: int = _f(0, _at_least(0))
+    #: How instances and their connections spread over the targets (spec/placement.py):
+    #: "even" keeps every target's share of the clients equal where instance i mod T
+    #: would not; "round-robin" gives every instance `clients` per thread.
+    placement: PlacementPolicy = _f(PlacementPolicy.EVEN)
     #: The measuring client (mutilate's -Q/-C, Lancet's latency agent): one more instance,
     #: one connection in open loop at this rate (requests/s), on a host of its own; the
     #: report shows its latencies as the trusted ones. None: no measuring client.
@@ -382,6 +388,12 @@ class RunConfig:
         return self.load.instances or self.targets
 
     @property
+    def placement(self) -> Placement:
+        """Each load instance's target and connections per thread (spec/placement.py)."""
+        return place(self.instances, self.load.threads, self.load.clients, self.targets,
+                     self.load.placement)
+
+    @property
     def client_tls(self) -> bool:
         """Whether the load generators speak TLS: what their target serves."""
         return self.middleware.tls if self.middleware.count else self.servers.tls
@@ -416,6 +428,10 @@ class Validation:
     cv_threshold: float = _f(0.05, _positive)
     #: Bound on the runs of one point; None: repetitions + 2.
     max_repetitions: int | None = _f(None, _at_least(1))
+    #: Extra runs a point may get, beyond max_repetitions, to replace unsteady runs until it
+    #: has `repetitions` steady ones (so one bad run does not shrink a factorial design);
+    #: None: as many as `repetitions`; 0: none.
+    replace_unsteady: int | None = _f(None, _at_least(0))
     #: Repeat a point until these hold too (bounded by max_repetitions), as Lancet does.
     stop_when: StopWhen = field(default=StopWhen(), metadata={"check": None,
                                                                "section": StopWhen})
@@ -478,10 +494,18 @@ class Experiment:
     order: Order = Order.RANDOMIZED
     order_seed: int | None = None
     capacity: Capacity = Capacity()
+    #: The original study's values this experiment re-creates (`[study]`, spec/study.py).
+    study: study_mod.Study | None = None
 
     @property
     def max_repetitions(self) -> int:
         return max(self.validation.max_repetitions or self.repetitions + 2, self.repetitions)
+
+    @property
+    def max_replacements(self) -> int:
+        """validation.replace_unsteady, its default (the repetitions) filled in."""
+        extra = self.validation.replace_unsteady
+        return self.repetitions if extra is None else extra
 
     @property
     def digest(self) -> str:
@@ -497,7 +521,7 @@ _SECTIONS: dict[str, type] = {"servers": Servers, "middleware": Middleware, "loa
 _TOP = {"name", "description", "topology", "repetitions", "run_time_s", "warmup_s",
         "order", "order_seed", "capacity",
         "cooldown_s", "stats_window_s", "qos_target_ms", "validation", "report", "sweep",
-        *_SECTIONS}
+        "study", *_SECTIONS}
 
 
 def load(path: Path) -> Experiment:
@@ -557,9 +581,12 @@ def parse(text: str) -> Experiment:
     order_seed = _get(doc, "order_seed", int, None)
     capacity = _build(Capacity, _table(doc, "capacity"), "capacity")
     topology = ", ".join(dict.fromkeys(p.config.topology.kind for p in points))
+    factor_paths = tuple(dict.fromkeys(p for pt in points for p, _ in pt.factors))
+    study = (study_mod.parse(doc["study"], factor_paths, _paths()) if "study" in doc
+             else None)
     return Experiment(name.strip(), _get(doc, "description", str, ""), topology, repetitions,
                       run_time, warmup, cooldown, window, qos, validation, report_x,
-                      points, text, run_order, order_seed, capacity)
+                      points, text, run_order, order_seed, capacity, study)
 
 
 def _expand(raw: dict[str, dict], sweep: dict) -> tuple[Point, ...]:
@@ -871,6 +898,11 @@ def _flatten(table: dict, prefix: str = "") -> dict[str, object]:
     return flat
 
 
+def field_paths() -> set[str]:
+    """Every configuration field by its path (what a sweep may vary)."""
+    return _paths()
+
+
 def _paths() -> set[str]:
     """The fields a sweep may vary (every field but the list of hosts; a field of a
     section inside a section by its full path, `topology.server.egress_mbit`)."""
@@ -917,7 +949,10 @@ def config_from_dict(d: dict) -> RunConfig:
                 else plain(v) if isinstance(v, dict) else v
                 for k, v in table.items() if v is not None}
 
-    return RunConfig(**{s: _build(cls, plain(d.get(s, {})), s) for s, cls in _SECTIONS.items()})
+    tables = {s: plain(d.get(s, {})) for s in _SECTIONS}
+    if "load" in d and "placement" not in d["load"]:
+        tables["load"]["placement"] = "round-robin"  # stored before "even" was the default
+    return RunConfig(**{s: _build(cls, tables[s], s) for s, cls in _SECTIONS.items()})
 
 
 def config_dict(config: RunConfig) -> dict:

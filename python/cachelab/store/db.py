@@ -144,7 +144,8 @@ class Store:
         uses (the file's, or one the runner drew)."""
         settings = {k: getattr(exp, k) for k in (
             "topology", "repetitions", "run_time_s", "warmup_s", "cooldown_s",
-            "stats_window_s", "qos_target_ms", "report_x", "max_repetitions")}
+            "stats_window_s", "qos_target_ms", "report_x", "max_repetitions",
+            "max_replacements")}
         settings["cv_threshold"] = exp.validation.cv_threshold
         settings["stop_p99_width_ms"] = exp.validation.stop_when.p99_width_ms
         settings["order"] = exp.order
@@ -345,6 +346,19 @@ class Store:
                     "fallback, max(cpu_busiest_share) AS busiest FROM client_instance "
                     f"WHERE run_id IN ({_marks(run_ids)}) AND latency_clock IS NOT NULL "
                     "GROUP BY role, latency_clock ORDER BY role", tuple(run_ids))]
+
+    def op_histograms(self, run_ids: Sequence[int]) -> dict[str, list[str]]:
+        """Per client operation type (set, get, multiget, total), the load instances'
+        histograms of the runs (from their stored reports), to be merged."""
+        out: dict[str, list[str]] = {}
+        for r in self.conn.execute(
+                f"SELECT content FROM artifact WHERE run_id IN ({_marks(run_ids)}) "
+                "AND name LIKE 'load-%.json' ORDER BY run_id, name", tuple(run_ids)):
+            found = json.loads(zlib.decompress(r["content"]))["histograms"]
+            for op in loadgen.OPS:
+                if op in found:
+                    out.setdefault(op, []).append(found[op])
+        return out
 
     def tls_sessions(self, run_ids: Sequence[int]) -> list[TlsSession]:
         """What the runs' encrypted hops negotiated: each distinct (hop, version, cipher,

@@ -10,11 +10,38 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-pub struct Proxy;
+pub mod inproc;
 
-impl Proxy {
+#[allow(unused_imports)] // not every test file serves in process
+pub use inproc::Proxy;
+
+/// The binary, for tests whose subject is the process (its CPU time and memory, its
+/// signals, its exit and its summary).
+pub struct Spawned;
+
+impl Spawned {
     pub fn start(servers: &[&Memcached], extra: &[&str]) -> cachelab_testkit::Proxy {
         cachelab_testkit::Proxy::start(env!("CARGO_BIN_EXE_cachelab-proxy"), servers, extra)
+    }
+
+    pub fn start_args(args: &[String]) -> cachelab_testkit::Proxy {
+        cachelab_testkit::Proxy::start_args(env!("CARGO_BIN_EXE_cachelab-proxy"), args)
+    }
+}
+
+/// Waits until `done` holds, asking again every few milliseconds for at most `within`;
+/// false if it never did. For conditions only a poll can see (a server's counters, a
+/// load thread's tally).
+pub fn wait_until(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(10));
     }
 }
 
