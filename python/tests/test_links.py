@@ -138,6 +138,16 @@ def test_every_time_ratio_is_kept_by_a_scale_model():
         (1514 * 8 / (a.egress_mbit * 1e3)) / a.delay_ms)
 
 
+def test_a_quota_below_the_kernels_minimum_runtime_per_period_is_refused():
+    with pytest.raises(UserError, match=r"topology.cpu_quota: 0.1 core over a 5 ms period "
+                                        r"is 0.5 ms per period.*at least 10\)"):
+        plan("cpu_quota = 0.1\ncpu_period_ms = 5")
+    with pytest.raises(UserError, match=r"topology.server.cpu_quota: 0.05 core"):
+        plan("[topology.server]\ncpu_quota = 0.05")
+    (layout,) = plan("cpu_quota = 0.1")  # 1 ms of a 10 ms period: accepted
+    assert layout.cpu_period_us == 10_000
+
+
 def test_a_scale_below_one_is_refused():
     with pytest.raises(UserError, match="topology.scale: must be >= 1"):
         plan("scale = 0.5")

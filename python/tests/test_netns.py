@@ -330,7 +330,7 @@ def test_a_scale_model_agrees_with_the_full_speed_run_after_rescaling(tmp_path):
     20 Mbit/s, then the same at half speed (10 Mbit/s, delays doubled). Rescaled, the
     report's throughput and response time agree within 15%; the delay line's CPU is
     sampled and each run carries its machine check."""
-    from cachelab.report import data
+    from cachelab.report import data, write_report
     from cachelab.store import Store
 
     exp = spec.parse(SCALED)
@@ -351,6 +351,10 @@ def test_a_scale_model_agrees_with_the_full_speed_run_after_rescaling(tmp_path):
         x = half.throughput / full.throughput
         r = half.response_ms / full.response_ms
         if abs(x - 1) <= 0.15 and abs(r - 1) <= 0.15:
+            # The report says so, naming k.
+            page = write_report(out).read_text()
+            assert "Scale model." in page, page[:3000]
+            assert "<code>topology.scale</code> =\n2)" in page
             break
     else:
         raise AssertionError(f"rescaled/full: throughput {x:.2f}, response {r:.2f} "

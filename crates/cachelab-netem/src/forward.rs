@@ -1,12 +1,11 @@
 //! The delay lines of every link, served by one thread: an `epoll` loop over all the
-//! links' `AF_PACKET` sockets and one `timerfd` armed for the next frame due.
+//! links' `AF_PACKET` sockets, its timeout ending when the next frame is due.
 //!
 //! ```text
 //! loop:
 //!     send every frame, of every direction, whose due time has come
 //!     stop if told to
-//!     arm the timer for the earliest head (if it changed)      (no busy-wait by default)
-//!     epoll_wait(sockets, timer, stop)
+//!     epoll_pwait2(sockets, stop; timeout = until the earliest head)  (no busy-wait by default)
 //!     receive what is readable (MSG_DONTWAIT), stamping each frame with the kernel's
 //!     receive time, until the socket is empty or a frame is due
 //! ```
@@ -18,8 +17,8 @@
 //!
 //! A frame's arrival is the kernel's receive timestamp, so neither this thread's wake-up
 //! latency nor the time it spent on other links is added to the delay; a send is late by
-//! the timer's wake-up latency (reported per direction, never early: the timer is armed
-//! for the due instant or later, and a frame leaves only once the clock has reached it).
+//! the wake-up latency after the timeout (reported per direction, never early: the timeout
+//! ends at the due instant or later, and a frame leaves only once the clock has reached it).
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -31,7 +30,7 @@ use crate::pool::{BufferPool, Frame};
 use crate::queue::DelayQueue;
 use crate::socket::{PacketSocket, Received, VNET_HDR_LEN};
 use crate::stats::DirectionStats;
-use crate::wake::{Epoll, Timer};
+use crate::wake::Epoll;
 
 /// A kernel timestamp older than this is not believed (a clock step): the frame is
 /// stamped when it was read instead.
@@ -45,8 +44,7 @@ pub const RX_BUFFER_BYTES: usize = VNET_HDR_LEN + 65536 + 1024;
 /// Frames up to this size (a 1500-byte MTU frame and its header) are kept in small buffers.
 pub const SMALL_FRAME_BYTES: usize = 2048;
 
-const TIMER_TOKEN: u64 = u64::MAX;
-const STOP_TOKEN: u64 = u64::MAX - 1;
+const STOP_TOKEN: u64 = u64::MAX;
 
 /// One link: frames arriving on `a` leave by `b` after `delay_ab`, and back after
 /// `delay_ba`.
@@ -64,7 +62,7 @@ pub struct Settings {
     /// Frames queued per direction beyond which arrivals are dropped (netem's limit).
     pub limit_packets: usize,
     /// Busy-wait instead of sleeping when the next frame is due within this (0: never).
-    /// The timer then fires this much early and the rest is spun, receiving meanwhile.
+    /// The wait then times out this much early and the rest is spun, receiving meanwhile.
     pub spin: Duration,
 }
 
@@ -79,7 +77,7 @@ pub struct LinkStats {
 pub enum ForwardError {
     #[error("waiting for frames: {0}")]
     Wait(#[source] io::Error),
-    #[error("setting up the wait (epoll, timerfd): {0}")]
+    #[error("setting up the wait (epoll): {0}")]
     Setup(#[source] io::Error),
 }
 
@@ -103,23 +101,17 @@ pub fn run(
         })
         .collect();
     let mut epoll = Epoll::new().map_err(ForwardError::Setup)?;
-    let timer = Timer::new().map_err(ForwardError::Setup)?;
     for (d, socket) in sockets.iter().enumerate() {
         epoll
             .add(socket.as_raw_fd(), d as u64)
             .map_err(ForwardError::Setup)?;
     }
-    let timer_fd = std::os::fd::AsFd::as_fd(&timer).as_raw_fd();
-    epoll
-        .add(timer_fd, TIMER_TOKEN)
-        .map_err(ForwardError::Setup)?;
     epoll
         .add(stop.as_raw_fd(), STOP_TOKEN)
         .map_err(ForwardError::Setup)?;
 
     let mut pool = BufferPool::new(RX_BUFFER_BYTES, SMALL_FRAME_BYTES);
-    let mut ready = Vec::with_capacity(sockets.len() + 2);
-    let mut armed: Option<Instant> = None;
+    let mut ready = Vec::with_capacity(sockets.len() + 1);
     let mut stopped = false;
     loop {
         for (d, line) in dirs.iter_mut().enumerate() {
@@ -134,21 +126,13 @@ pub fn run(
             spin_until(due, &sockets, &mut dirs, &mut pool);
             continue;
         }
-        // The timer is armed for the earliest head less the spin; while that stays the
-        // same, nothing is re-armed (one syscall saved per frame).
-        let wake = next.map(|due| due - settings.spin);
-        if wake.is_some() && wake != armed {
-            let after = wake.map(|w| w.saturating_duration_since(now));
-            timer.arm(after).map_err(ForwardError::Setup)?;
-            armed = wake;
-        }
-        epoll.wait(&mut ready).map_err(ForwardError::Wait)?;
+        // Wake when the earliest head is due, less the spin (which spins the rest).
+        let timeout = next.map(|due| (due - settings.spin).saturating_duration_since(now));
+        epoll
+            .wait(&mut ready, timeout)
+            .map_err(ForwardError::Wait)?;
         for &token in &ready {
             match token {
-                TIMER_TOKEN => {
-                    timer.clear();
-                    armed = None;
-                }
                 STOP_TOKEN => stopped = true,
                 d => {
                     let d = d as usize;

@@ -10,7 +10,7 @@
 //! - [`stats`]: per-direction counters, send lateness, the JSON report (no I/O).
 //! - [`link_arg`]: the `--link NAME:A:B:US[:US]` argument (no I/O).
 //! - [`socket`]: `AF_PACKET` sockets that carry the virtio-net header with each frame.
-//! - [`wake`]: the epoll set, the timerfd and the signalfd the loop sleeps on.
+//! - [`wake`]: the epoll set and the signalfd the loop sleeps on.
 //! - [`forward`]: the loop over every link: epoll until a frame arrives or one is due.
 //! - [`stop`]: an eventfd that stops the loop from another thread (tests).
 

@@ -1,11 +1,14 @@
-//! What the engine sleeps on: one `epoll` set over every link's sockets, a `timerfd` armed
-//! for the next frame due, and a `signalfd` for SIGTERM and SIGINT.
+//! What the engine sleeps on: one `epoll` set over every link's sockets and a `signalfd`
+//! for SIGTERM and SIGINT, waited on with `epoll_pwait2`, whose timeout (in nanoseconds)
+//! ends at the next frame due.
 //!
-//! Why a timerfd and no busy-waiting: the timer fires at the due instant (the thread's
-//! timer slack is 1 ns, so the kernel does not defer it to coalesce wake-ups), and what a
-//! send is late by is the scheduler's wake-up latency, which the lines measure and report
+//! Why a timeout and no busy-waiting: it expires at the due instant (the thread's timer
+//! slack is 1 ns, so the kernel does not defer it to coalesce wake-ups), and what a send is
+//! late by is the scheduler's wake-up latency, which the lines measure and report
 //! (`lateness_us`). Spinning the last tens of microseconds before each frame bought a few
-//! microseconds per crossing for a core's worth of CPU over all links (issue 25).
+//! microseconds per crossing for a core's worth of CPU over all links (issue 25). The
+//! timeout rides on the wait itself: no timerfd to arm and read, two syscalls fewer per
+//! frame than a timerfd.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -25,6 +28,7 @@ fn owned(rc: libc::c_int) -> io::Result<OwnedFd> {
 }
 
 /// A level-triggered epoll set; each registered descriptor carries a caller's token.
+/// Created (and waited on) by one thread, whose timer slack it sets to 1 ns.
 #[derive(Debug)]
 pub struct Epoll {
     fd: OwnedFd,
@@ -33,11 +37,13 @@ pub struct Epoll {
 
 impl Epoll {
     pub fn new() -> io::Result<Self> {
+        set_timer_slack_ns(1);
         // SAFETY: plain syscall; the result is checked.
         let fd = owned(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+        // Room for one event more than registered: epoll_wait refuses room for none.
         Ok(Epoll {
             fd,
-            events: Vec::new(),
+            events: vec![libc::epoll_event { events: 0, u64: 0 }],
         })
     }
 
@@ -53,18 +59,28 @@ impl Epoll {
         Ok(())
     }
 
-    /// Waits until something registered is readable (no timeout: the timer is one of
-    /// them) and returns the tokens of what is.
-    pub fn wait(&mut self, ready: &mut Vec<u64>) -> io::Result<()> {
+    /// Waits until something registered is readable or `timeout` (to the nanosecond) has
+    /// passed (None: no timeout), and returns the tokens of what is readable (none on a
+    /// timeout).
+    pub fn wait(&mut self, ready: &mut Vec<u64>, timeout: Option<Duration>) -> io::Result<()> {
         ready.clear();
+        let ts = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs().try_into().unwrap_or(libc::time_t::MAX),
+            tv_nsec: t.subsec_nanos().into(),
+        });
+        let ts_ptr = ts
+            .as_ref()
+            .map_or(std::ptr::null(), |ts| ts as *const libc::timespec);
         let n = loop {
-            // SAFETY: `events` has room for `len` entries.
+            // SAFETY: `events` has room for `len` entries; `ts_ptr` is null or points to
+            // `ts`, alive for the call; a null sigmask leaves the mask as it is.
             let n = unsafe {
-                libc::epoll_wait(
+                libc::epoll_pwait2(
                     self.fd.as_raw_fd(),
                     self.events.as_mut_ptr(),
                     self.events.len() as libc::c_int,
-                    -1,
+                    ts_ptr,
+                    std::ptr::null(),
                 )
             };
             match check(n) {
@@ -75,75 +91,6 @@ impl Epoll {
         };
         ready.extend(self.events[..n].iter().map(|e| e.u64));
         Ok(())
-    }
-}
-
-/// A one-shot monotonic timer, re-armed for the next frame due.
-#[derive(Debug)]
-pub struct Timer {
-    fd: OwnedFd,
-}
-
-impl Timer {
-    pub fn new() -> io::Result<Self> {
-        set_timer_slack_ns(1);
-        // SAFETY: plain syscall; the result is checked.
-        let fd = owned(unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        })?;
-        Ok(Timer { fd })
-    }
-
-    /// Fires once, `after` from now (rounded up to a nanosecond so that zero still
-    /// fires); None disarms it.
-    pub fn arm(&self, after: Option<Duration>) -> io::Result<()> {
-        let value = match after {
-            Some(d) => {
-                let d = d.max(Duration::from_nanos(1));
-                libc::timespec {
-                    tv_sec: d.as_secs().try_into().unwrap_or(libc::time_t::MAX),
-                    tv_nsec: d.subsec_nanos().into(),
-                }
-            }
-            None => libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-        };
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: value,
-        };
-        // SAFETY: `spec` is a valid itimerspec; a null old value is allowed.
-        check(unsafe {
-            libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut())
-        })?;
-        Ok(())
-    }
-
-    /// Clears the expiry count, so the descriptor is no longer readable.
-    pub fn clear(&self) {
-        let mut count = 0u64;
-        // SAFETY: reads 8 bytes into `count`; EAGAIN (not expired) is fine.
-        unsafe {
-            libc::read(
-                self.fd.as_raw_fd(),
-                (&raw mut count).cast(),
-                std::mem::size_of::<u64>(),
-            )
-        };
-    }
-}
-
-impl AsFd for Timer {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
     }
 }
 
@@ -206,33 +153,28 @@ mod tests {
     use std::time::Instant;
 
     #[test]
-    fn an_armed_timer_wakes_the_set_never_before_it_is_due() {
+    fn a_wait_with_a_timeout_never_returns_before_it_unless_woken() {
         let mut ep = Epoll::new().unwrap();
-        let timer = Timer::new().unwrap();
-        ep.add(timer.as_fd().as_raw_fd(), 7).unwrap();
-        let mut ready = Vec::new();
+        let mut ready = vec![99];
         for us in [0, 200, 1_000] {
             let start = Instant::now();
-            timer.arm(Some(Duration::from_micros(us))).unwrap();
-            ep.wait(&mut ready).unwrap();
+            ep.wait(&mut ready, Some(Duration::from_micros(us)))
+                .unwrap();
             assert!(start.elapsed() >= Duration::from_micros(us), "{us} us");
-            assert_eq!(ready, [7]);
-            timer.clear();
+            assert!(ready.is_empty());
         }
     }
 
     #[test]
-    fn a_disarmed_timer_stays_quiet() {
-        let timer = Timer::new().unwrap();
-        timer.arm(Some(Duration::from_micros(100))).unwrap();
-        timer.arm(None).unwrap();
-        std::thread::sleep(Duration::from_millis(2));
-        let mut pfd = libc::pollfd {
-            fd: timer.as_fd().as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        assert_eq!(unsafe { libc::poll(&mut pfd, 1, 0) }, 0);
+    fn a_readable_descriptor_ends_the_wait_with_its_token() {
+        let mut ep = Epoll::new().unwrap();
+        let stop = crate::stop::Stop::new().unwrap();
+        ep.add(stop.as_fd().as_raw_fd(), 7).unwrap();
+        stop.trigger();
+        let mut ready = Vec::new();
+        let start = Instant::now();
+        ep.wait(&mut ready, Some(Duration::from_secs(10))).unwrap();
+        assert_eq!(ready, [7]);
+        assert!(start.elapsed() < Duration::from_secs(5));
     }
 }

@@ -94,6 +94,9 @@ class CpuGroup:
             d.mkdir(exist_ok=True)
         try:
             self._limit(quota, cpus)
+        except UserError:
+            self.remove()
+            raise
         except OSError as exc:
             self.remove()
             raise UserError(f"cannot set the CPU limits of cgroup {name}: {exc}") from exc
@@ -116,8 +119,14 @@ class CpuGroup:
             cpus or (parent / "cpuset.cpus").read_text().strip())
 
     def quota_us(self, quota: float) -> int:
-        """`quota` cores as runtime per period; the kernel refuses less than 1 ms."""
-        return max(round(quota * self.period_us), MIN_QUOTA_US)
+        """`quota` cores as runtime per period; the kernel refuses less than 1 ms (the
+        experiment file's check says so first, naming the field)."""
+        runtime = round(quota * self.period_us)
+        if runtime < MIN_QUOTA_US:
+            raise UserError(f"cgroup {self.name}: {quota:g} core over a "
+                            f"{self.period_us} us period is below the kernel's minimum "
+                            f"runtime of {MIN_QUOTA_US} us per period")
+        return runtime
 
     def procs_files(self) -> list[Path]:
         return [d / "cgroup.procs" for d in self.dirs]

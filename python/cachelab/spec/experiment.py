@@ -729,6 +729,8 @@ MAX_CLIENTS = 50_000
 #: Emulated hosts one topology may have: their addresses are .2 upwards in one /24
 #: (topology.address; the controller is .1).
 MAX_HOSTS = 250
+#: The smallest CPU quota per CFS period the kernel accepts (cgroups.MIN_QUOTA_US).
+MIN_QUOTA_MS = 1.0
 
 
 def _check_counts(c: RunConfig) -> None:
@@ -811,6 +813,16 @@ def _check_topology(c: RunConfig) -> None:
                             f"machine has {cpus}")
     if t.cpu_quota > cpus:
         raise UserError(f"topology.cpu_quota: {t.cpu_quota:g} cores, this machine has {cpus}")
+    quotas: list[tuple[str, float | None]] = [("topology.cpu_quota", t.cpu_quota)]
+    quotas += [(f"topology.{r}.cpu_quota", getattr(t, r).cpu_quota) for r in ROLES]
+    quotas += [(f"topology.host[{i}].cpu_quota", h.cpu_quota)
+               for i, h in enumerate(t.host, start=1)]
+    for where, quota in quotas:
+        if quota and quota * t.cpu_period_ms < MIN_QUOTA_MS:
+            raise UserError(f"{where}: {quota:g} core over a {t.cpu_period_ms:g} ms period is "
+                            f"{quota * t.cpu_period_ms:g} ms per period, below the kernel's "
+                            f"minimum of {MIN_QUOTA_MS:g} ms (raise topology.cpu_period_ms to "
+                            f"at least {MIN_QUOTA_MS / quota:g})")
 
 
 def _build(cls: type, table: dict, section: str) -> Any:
