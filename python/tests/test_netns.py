@@ -344,6 +344,8 @@ def test_a_scale_model_agrees_with_the_full_speed_run_after_rescaling(tmp_path):
             machine_checks = s.conn.execute(
                 "SELECT count(*) FROM run_check WHERE name = 'machine'").fetchone()[0]
         assert (full.scale, half.scale) == (1, 2)
+        # The delay line's CPU shows beside the hosts'.
+        assert data.EMULATOR in full.host_cpu and sum(full.host_cpu[data.EMULATOR]) > 0
         assert emulator[0] >= 4 and emulator[1] > 0, emulator
         assert machine_checks == 2
         # Rescaled link bound: the same as at full speed.

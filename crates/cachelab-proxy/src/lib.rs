@@ -20,13 +20,14 @@
 //! - **configuration** ([`config`]): the command line's
 //!   single pool, or listeners and pools from cachelab's TOML or twemproxy's
 //!   nutcracker.yml, bounded in size and without YAML aliases; reloaded on SIGHUP
-//!   ([`server::reload`]).
+//!   ([`reload`]).
 //! - **statistics** ([`metrics`], [`stats_file`]): per-request timestamps feed each
 //!   worker's own statistics unit, swapped out and written every window.
 //! - **transport** ([`endpoint`], [`client_stream`], [`server_stream`], [`tls`]): TCP,
 //!   Unix sockets and TLS (rustls), on the client side and towards the servers.
 //! - [`server::run`] wires it together and shuts it down gracefully.
 
+pub mod accept;
 pub mod admission;
 pub mod backend;
 pub mod budget;
@@ -49,6 +50,7 @@ pub mod metrics_http;
 pub mod observed;
 pub mod pool_build;
 pub mod queue;
+pub mod reload;
 pub mod routing;
 pub mod server;
 pub mod server_stream;

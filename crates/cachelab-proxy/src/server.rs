@@ -1,5 +1,6 @@
-//! Wiring: each task's handles, the accept loop, the workers, the statistics writer,
-//! live reload, and the graceful shutdown.
+//! Wiring: each task's handles, the workers, the statistics writer, and the graceful
+//! shutdown; the accept loop ([`crate::accept`]) and live reload ([`crate::reload`])
+//! hang off it.
 //!
 //! Each task gets the handles it uses and nothing else: a connection task a
 //! [`NetContext`] and its listener's [`PoolSlot`], a worker a [`WorkerContext`], the
@@ -8,33 +9,30 @@
 //! [`run`] takes its listeners, its shutdown signal and its reload requests from the
 //! caller, so tests bind `127.0.0.1:0`, reload and stop the server when they like.
 
-use std::future::{poll_fn, Future};
-use std::sync::atomic::Ordering;
+use std::future::Future;
 use std::sync::Arc;
-use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
 use thiserror::Error;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
+use crate::accept::accept_loop;
 use crate::budget::MemoryBudget;
-use crate::client::ClientConn;
-use crate::client_stream;
 use crate::config::Config;
-use crate::connection;
 use crate::connection::{NetContext, NetSettings};
 use crate::counters::Counters;
-use crate::endpoint::{Accepted, Endpoint, Listener};
+use crate::endpoint::{Endpoint, Listener};
 use crate::health::{self, Health};
 use crate::histograms::LatencyUnits;
 use crate::log_limit::LogLimit;
 use crate::observed::{NetCounters, Observed, PoolSlot};
 use crate::pool_build::{build_pool, PoolError};
 use crate::queue::RequestQueue;
+use crate::reload::reload_off_thread;
 use crate::stats_file::{RunSummary, StatsWriter};
 use crate::stats_units::StatsUnits;
 use crate::tls::{ListenerTls, TlsError};
@@ -280,11 +278,21 @@ impl Ready {
                 shutdown,
             );
             tokio::pin!(accepting);
+            let mut reloading: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> = None;
             loop {
                 tokio::select! {
                     _ = &mut accepting => break,
-                    Some(()) = reloads.recv() => {
-                        reload(&config, &slots, &tls, &health);
+                    Some(()) = reloads.recv(), if reloading.is_none() => {
+                        reloading = Some(Box::pin(reload_off_thread(
+                            config.clone(),
+                            slots.clone(),
+                            tls.clone(),
+                            Arc::clone(&health),
+                        )));
+                    }
+                    () = async { reloading.as_mut().expect("guarded").await }, if reloading.is_some() => {
+                        reloading = None;
+                        // a reload may have registered new servers: probe them too
                         spawn_probes(&health, &config, &mut probed, &mut probes, &stop_rx);
                     }
                 }
@@ -343,222 +351,5 @@ fn spawn_probes(
             stop.clone(),
         ));
         *probed += 1;
-    }
-}
-
-/// Rereads `--config` and gives each listener its new pool: requests decoded from now on
-/// use it, requests already decoded finish on the old one, and no connection is
-/// touched. A file that cannot be read, does not parse, or changes the listeners is
-/// refused with its reason logged, and the old configuration keeps serving.
-///
-/// Certificates are reread too (with the command line's pool as well): a listener's
-/// from the file names of the new configuration (or the old ones), a pool's server side
-/// when its pool is rebuilt. A file that cannot be read leaves the old one in use.
-pub fn reload(
-    config: &Config,
-    slots: &[Arc<PoolSlot>],
-    tls: &[Option<Arc<ListenerTls>>],
-    health: &Health,
-) {
-    let Some(path) = &config.config_file else {
-        reload_listener_tls(config, tls, None);
-        if config.listeners.iter().any(|l| l.pool.server_tls.is_some()) {
-            // The command line's pool: rebuilt only to reread its server-side files.
-            let pools = config
-                .listeners
-                .iter()
-                .map(|l| build_pool(&l.pool, health))
-                .collect::<Result<Vec<_>, _>>();
-            match pools {
-                Ok(pools) => {
-                    for (slot, pool) in slots.iter().zip(pools) {
-                        slot.replace(pool);
-                    }
-                    info!("server TLS files reread");
-                }
-                Err(e) => error!(error = %e, "server TLS files not reread; the old ones stay"),
-            }
-        } else if tls.iter().all(Option::is_none) {
-            warn!("SIGHUP: no --config file to reload (the command line's pool stays)");
-        }
-        return;
-    };
-    let listeners =
-        match crate::config::file::load(path, config.server_timeout, config.failure_limit) {
-            Ok(listeners) => listeners,
-            Err(e) => {
-                error!(error = %e, "reload refused; the old configuration keeps serving");
-                return;
-            }
-        };
-    let old: Vec<&Endpoint> = config.listeners.iter().map(|l| &l.listen).collect();
-    let new: Vec<&Endpoint> = listeners.iter().map(|l| &l.listen).collect();
-    let tls_changed = config
-        .listeners
-        .iter()
-        .zip(&listeners)
-        .any(|(a, b)| a.tls.is_some() != b.tls.is_some());
-    if tls_changed {
-        error!(
-            "reload refused: TLS was turned on or off on a listener (that needs a \
-                restart); the old configuration keeps serving"
-        );
-        return;
-    }
-    if old != new {
-        error!(old = ?old, new = ?new,
-               "reload refused: the listen addresses changed (that needs a restart); \
-                the old configuration keeps serving");
-        return;
-    }
-    let pools = match listeners
-        .iter()
-        .map(|l| build_pool(&l.pool, health))
-        .collect::<Result<Vec<_>, _>>()
-    {
-        Ok(pools) => pools,
-        Err(e) => {
-            error!(error = %e, "reload refused; the old configuration keeps serving");
-            return;
-        }
-    };
-    for (slot, pool) in slots.iter().zip(pools) {
-        info!(pool = %pool.name, servers = ?pool.servers.iter().map(|s| s.addr.to_string()).collect::<Vec<_>>(),
-              mode = ?pool.mode, "reloaded pool");
-        slot.replace(pool);
-    }
-    reload_listener_tls(config, tls, Some(&listeners));
-    info!(path = %path.display(), "configuration reloaded");
-}
-
-/// Rereads each TLS listener's certificate and key (and client CA), from `new`'s file
-/// names if given; a listener whose files fail keeps its old configuration.
-fn reload_listener_tls(
-    config: &Config,
-    tls: &[Option<Arc<ListenerTls>>],
-    new: Option<&[crate::config::ListenerSpec]>,
-) {
-    for (i, (spec, tls)) in config.listeners.iter().zip(tls).enumerate() {
-        let Some(tls) = tls else { continue };
-        let new_spec = new.and_then(|n| n.get(i)).and_then(|l| l.tls.as_ref());
-        match tls.reload(new_spec) {
-            Ok(()) => info!(listen = %spec.listen, "TLS certificate reread"),
-            Err(e) => error!(listen = %spec.listen, error = %e,
-                             "TLS certificate not reread; the old one keeps serving"),
-        }
-    }
-}
-
-/// Answers a connection past the limit and closes it (bounded in time). A TLS
-/// listener's client would not understand a plain line: it is closed without one.
-async fn refuse(accepted: Accepted, tls: bool) {
-    use tokio::io::{AsyncWrite, AsyncWriteExt};
-    async fn answer(mut stream: impl AsyncWrite + Unpin, tls: bool) {
-        if !tls {
-            let _ = stream
-                .write_all(b"ERROR Too many open connections\r\n")
-                .await;
-        }
-        let _ = stream.shutdown().await;
-    }
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        match accepted {
-            Accepted::Tcp(s) => answer(s, tls).await,
-            Accepted::Unix(s) => answer(s, tls).await,
-        }
-    })
-    .await;
-}
-
-/// Accepts on every listener until `shutdown` resolves.
-#[allow(clippy::too_many_arguments)]
-async fn accept_loop(
-    listeners: &[Listener],
-    slots: &[Arc<PoolSlot>],
-    tls: &[Option<Arc<ListenerTls>>],
-    net: &Arc<NetContext>,
-    max_connections: usize,
-    stop_rx: &watch::Receiver<bool>,
-    connections: &mut JoinSet<()>,
-    shutdown: impl Future<Output = ()>,
-) {
-    let limit = Arc::new(Semaphore::new(max_connections));
-    let mut next_id = 0u64;
-    let mut backoff = Duration::from_millis(5);
-    tokio::pin!(shutdown);
-    loop {
-        let any_listener = poll_fn(|cx| {
-            for (index, listener) in listeners.iter().enumerate() {
-                if let Poll::Ready(accepted) = listener.poll_accept(cx) {
-                    return Poll::Ready((index, accepted));
-                }
-            }
-            Poll::Pending
-        });
-        let (listener, accepted) = tokio::select! {
-            _ = &mut shutdown => return,
-            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-            accepted = any_listener => accepted,
-        };
-        let (stream, peer) = match accepted {
-            Ok(pair) => {
-                backoff = Duration::from_millis(5);
-                pair
-            }
-            Err(e) => {
-                // Typically out of file descriptors: wait and retry rather than spin.
-                error!(error = %e, "accept failed");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
-                continue;
-            }
-        };
-        let Ok(permit) = Arc::clone(&limit).try_acquire_owned() else {
-            // memcached's answer past its connection limit; the client learns why instead
-            // of waiting in the backlog forever.
-            let refused = net.net.rejected_connections.fetch_add(1, Ordering::Relaxed);
-            if refused.is_multiple_of(1000) {
-                warn!(%peer, limit = max_connections, refused = refused + 1,
-                      "too many open connections: refusing");
-            }
-            tokio::spawn(refuse(stream, tls[listener].is_some()));
-            continue;
-        };
-        if let Accepted::Tcp(s) = &stream {
-            let _ = s.set_nodelay(true);
-        }
-        next_id += 1;
-        let id = next_id;
-        net.net.total_connections.fetch_add(1, Ordering::Relaxed);
-        net.net.curr_connections.fetch_add(1, Ordering::Relaxed);
-        let net = Arc::clone(net);
-        let slot = Arc::clone(&slots[listener]);
-        let tls = tls[listener].clone();
-        let mut stop = stop_rx.clone();
-        connections.spawn(async move {
-            // The handshake runs here, not in the accept loop: a slow or failed one
-            // costs only this connection.
-            let established = tokio::select! {
-                established = client_stream::establish(stream, tls.as_deref()) => established,
-                _ = stop.changed() => {
-                    net.net.curr_connections.fetch_sub(1, Ordering::Relaxed);
-                    return;
-                }
-            };
-            let (reader, writer) = match established {
-                Ok(halves) => halves,
-                Err(e) => {
-                    net.net.tls_handshake_errors.fetch_add(1, Ordering::Relaxed);
-                    net.net.curr_connections.fetch_sub(1, Ordering::Relaxed);
-                    if net.log_limit.allow() {
-                        warn!(conn = id, %peer, error = %e, "client connection closed");
-                    }
-                    return;
-                }
-            };
-            let conn = Arc::new(ClientConn::new(id, peer, writer, Arc::clone(&net.budget)));
-            connection::serve(conn, reader, net, slot, stop).await;
-            drop(permit);
-        });
     }
 }

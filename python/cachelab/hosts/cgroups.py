@@ -102,17 +102,18 @@ class CpuGroup:
             raise UserError(f"cannot set the CPU limits of cgroup {name}: {exc}") from exc
 
     def _limit(self, quota: float, cpus: str | None) -> None:
+        runtime = self.quota_us(quota) if quota else 0  # refused before anything is written
         if self.version == 2:
             d = self.dirs[0]
             if quota:
-                (d / "cpu.max").write_text(f"{self.quota_us(quota)} {self.period_us}")
+                (d / "cpu.max").write_text(f"{runtime} {self.period_us}")
             if cpus:
                 (d / "cpuset.cpus").write_text(cpus)
             return
         cpu, cpuset = self._h.v1["cpu"] / self.name, self._h.v1["cpuset"] / self.name
         if quota:
             (cpu / "cpu.cfs_period_us").write_text(str(self.period_us))
-            (cpu / "cpu.cfs_quota_us").write_text(str(self.quota_us(quota)))
+            (cpu / "cpu.cfs_quota_us").write_text(str(runtime))
         parent = cpuset.parent
         (cpuset / "cpuset.mems").write_text((parent / "cpuset.mems").read_text().strip())
         (cpuset / "cpuset.cpus").write_text(

@@ -74,7 +74,8 @@ class PointResult:
     server_service_us: tuple[float, ...] = ()
     #: Mean CPU shares (percent) of the host over the steady samples.
     cpu: dict[str, float] | None = None
-    #: Emulated hosts: mean (usr, sys) per host over the steady samples, % of one core.
+    #: Emulated hosts: mean (usr, sys) per host over the steady samples, % of one core,
+    #: and the delay line's (EMULATOR), which runs outside every host.
     host_cpu: dict[str, tuple[float, float]] = field(default_factory=dict)
     #: The throughput the configured links allow (linkbound.py), and the link that sets it.
     link_bound: linkbound.Bound | None = None
@@ -166,7 +167,7 @@ def _point(s: Store, stored: StoredPoint, runs: list[StoredRun], settings: dict[
         middleware=mw,
         ops=measure.client_ops(s.client_ops(ids), s.op_histograms(ids)),
         cpu=s.cpu_means(ids, low, high),
-        host_cpu=s.host_cpu_means(ids, low, high),
+        host_cpu=_host_cpu(s, ids, low, high),
         link_bound=_link_bound(base["config"]),
         links=tuple(s.links([r.id for r in runs])),
         intervals=intervals,
@@ -189,6 +190,18 @@ def percentile_error(p: PointResult, name: str, role: str = "load") -> tuple[flo
     if found is None:
         return 0.0, 0.0
     return found.estimate_ms - found.low_ms, found.high_ms - found.estimate_ms
+
+
+#: How the delay line shows among the hosts' CPU: it runs outside every host's cgroup.
+EMULATOR = "delay line (no host)"
+
+
+def _host_cpu(s: Store, ids: list[int], low: float,
+              high: float) -> dict[str, tuple[float, float]]:
+    """Each emulated host's mean CPU, and the delay line's beside them."""
+    found = s.host_cpu_means(ids, low, high)
+    emulator = s.emulator_cpu_mean(ids, low, high)
+    return found if emulator is None else {**found, EMULATOR: emulator}
 
 
 def _link_bound(config: dict) -> linkbound.Bound | None:

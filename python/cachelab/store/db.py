@@ -458,6 +458,17 @@ class Store:
             f"WHERE run_id IN ({_marks(run_ids)}) AND t - 0.5 BETWEEN ? AND ? "
             "GROUP BY host ORDER BY host", (*run_ids, low, high))}
 
+    def emulator_cpu_mean(self, run_ids: Sequence[int], low: float,
+                          high: float) -> tuple[float, float] | None:
+        """The delay line's mean (usr, sys) over the samples in [low, high], its processes
+        added up per sample; None without samples (no delay, or not netns)."""
+        row = self.conn.execute(
+            "SELECT avg(usr) AS usr, avg(sys) AS sys, count(*) AS n FROM ("
+            "SELECT sum(usr) AS usr, sum(sys) AS sys FROM emulator_cpu "
+            f"WHERE run_id IN ({_marks(run_ids)}) AND t - 0.5 BETWEEN ? AND ? "
+            "GROUP BY run_id, t)", (*run_ids, low, high)).fetchone()
+        return (row["usr"], row["sys"]) if row["n"] else None
+
     def links(self, run_ids: Sequence[int]) -> list[LinkRecord]:
         return [LinkRecord(r["src"], r["dst"], r["rtt_p50_us"], r["rtt_p99_us"],
                            r["rtt_min_us"], r["expected_rtt_us"], r["mbit_forward"],

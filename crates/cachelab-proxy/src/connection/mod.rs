@@ -8,26 +8,24 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{Buf, BytesMut};
-use cachelab_protocol::limits::MEMCACHED_MAX_LINE;
-use cachelab_protocol::{parse_request, Discard, Expect, Invalid, Request, Unlink};
+use cachelab_protocol::{Discard, Invalid};
 use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::admission::ClientLimits;
-use crate::budget::Charge;
 use crate::budget::MemoryBudget;
 use crate::client::ClientConn;
 use crate::client_stream::ClientReader;
-use crate::decode::{binary_error, Class, Decoder, Forward, Local, Step};
+use crate::decode::{binary_error, Class, Decoder, Local, Step};
 use crate::job::Job;
 use crate::log_limit::LogLimit;
-use crate::metrics::OpKind;
 use crate::observed::{NetCounters, Observed, PoolSlot};
 use crate::queue::RequestQueue;
-use crate::routing::plan::{Access, Pool};
-use crate::routing::spans::KeySpans;
+use crate::routing::plan::Pool;
 use crate::stats_command::compose_stats;
+
+mod forward;
 use cachelab_protocol::Limits;
 use std::time::Duration;
 
@@ -306,35 +304,6 @@ impl Session {
         invalid.then == Discard::Close
     }
 
-    /// Drops a key's value on its servers, as memcached does when it refuses a `set` or
-    /// `ms` as too large: an `md` whose reply nobody gets, ordered behind the refusal.
-    fn unlink(&mut self, unlink: Unlink, arrival: Instant) {
-        let key = unlink.key.get(&self.rbuf);
-        let mut frame = BytesMut::with_capacity(key.len() + 8);
-        frame.extend_from_slice(b"md ");
-        frame.extend_from_slice(key);
-        if unlink.base64 {
-            frame.extend_from_slice(b" b");
-        }
-        frame.extend_from_slice(b"\r\n");
-        let forward = Forward {
-            op: OpKind::Other,
-            expect: Expect::Meta,
-            keys: 1,
-            access: Access::Write,
-            noreply: true,
-            quiet: None,
-        };
-        // A request of its own on the servers: counted like one.
-        self.net.net.arrivals.fetch_add(1, Ordering::Relaxed);
-        if !self.dispatch(frame.freeze(), forward, KeySpans::default(), arrival) {
-            debug!(
-                conn = self.conn.id,
-                "memory budget exhausted: a too-large set's key not unlinked"
-            );
-        }
-    }
-
     fn answer_local(&mut self, local: Local) {
         match local {
             Local::Version => self.conn.reply_now(
@@ -356,121 +325,5 @@ impl Session {
             Local::MetaNoop => self.conn.reply_now(b"MN\r\n"),
             Local::Quit => unreachable!("quit ends the read loop"),
         }
-    }
-
-    fn enqueue(&mut self, len: usize, forward: Forward, mut spans: KeySpans, arrival: Instant) {
-        let frame = if forward.quiet.is_some() {
-            // The servers answer everything (so replies stay in step and the reply rule
-            // applies); quiet mode is applied towards the client by the worker.
-            let mut loud = BytesMut::with_capacity(len);
-            match parse_request(&self.rbuf[..len], &self.net.settings.limits) {
-                Ok((Request::Meta(meta), _)) => meta.compose_loud(&mut loud),
-                _ => unreachable!("the decoder already parsed this meta request"),
-            }
-            self.rbuf.advance(len);
-            loud.freeze()
-        } else if forward.noreply || self.line_too_long_for_server(len) {
-            // The servers must answer so the worker can apply the reply rule and measure
-            // the request; the client's noreply is honoured when replying. And a line
-            // longer than memcached is sure to read is sent composed afresh (single
-            // spaces, canonical numbers), so a client's spacing cannot make a server
-            // close our connection.
-            let mut stripped = BytesMut::with_capacity(len);
-            match parse_request(&self.rbuf[..len], &self.net.settings.limits) {
-                Ok((Request::Store(store), _)) => {
-                    store.compose_header(&mut stripped, false);
-                    stripped.extend_from_slice(store.data);
-                    stripped.extend_from_slice(b"\r\n");
-                }
-                Ok((mut request, _)) => {
-                    clear_noreply(&mut request);
-                    request.compose(&mut stripped);
-                }
-                Err(_) => unreachable!("the decoder already parsed this request"),
-            }
-            self.rbuf.advance(len);
-            let stripped = stripped.freeze();
-            if !spans.is_empty() {
-                // Composed afresh: the keys moved (the slow path of over-long lines).
-                spans = match parse_request(&stripped, &self.net.settings.limits) {
-                    Ok((Request::Get(get), _)) => KeySpans::of(&stripped, get.keys.iter()),
-                    _ => unreachable!("a multi-key request is a get, and composes as one"),
-                };
-            }
-            stripped
-        } else {
-            self.rbuf.split_to(len).freeze()
-        };
-        if !self.dispatch(frame, forward, spans, arrival) {
-            self.conn.reply_now(b"SERVER_ERROR out of memory\r\n");
-        }
-    }
-
-    /// Whether the command line of the `len`-byte request at the front of the buffer is
-    /// longer than memcached reads without risk of closing the connection.
-    fn line_too_long_for_server(&self, len: usize) -> bool {
-        len > MEMCACHED_MAX_LINE
-            && memchr::memchr(b'\n', &self.rbuf[..len]).map_or(len, |i| i + 1) > MEMCACHED_MAX_LINE
-    }
-
-    /// Queues a request frame for the workers, with its read targets assigned; false if
-    /// the memory budget refused it.
-    fn dispatch(
-        &mut self,
-        frame: bytes::Bytes,
-        forward: Forward,
-        spans: KeySpans,
-        arrival: Instant,
-    ) -> bool {
-        let Some(charge) = Charge::take(&self.net.budget, frame.len()) else {
-            if self.net.budget.refusals().is_multiple_of(1000) {
-                warn!(
-                    conn = self.conn.id,
-                    bytes = frame.len(),
-                    budget = self.net.budget.limit(),
-                    "memory budget exhausted: refusing requests (SERVER_ERROR out of memory)"
-                );
-            }
-            return false;
-        };
-        // Read targets are assigned here, in arrival order (see `Pool::assign`).
-        let rr = self.pool.assign(forward.access, forward.keys as usize);
-        let seq = self.conn.reserve();
-        let job = Job {
-            conn: Arc::clone(&self.conn),
-            seq,
-            frame,
-            spans,
-            pool: Arc::clone(&self.pool),
-            access: forward.access,
-            rr,
-            op: forward.op,
-            expect: forward.expect,
-            keys: forward.keys,
-            noreply: forward.noreply,
-            quiet: forward.quiet,
-            arrival,
-            enqueued: Instant::now(),
-            charge,
-        };
-        self.conn
-            .dispatch(job, !forward.access.is_read(), &self.net.queue);
-        true
-    }
-}
-
-fn clear_noreply(request: &mut Request<'_>) {
-    match request {
-        Request::Delete(d) => d.noreply = false,
-        Request::Arith(a) => a.noreply = false,
-        Request::Touch(t) => t.noreply = false,
-        Request::FlushAll(f) => f.noreply = false,
-        Request::Store(s) => s.noreply = false,
-        Request::Verbosity { noreply } => *noreply = false,
-        Request::Get(_)
-        | Request::Meta(_)
-        | Request::Stats(_)
-        | Request::Version
-        | Request::Quit => {}
     }
 }
