@@ -73,3 +73,13 @@ def test_a_saturated_system_that_backs_up_the_client_fails_rather_than_voids():
     trials = [cap.Trial(600, 1, 657.0, 480, 2.4, True)]
     j = cap.judge(trials, cap.Policy(target_ms=20.0))
     assert not j.passed and not j.void
+
+
+def test_each_rate_gets_the_verdict_its_judgement_says():
+    policy = cap.Policy(target_ms=1.0)
+    passed = cap.judge([system(5_000)(1_000, r) for r in range(3)], policy)
+    failed = cap.judge([system(5_000)(8_000, r) for r in range(3)], policy)
+    void = cap.judge([system(50_000, lag_from=1_000)(8_000, r) for r in range(3)], policy)
+    assert (passed.verdict, failed.verdict, void.verdict) == (
+        cap.Verdict.PASS, cap.Verdict.FAIL, cap.Verdict.VOID)
+    assert [str(v) for v in cap.Verdict] == ["pass", "fail", "void", "?"]  # as stored

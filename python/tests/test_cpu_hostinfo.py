@@ -91,7 +91,23 @@ def test_host_metadata_parsers():
 
 def test_collect_stamps_versions_kernel_and_cpu():
     info = hostinfo.collect()
-    assert info["kernel"] and info["cpu_count"] >= 1
-    assert set(info["versions"]) == {"cachelab", "cachelab-proxy", "cachelab-load",
-                                     "memcached", "redis"}
-    assert info["versions"]["memcached"]  # installed by `make deps`
+    assert info.kernel and info.cpu_count and info.cpu_count >= 1
+    assert set(info.versions) == {"cachelab", "cachelab-proxy", "cachelab-load",
+                                  "memcached", "redis"}
+    assert info.versions["memcached"]  # installed by `make deps`
+
+
+def test_host_info_is_stored_as_the_plain_data_it_always_was():
+    # The `run.host` column's JSON, as hostinfo.collect's dict wrote it before HostInfo:
+    # the same keys, `hosts` only with remote hosts, and read back equal.
+    row = {"hostname": "h", "kernel": "6.1.0", "os": "Linux-6.1.0", "cpu_model": "Xeon",
+           "cpu_count": 2, "memory_mb": 3900, "loadavg": [0.5, 0.25, 0.0],
+           "python": "3.11.7", "versions": {"cachelab": "0.1.0", "redis": None}}
+    info = hostinfo.HostInfo.from_json(row)
+    assert info.loadavg == (0.5, 0.25, 0.0) and info.hosts == {}
+    assert info.to_json() == row
+    remote = {**row, "hosts": {"server1": {"memcached": "memcached 1.6.18"}}}
+    assert hostinfo.HostInfo.from_json(remote).to_json() == remote
+    # a row from before a fact existed reads with that fact None
+    assert hostinfo.HostInfo.from_json({"kernel": "x"}).cpu_model is None
+    assert set(hostinfo.collect().to_json()) == set(row)

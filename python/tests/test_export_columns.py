@@ -12,6 +12,7 @@ import pytest
 from hdrh.histogram import HdrHistogram
 
 from cachelab import store
+from cachelab.hosts.hostinfo import HostInfo
 from cachelab.readers import loadgen
 from cachelab.report import export
 from cachelab.run import validate
@@ -62,8 +63,8 @@ def execute(exp, point, repetition, directory):
     loads = (instance(100, 500.0, 1500.0), instance(1000, 100.0, 300.0))
     summary = validate.summarise(loads, run_time=3, warmup=1, cooldown=0.5)
     artifacts = {f"load-{i}.json": json.dumps(_doc(r)).encode() for i, r in enumerate(loads)}
-    return store.RunRecord(point.index, repetition, 1.0, 4.0, summary, {}, loads, (), (),
-                           artifacts)
+    return store.RunRecord(point.index, repetition, 1.0, 4.0, summary,
+                           HostInfo.from_json({}), loads, (), (), artifacts)
 
 
 def _doc(r: loadgen.Report) -> dict:

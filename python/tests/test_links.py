@@ -239,3 +239,29 @@ def test_process_cpu_of_this_process_grows_with_work():
         pass
     after = process_usage(os.getpid())
     assert sum(after) > sum(before)
+
+
+def test_the_quota_and_its_period_are_written_for_cgroup_v2_and_v1(tmp_path):
+    from cachelab.hosts import cgroups
+
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    group = cgroups.CpuGroup("cachelab-t", quota=0.25, period_us=10_000,
+                             hierarchies=cgroups.Hierarchies(v2, {}))
+    assert (v2 / "cachelab-t" / "cpu.max").read_text() == "2500 10000"
+    roots = {c: tmp_path / "v1" / c for c in ("cpu", "cpuacct", "cpuset")}
+    for root in roots.values():
+        root.mkdir(parents=True)
+    (roots["cpuset"] / "cpuset.mems").write_text("0\n")
+    (roots["cpuset"] / "cpuset.cpus").write_text("0-1\n")
+    group = cgroups.CpuGroup("cachelab-t", quota=0.1, period_us=10_000,
+                             hierarchies=cgroups.Hierarchies(None, roots))
+    cpu = roots["cpu"] / "cachelab-t"
+    assert (cpu / "cpu.cfs_period_us").read_text() == "10000"
+    assert (cpu / "cpu.cfs_quota_us").read_text() == "1000"
+    assert group.version == 1
+    # Below the kernel's 1 ms per period: refused, and nothing left behind.
+    with pytest.raises(UserError, match="below the kernel's minimum runtime"):
+        cgroups.CpuGroup("cachelab-u", quota=0.05, period_us=10_000,
+                         hierarchies=cgroups.Hierarchies(None, roots))
+    assert not (roots["cpu"] / "cachelab-u").exists()

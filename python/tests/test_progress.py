@@ -5,6 +5,7 @@ import io
 from rich.console import Console
 
 from cachelab import store
+from cachelab.hosts.hostinfo import HostInfo
 from cachelab.run import progress, validate
 from cachelab.spec import experiment as spec
 
@@ -29,7 +30,8 @@ class Clock:
 
 def record(point, repetition):
     summary = store.RunSummary(12345.0, 0.5, 0.4, 0.6, 0.9, 1.2, 3.0, 10, 0, 0, 0.021)
-    return store.RunRecord(point, repetition, 0.0, 10.2, summary, {}, (), (), (), {})
+    return store.RunRecord(point, repetition, 0.0, 10.2, summary, HostInfo.from_json({}), (), (),
+                           (), {})
 
 
 def test_time_left_is_the_runs_left_at_the_mean_duration():

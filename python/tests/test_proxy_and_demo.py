@@ -26,7 +26,7 @@ def test_proxy_started_from_python_replicates_and_reports_its_stats(
             assert direct.get("k") == b"v"
             assert direct.stats()["cmd_get"] == "11"  # 30 GETs round-robin, plus ours
     stats = proxy_stats.load(stats_file)
-    counts = {r.op: r.count for r in proxy_stats.stage_rows(stats.summary["ops"])}
+    counts = {r.op: r.count for r in proxy_stats.stage_rows(stats.summary.ops)}
     assert counts == {"get": 30, "set": 1}
 
 

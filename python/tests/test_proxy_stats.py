@@ -1,6 +1,6 @@
-import json
 import math
 import random
+from pathlib import Path
 
 import pytest
 
@@ -33,33 +33,26 @@ def test_variance_of_fewer_than_two_values_is_nan():
     assert math.isnan(Welford(1, 3.0, 0.0).variance)
 
 
-def _op(count):
-    w = {"count": count, "mean": 10.0, "m2": 1.0}
-    return {"count": count, "hits": count, "misses": 0, "errors": 0, "keys": w,
-            "response_us": w, "decode_us": w, "queue_wait_us": w, "worker_service_us": w,
-            "server_service_us": w, "worker_processing_us": w,
-            "rt_percentiles_us": {"p50": 9, "p90": 10, "p99": 12, "p999": 13, "max": 14}}
+GOLDEN = (Path(__file__).resolve().parents[2] / "crates" / "cachelab-proxy" / "schema"
+          / "stats-file.golden.jsonl")
 
 
 def test_a_torn_last_line_is_ignored_and_complete_windows_kept(tmp_path):
     path = tmp_path / "stats.jsonl"
-    lines = [
-        {"type": "start", "schema": 1, "workers": 2},
-        {"type": "window", "scope": "worker", "window": 0, "ops": {"get": _op(3)}},
-        {"type": "window", "scope": "total", "window": 0, "ops": {"get": _op(3)}},
-    ]
-    path.write_text("\n".join(json.dumps(x) for x in lines) + '\n{"type": "wind')
+    start, worker, _, total, _ = GOLDEN.read_text().splitlines()
+    path.write_text("\n".join([start, worker, total]) + '\n{"type": "wind')
     stats = proxy_stats.load(path)
     assert len(stats.windows) == 1 and len(stats.worker_windows) == 1
     assert stats.summary is None
-    rows = proxy_stats.stage_rows(stats.windows[0]["ops"])
-    assert rows[0].op == "get" and rows[0].count == 3 and rows[0].p99 == 12
+    rows = proxy_stats.stage_rows(stats.windows[0].ops)
+    assert rows[0].op == "get" and rows[0].count == 2 and rows[0].p99 == 250
 
 
 @pytest.mark.parametrize("content, message", [
     ('{"type": "window"}\n', "does not start with a proxy stats header"),
     ('{"type": "start", "schema": 99}\n', "schema 99 is not supported"),
     ('{"type": "start", "schema": 1}\nnot json\n{"type": "summary"}\n', "2: not a JSON object"),
+    ('{"type": "start", "schema": 1}\n', "1: start: no field 'version'"),
 ])
 def test_bad_stats_files_are_user_errors(tmp_path, content, message):
     path = tmp_path / "stats.jsonl"

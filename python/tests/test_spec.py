@@ -1,5 +1,6 @@
 """Experiment files: valid ones load, each kind of mistake is one line naming the field."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -7,6 +8,7 @@ import pytest
 from cachelab.errors import UserError
 from cachelab.spec import experiment as spec
 from cachelab.spec import sweep
+from cachelab.spec.order import Order
 
 EXPERIMENTS = Path(__file__).parents[2] / "experiments"
 
@@ -114,6 +116,30 @@ rate = 1000
     assert (c.servers.kind, c.load.mode, c.load.rate, c.targets) == ("redis", "open", 1000.0, 1)
 
 
+def test_words_from_a_fixed_set_are_enum_members_that_keep_their_words():
+    e = spec.parse(top('order = "interleaved"').replace("[sweep.factors]", """
+[servers]
+pinning = "none"
+[load]
+mode = "open"
+rate = 10
+protocol = "text"
+[sweep.factors]
+"servers.kind" = ["memcached"]"""))
+    c = e.points[0].config
+    assert c.load.mode is spec.LoadMode.OPEN and c.servers.kind is spec.ServerKind.MEMCACHED
+    assert c.servers.pinning is spec.Pinning.NONE and c.load.protocol is spec.WireProtocol.TEXT
+    assert c.topology.kind is spec.TopologyKind.LOCAL and e.order is Order.INTERLEAVED
+    assert c.servers.redis_persistence is spec.Persistence.OFF
+    # stored as the plain words, and read back as the members
+    stored = json.loads(json.dumps(spec.config_dict(c)))
+    assert (stored["load"]["mode"], stored["servers"]["pinning"]) == ("open", "none")
+    assert spec.config_from_dict(stored) == c
+    assert spec.config_from_dict(stored).load.mode is spec.LoadMode.OPEN
+    level = dict(e.points[0].factors)["servers.kind"]
+    assert level == "memcached" and type(level) is str  # a factor's level as written
+
+
 @pytest.mark.parametrize(("text", "expected"), [
     (top("colour = 1"), "colour: unknown field"),
     (MINIMAL + "[servers]\nthread = 2\n", "servers.thread: unknown field"),
@@ -167,6 +193,10 @@ rate = 1000
      "load.clients: 60000 client connections in all"),
     (MINIMAL + "[validation]\ncv_threshold = 0\n", "validation.cv_threshold: must be > 0"),
     (MINIMAL + "[report]\nx = \"load.speed\"\n", "report.x: 'load.speed' is not a field"),
+    (top('order = "shuffled"'),
+     "order: must be one of randomized, sweep, interleaved, got 'shuffled'"),
+    (top("order = 1"), "order: expected a string, got an integer 1"),
+    (MINIMAL + "[load]\nmode = true\n", "load.mode: expected a string, got a boolean True"),
     (top("repetitions = 1.5"), "repetitions: expected an integer, got a number 1.5"),
     ("name = [", "invalid TOML"),
 ])

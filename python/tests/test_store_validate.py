@@ -8,6 +8,7 @@ import pytest
 
 from cachelab import store
 from cachelab.errors import UserError
+from cachelab.hosts.hostinfo import HostInfo
 from cachelab.run import validate
 from cachelab.run.progress import Progress
 from cachelab.run.runner import run_experiment
@@ -27,11 +28,13 @@ max_repetitions = 5
 "load.clients" = [1, 2]
 """
 
+NO_HOST = HostInfo.from_json({})
+
 
 def record(point: int, repetition: int, throughput: float, cv_within: float | None = 0.01):
     summary = store.RunSummary(throughput, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0, 0, 0, cv_within)
-    return store.RunRecord(point, repetition, 1.0, 2.0, summary, {"kernel": "x"}, (), (), (),
-                           {"note.txt": b"hello"})
+    return store.RunRecord(point, repetition, 1.0, 2.0, summary,
+                           HostInfo.from_json({"kernel": "x"}), (), (), (), {"note.txt": b"hello"})
 
 
 def fake_executor(throughputs: dict[int, list[float]], cvs: dict[int, list] | None = None):
@@ -251,8 +254,8 @@ def test_runs_whose_load_generator_sent_late_are_stored_and_flagged(tmp_path):
         lag = 0.5 if point.index == 1 else 0.01  # p99 is 1.0 ms in record()
         summary = store.RunSummary(100.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0, 0, 0, 0.01,
                                    False, lag)
-        return store.RunRecord(point.index, repetition, 1.0, 2.0, summary, {}, (), (), (),
-                               {})
+        return store.RunRecord(point.index, repetition, 1.0, 2.0, summary, NO_HOST, (), (),
+                               (), {})
 
     run(tmp_path, execute)
     with store.Store(tmp_path / store.FILENAME) as s:

@@ -9,6 +9,7 @@ import pytest
 
 from cachelab import store
 from cachelab.errors import UserError
+from cachelab.hosts.hostinfo import HostInfo
 from cachelab.report import sections, write_report
 from cachelab.report.tables import TABLES
 from cachelab.run.progress import Progress
@@ -106,7 +107,8 @@ def test_mistakes_in_the_study_section_name_the_field(change, message):
 def record(point: int, repetition: int, throughput: float):
     summary = store.RunSummary(throughput, 1000 * 24 / throughput, 1.0, 1.0, 1.0, 1.0, 1.0,
                                0, 0, 0, 0.01)
-    return store.RunRecord(point, repetition, 1.0, 2.0, summary, {}, (), (), (), {})
+    return store.RunRecord(point, repetition, 1.0, 2.0, summary, HostInfo.from_json({}), (), (),
+                           (), {})
 
 
 def test_the_report_sets_the_study_beside_the_design_and_the_points(tmp_path):

@@ -15,6 +15,7 @@ from hdrh.histogram import HdrHistogram
 from cachelab import store
 from cachelab.errors import UserError
 from cachelab.hosts import echo
+from cachelab.hosts.hostinfo import HostInfo
 from cachelab.readers import hdr, loadgen, selfcheck
 from cachelab.run import validate
 from cachelab.run.progress import Progress
@@ -192,7 +193,7 @@ def timed_executor():
         measure = (base,)
         summary = validate.summarise(reports, run_time=10, warmup=0, cooldown=0)
         return store.RunRecord(
-            point.index, repetition, 1.0, 2.0, summary, {}, reports, (), (),
+            point.index, repetition, 1.0, 2.0, summary, HostInfo.from_json({}), reports, (), (),
             {"load-0.json": TIMED.read_bytes(), "measure-0.json": TIMED.read_bytes()},
             measures=measure,
             placements=(store.ClientPlacement("load", 0, "load1", 3.5),

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,16 @@ class Trial:
     fell_behind: bool
 
 
+class Verdict(StrEnum):
+    """A rate's verdict, as printed and stored."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    VOID = "void"
+    #: A trial whose rate was never judged (a search cut short before its last trial).
+    UNJUDGED = "?"
+
+
 @dataclass(frozen=True)
 class Judgement:
     rate: float
@@ -50,6 +61,10 @@ class Judgement:
     void: bool
     latency_ms: float
     reason: str
+
+    @property
+    def verdict(self) -> Verdict:
+        return Verdict.PASS if self.passed else Verdict.VOID if self.void else Verdict.FAIL
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
+from cachelab.analysis import capacity as cap
 from cachelab.errors import UserError
 from cachelab.readers import loadgen
 from cachelab.run import capacity as capacity_io
@@ -61,7 +64,7 @@ key_maximum = {key_maximum}
 
 
 def search_server(address: str, out: Path, exp: spec.Experiment,
-                  log=click.echo) -> capacity_io.Outcome:
+                  log: Callable[[str], None] = click.echo) -> capacity_io.Outcome:
     match = re.fullmatch(r"(.+):(\d+)", address)
     if not match:
         raise UserError(f"--server: expected HOST:PORT, got {address!r}")
@@ -95,7 +98,7 @@ def write_outcome(out: Path, exp: spec.Experiment, outcome: capacity_io.Outcome,
         exp.capacity.target_ms or exp.qos_target_ms, exp.capacity.percentile, a.capacity))
 
 
-def describe(answer, percentile: float, target_ms: float) -> str:
+def describe(answer: cap.Answer, percentile: float, target_ms: float) -> str:
     if answer.capacity is None:
         return f"capacity: none found ({answer.reason})"
     spread = f" (+{answer.uncertainty:,.0f})" if answer.uncertainty else ""
@@ -127,7 +130,7 @@ def describe(answer, percentile: float, target_ms: float) -> str:
 @click.option("--max-rate", type=float, default=2_000_000.0, show_default=True)
 @click.option("--tolerance", type=float, default=0.05, show_default=True)
 def command(experiment: Path | None, server: str | None, out: Path | None, again: bool,
-            **options) -> int:
+            **options: Any) -> int:
     """Find the highest rate whose latency percentile stays under a target."""
     if (experiment is None) == (server is None):
         raise UserError("give an experiment file or --server HOST:PORT (one of them)")

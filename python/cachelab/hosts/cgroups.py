@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,7 +43,8 @@ class Hierarchies:
         return 2 if self.v2 else 1 if {"cpu", "cpuacct", "cpuset"} <= set(self.v1) else None
 
 
-def parse_mounts(text: str, read=lambda p: Path(p).read_text()) -> Hierarchies:
+def parse_mounts(text: str, read: Callable[[str], str] = lambda p: Path(p).read_text()
+                 ) -> Hierarchies:
     """Finds the CPU controllers in /proc/mounts text. A cgroup2 mount counts only if its
     root has the cpu controller (on these machines the v2 mount has none)."""
     v2: Path | None = None
@@ -100,17 +102,18 @@ class CpuGroup:
             raise UserError(f"cannot set the CPU limits of cgroup {name}: {exc}") from exc
 
     def _limit(self, quota: float, cpus: str | None) -> None:
+        runtime = self.quota_us(quota) if quota else 0  # refused before anything is written
         if self.version == 2:
             d = self.dirs[0]
             if quota:
-                (d / "cpu.max").write_text(f"{self.quota_us(quota)} {self.period_us}")
+                (d / "cpu.max").write_text(f"{runtime} {self.period_us}")
             if cpus:
                 (d / "cpuset.cpus").write_text(cpus)
             return
         cpu, cpuset = self._h.v1["cpu"] / self.name, self._h.v1["cpuset"] / self.name
         if quota:
             (cpu / "cpu.cfs_period_us").write_text(str(self.period_us))
-            (cpu / "cpu.cfs_quota_us").write_text(str(self.quota_us(quota)))
+            (cpu / "cpu.cfs_quota_us").write_text(str(runtime))
         parent = cpuset.parent
         (cpuset / "cpuset.mems").write_text((parent / "cpuset.mems").read_text().strip())
         (cpuset / "cpuset.cpus").write_text(
@@ -165,7 +168,8 @@ def join_prefix(group: CpuGroup) -> list[str]:
     return ["/bin/sh", "-c", script, "cachelab-join"]
 
 
-def stale(prefix: str, alive, hierarchies: Hierarchies | None = None) -> list[Path]:
+def stale(prefix: str, alive: Callable[[int], bool], hierarchies: Hierarchies | None = None
+          ) -> list[Path]:
     """Our cgroup directories (named `prefix<pid>-...`) whose owner process `alive(pid)`
     says is gone."""
     h = hierarchies or detect()

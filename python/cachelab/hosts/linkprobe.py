@@ -10,6 +10,7 @@ import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from cachelab.errors import UserError
 from cachelab.hosts.host import Host
@@ -146,13 +147,27 @@ def iperf(src: Host, dst: Host, *, reverse: bool, seconds: float = IPERF_SECONDS
         _stop(server)
 
 
-def _wait_ready(proc) -> None:
+class _Helper(Protocol):
+    """A helper process whose output is read line by line: a local `subprocess.Popen`
+    or an SSH host's `PipedRemote`."""
+
+    @property
+    def stdout(self) -> Any: ...
+
+    def poll(self) -> int | None: ...
+
+    def kill(self) -> None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+def _wait_ready(proc: _Helper) -> None:
     line = proc.stdout.readline() if proc.stdout else ""
     if "ready" not in line:
         raise UserError("the link probe's echo server did not start")
 
 
-def _stop(proc) -> None:
+def _stop(proc: _Helper) -> None:
     if proc.poll() is None:
         proc.kill()
     proc.wait()

@@ -27,7 +27,7 @@ class Client:
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _line(self) -> bytes:

@@ -137,7 +137,7 @@ class DataCentre:
             raise
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.teardown()
 
     def host(self, role: str, i: int) -> Host:

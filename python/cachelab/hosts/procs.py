@@ -87,7 +87,7 @@ class Managed:
     def __enter__(self) -> Managed:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 

@@ -13,6 +13,10 @@ so it survives the SSH channel, is stopped by PID, and leaves its exit status. A
 that dies leaves its directory and processes behind; the next connection from the same
 controller finds the directories whose owner PID no longer runs here, kills the processes
 named in their PID files, and removes them.
+
+A run's hosts are set up at once (connected, cleaned of stale directories, given the echo
+probe and a run directory), and collected and asked for versions at once, one thread
+each: every step waits on the network, so N hosts take about as long as the slowest one.
 """
 
 from __future__ import annotations
@@ -26,14 +30,18 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
+from typing import TypeVar
 
 import paramiko
 
 from cachelab.errors import UserError
 from cachelab.hosts import cgroups, echo
 from cachelab.hosts.binaries import find_binary
+from cachelab.spec.experiment import Topology
+from cachelab.spec.topology import Layout
 
 #: Binaries of ours that `copy_binaries` puts on the hosts.
 OURS = ("cachelab-proxy", "cachelab-load")
@@ -302,10 +310,38 @@ class SshHost:
         self.client.close()
 
 
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def at_once(work: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """`work(item)` for every item at once, one thread each; the results in the items'
+    order, or the first failure in that order once every call has ended."""
+    items = list(items)
+    if not items:
+        return []
+    with ThreadPoolExecutor(max_workers=len(items), thread_name_prefix="cachelab-ssh") as pool:
+        return list(pool.map(work, items))
+
+
+def _settle(pool: ThreadPoolExecutor) -> None:
+    """Waits for every call the pool was given, through Ctrl-C (a call ends within the
+    connect timeout), so that no host is connected behind the caller's back."""
+    interrupted = None
+    while True:
+        try:
+            pool.shutdown(wait=True)
+            break
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+    if interrupted is not None:
+        raise interrupted
+
+
 class Cluster:
     """The SSH hosts of a run, connected, checked and bound to the run's directory."""
 
-    def __init__(self, topology, layout, directory: Path) -> None:
+    def __init__(self, topology: Topology, layout: Layout, directory: Path) -> None:
         self.hosts: dict[str, SshHost] = {}
         self._spec = {h.name: h for h in topology.host}
         self._topology = topology
@@ -313,27 +349,49 @@ class Cluster:
         self.directory = directory
 
     def __enter__(self) -> Cluster:
-        t = self._topology
+        """Sets up every host at once; if one fails, the others are closed again and the
+        first failure (in the layout's order) is raised."""
+        names = [planned.name for planned in self.layout.hosts]
+        pool = ThreadPoolExecutor(max_workers=max(len(names), 1),
+                                  thread_name_prefix="cachelab-ssh")
+        futures: dict[str, Future[SshHost]] = {}
         try:
-            for planned in self.layout.hosts:
-                h = self._spec[planned.name]
-                host = SshHost(h.name, h.address, user=h.user or t.user, key=h.key or t.key,
-                               port=h.ssh_port, strict_host_keys=t.strict_host_keys,
-                               copy_binaries=t.copy_binaries)
-                self.hosts[h.name] = host
-                host.bind_run(self.directory)
+            for name in names:
+                futures[name] = pool.submit(self._set_up, name)
+            for name in names:
+                self.hosts[name] = futures[name].result()
         except BaseException:
-            self.__exit__()
+            try:
+                _settle(pool)
+            finally:
+                for name, future in futures.items():
+                    if name not in self.hosts and future.exception() is None:
+                        self.hosts[name] = future.result()
+                self.__exit__()
             raise
+        finally:
+            pool.shutdown(wait=False)
         return self
 
-    def __exit__(self, *exc) -> None:
-        for host in self.hosts.values():
+    def _set_up(self, name: str) -> SshHost:
+        t, h = self._topology, self._spec[name]
+        assert h.address is not None  # the spec refuses an ssh host without one
+        host = SshHost(h.name, h.address, user=h.user or t.user, key=h.key or t.key,
+                       port=h.ssh_port, strict_host_keys=t.strict_host_keys,
+                       copy_binaries=t.copy_binaries)
+        try:
+            host.bind_run(self.directory)
+        except BaseException:
             host.close()
+            raise
+        return host
+
+    def __exit__(self, *exc: object) -> None:
+        at_once(SshHost.close, self.hosts.values())
 
     def collect(self) -> None:
-        for host in self.hosts.values():
-            host.collect(self.directory)
+        at_once(lambda host: host.collect(self.directory), self.hosts.values())
 
     def versions(self) -> dict[str, dict[str, str]]:
-        return {name: host.versions() for name, host in self.hosts.items()}
+        return dict(zip(self.hosts, at_once(SshHost.versions, self.hosts.values()),
+                        strict=True))

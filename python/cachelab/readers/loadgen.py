@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cachelab.errors import UserError
-from cachelab.spec.experiment import RunConfig
+from cachelab.spec.experiment import (
+    LoadMode,
+    RunConfig,
+    ServerKind,
+    Timestamps,
+    WireProtocol,
+)
 
 SCHEMA = "cachelab-load/1"
 OPS = ("set", "get", "multiget", "total")
@@ -53,9 +59,9 @@ PLAIN = Transport()
 
 
 def protocol(config: RunConfig) -> str:
-    if config.servers.kind == "redis":
+    if config.servers.kind == ServerKind.REDIS:
         return "redis"
-    return "memcache_binary" if config.load.protocol == "binary" else "memcache_text"
+    return "memcache_binary" if config.load.protocol == WireProtocol.BINARY else "memcache_text"
 
 
 def _workload_args(config: RunConfig) -> list[str]:
@@ -93,12 +99,12 @@ def run_argv(config: RunConfig, host: str, port: int, *, test_time: float, warmu
             "--cooldown", f"{cooldown:g}", "--pipeline", str(load.pipeline),
             "--seed", str(seed), "--json-out-file", str(json_out)]
     argv += _key_args(config)
-    if load.mode == "open":
+    if load.mode == LoadMode.OPEN:
         assert load.rate is not None
         argv += ["--rate", f"{load.rate * share:g}"]
     if load.busy_poll_us:
         argv += ["--busy-poll-us", str(load.busy_poll_us)]
-    if load.timestamps != "kernel":
+    if load.timestamps != Timestamps.KERNEL:
         argv += ["--timestamps", load.timestamps]
     if start_at_ms is not None:
         argv += [f"--start-at={start_at_ms}"]
@@ -119,7 +125,7 @@ def measure_argv(config: RunConfig, host: str, port: int, *, rate: float, test_t
             "--warmup", f"{warmup:g}", "--cooldown", f"{cooldown:g}",
             "--seed", str(seed), "--json-out-file", str(json_out), "--rate", f"{rate:g}"]
     argv += _key_args(config)
-    if config.load.timestamps != "kernel":
+    if config.load.timestamps != Timestamps.KERNEL:
         argv += ["--timestamps", config.load.timestamps]
     if start_at_ms is not None:
         argv += [f"--start-at={start_at_ms}"]

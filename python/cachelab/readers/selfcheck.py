@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from cachelab.analysis import trust
 from cachelab.readers import hdr, loadgen
+from cachelab.spec.experiment import LoadMode
 
 #: Fewer send gaps than this say too little about their distribution to test it.
 MIN_SEND_INTERVALS = 50
@@ -121,7 +122,7 @@ def steady(seconds: dict[int, Second], run_time: float, warmup: float,
     return {k: v for k, v in seconds.items() if k >= warmup and k + 1 <= end + 1e-9}
 
 
-def checks(loads: Sequence[loadgen.Report], *, mode: str, run_time: float, warmup: float,
+def checks(loads: Sequence[loadgen.Report], *, mode: LoadMode, run_time: float, warmup: float,
            cooldown: float, offsets_s: Sequence[float] | None = None,
            start_s: float | None = None) -> tuple[trust.Check, ...]:
     """The run's self-checks: independence and stationarity of its steady per-second
@@ -134,7 +135,7 @@ def checks(loads: Sequence[loadgen.Report], *, mode: str, run_time: float, warmu
     if len(latency) >= MIN_SECONDS:
         out += [trust.independence(latency), trust.stationarity(latency)]
     cpus = [r.client_cpu.busiest_thread_share for r in loads if r.client_cpu is not None]
-    if mode == "closed" and cpus:
+    if mode == LoadMode.CLOSED and cpus:
         out.append(trust.client_saturation(max(cpus)))
     arrivals = [trust.poisson_arrivals(r.send_intervals_ns) for r in loads
                 if r.configuration.get("arrival") == "poisson"

@@ -11,11 +11,13 @@ page, and `tables` flattens the same numbers for `cachelab export --table`.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import jinja2
+from matplotlib.axes import Axes
 
 from cachelab import paths
 from cachelab.analysis.design import RESPONSES
@@ -39,11 +41,13 @@ class Figures:
         for old in directory.glob("*.png"):
             old.unlink()
 
-    def add(self, section: str, name: str, title: str, draw, **size) -> None:
+    def add(self, section: str, name: str, title: str, draw: Callable[[Axes], None],
+            **size: Any) -> None:
         plots.render(self.directory / f"{name}.png", draw, **size)
         self._record(section, name, title)
 
-    def add_grid(self, section: str, name: str, title: str, draws, **size) -> None:
+    def add_grid(self, section: str, name: str, title: str,
+                 draws: Sequence[Callable[[Axes], None]], **size: Any) -> None:
         plots.render_grid(self.directory / f"{name}.png", draws, **size)
         self._record(section, name, title)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from cachelab.analysis import laws, linkbound, qos
+from cachelab.hosts.hostinfo import HostInfo
 from cachelab.readers import loadgen
 from cachelab.report import measure
 from cachelab.run import validate
@@ -107,7 +108,7 @@ class ReportData:
     source: str
     settings: dict
     points: tuple[PointResult, ...]
-    host: dict | None
+    host: HostInfo | None
     schema_version: int
     runs: int
 
@@ -206,7 +207,7 @@ def _host_cpu(s: Store, ids: list[int], low: float,
 def _link_bound(config: dict) -> linkbound.Bound | None:
     """The configured links' bound on throughput, for points with emulated hosts."""
     c = spec.config_from_dict(config)
-    if c.topology.kind == "local":
+    if c.topology.kind == spec.TopologyKind.LOCAL:
         return None
     layout = topology.plan(c)
     key_len = len(loadgen.KEY_PREFIX) + len(str(c.workload.key_maximum))

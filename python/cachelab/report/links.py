@@ -37,7 +37,7 @@ def links_of(p: PointResult) -> network_model.Links | None:
     if not config.middleware.count:
         return None
     servers = config.servers.processes
-    if config.topology.kind == "local":
+    if config.topology.kind == spec.TopologyKind.LOCAL:
         loop = [link.rtt_p50_us for link in p.links if link.src == link.dst == LOOPBACK]
         if not loop:
             return None

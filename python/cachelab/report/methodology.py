@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cachelab.spec.order import Order
 from cachelab.store import LateRun, RunCheck, Store, StoredCapacity
 
 
@@ -29,9 +30,9 @@ def timeline(s: Store) -> list[TimelineRun]:
             for r in runs]
 
 
-def run_order(s: Store) -> tuple[str, int | None]:
+def run_order(s: Store) -> tuple[Order, int | None]:
     exp = s.experiment()
-    return (exp.order, exp.order_seed) if exp else ("sweep", None)
+    return (exp.order, exp.order_seed) if exp else (Order.SWEEP, None)
 
 
 def capacity_searches(s: Store) -> list[StoredCapacity]:

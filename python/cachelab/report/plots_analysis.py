@@ -6,6 +6,7 @@ distributions, utilisation, latency against throughput, and per operation type.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -22,7 +23,7 @@ MODEL_STYLES: dict[str, LineStyle] = {"measured": "-", "M/M/1": ":", "M/M/m": "-
 OP_STYLES: dict[str, LineStyle] = {"get": "-", "multiget": "-.", "set": "--"}
 
 
-def _legend(ax: Axes, handles: list, **kw) -> None:
+def _legend(ax: Axes, handles: list[Any], **kw: Any) -> None:
     if handles:
         ax.legend(handles=handles, fontsize="x-small", **kw)
 

@@ -19,7 +19,7 @@ from cachelab.analysis import capacity as cap
 from cachelab.hosts import local
 from cachelab.hosts.host import LOOPBACK, Host
 from cachelab.readers import hdr, loadgen
-from cachelab.spec.experiment import Experiment, RunConfig
+from cachelab.spec.experiment import Experiment, LoadMode, RunConfig
 
 #: A load generator's target: host, port and how to reach it (TLS, a Unix socket).
 Target = tuple[str, int, loadgen.Transport]
@@ -79,7 +79,7 @@ def search(exp: Experiment, config: RunConfig, targets: Sequence[Target],
         judgement = cap.judge(at_rate, pol)
         s.record(judgement)
         log(f"{rate:>12,.0f}/s  p{exp.capacity.percentile:g} {judgement.latency_ms:.3f} ms  "
-            f"{'pass' if judgement.passed else 'void' if judgement.void else 'fail'}: "
+            f"{judgement.verdict}: "
             f"{judgement.reason}")
     answer = cap.answer(s)
     at_capacity = tuple(reports_at.get(answer.capacity, ())) if answer.capacity else ()
@@ -91,7 +91,7 @@ def _trial(exp: Experiment, config: RunConfig, targets: Sequence[Target],
            place: Callable[[int], Host], seed: int) -> list[loadgen.Report]:
     directory.mkdir(parents=True, exist_ok=True)
     open_loop = dataclasses.replace(config, load=dataclasses.replace(
-        config.load, mode="open", rate=rate))
+        config.load, mode=LoadMode.OPEN, rate=rate))
     warmup = exp.capacity.trial_warmup_s
     loads = []
     try:

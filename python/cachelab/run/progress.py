@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 from rich.console import Console
@@ -27,7 +28,7 @@ OVERHEAD_GUESS_S = 3.0
 
 class Status:
     def __init__(self, exp: Experiment, outcomes: dict[int, list[RunOutcome]],
-                 clock=time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.exp = exp
         self.outcomes = outcomes
         self.clock = clock

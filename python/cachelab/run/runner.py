@@ -23,11 +23,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from cachelab import paths
 from cachelab.analysis import trust
+from cachelab.analysis.capacity import Verdict
 from cachelab.errors import UserError
 from cachelab.hosts import hostinfo, linkprobe, local, netns, tls
 from cachelab.hosts.host import LOOPBACK, Host
@@ -37,7 +39,16 @@ from cachelab.readers.cpu import GroupSampler, Sampler, process_seconds, process
 from cachelab.run import capacity, machine, transport, validate
 from cachelab.run.progress import Progress, Status
 from cachelab.spec import order, topology
-from cachelab.spec.experiment import Experiment, Point, RunConfig
+from cachelab.spec.experiment import (
+    Experiment,
+    LoadMode,
+    Pinning,
+    Point,
+    RunConfig,
+    ServerKind,
+    TopologyKind,
+)
+from cachelab.spec.order import Order
 from cachelab.store import (
     FILENAME,
     CapacityRecord,
@@ -82,7 +93,7 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
         shutil.rmtree(directory)  # left by a run that was interrupted
     directory.mkdir(parents=True)
     host = hostinfo.collect()
-    layout = topology.plan(c) if c.topology.kind != "local" else None
+    layout = topology.plan(c) if c.topology.kind != TopologyKind.LOCAL else None
     with ExitStack() as stack:
         if c.tls and certificates is None:
             certificates = stack.enter_context(tls.throwaway())
@@ -94,7 +105,7 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
         wiring = transport.Wiring(c, certificates if c.tls else None, sockets)
         place = _hosts(c, layout, directory, stack)
         if place.versions:
-            host = {**host, "hosts": place.versions}
+            host = dataclasses.replace(host, hosts=place.versions)
         links = (() if repetition != 1 else _measure_links(c, layout, place) if layout
                  else _loopback(c))
         servers = _start_servers(c, directory, place, stack, wiring)
@@ -128,7 +139,7 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
         with Sampler() as sampler, GroupSampler(groups) as host_sampler, \
                 GroupSampler(emulator) as emulator_sampler:
             started = time.time()
-            if c.load.mode == "capacity":
+            if c.load.mode == LoadMode.CAPACITY:
                 searched = capacity.search(
                     exp, c, [(t.host, t.port, wiring.to_targets(t)) for t in targets],
                     directory,
@@ -140,7 +151,8 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
             timing: dict[str, Any] = dict(test_time=exp.run_time_s, warmup=exp.warmup_s,
                                           cooldown=exp.cooldown_s, start_at_ms=start_at)
             to = c.placement.targets  # instance i -> target i mod T, connections even
-            loads = [] if c.load.mode == "capacity" else [stack.enter_context(local.start_load(
+            searching = c.load.mode == LoadMode.CAPACITY
+            loads = [] if searching else [stack.enter_context(local.start_load(
                 loadgen.run_argv(c, targets[to[i]].host, targets[to[i]].port, seed=seed + i,
                                  json_out=directory / f"load-{i}.json", instance=i,
                                  transport=wiring.to_targets(targets[to[i]]),
@@ -148,7 +160,7 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
                 cpus=local.pinned(c.load.cpus, i), out=directory / f"load-{i}.out",
                 host=place("load", i)))
                 for i in range(c.instances)]
-            if c.load.measure_rate is not None and c.load.mode != "capacity":
+            if c.load.measure_rate is not None and c.load.mode != LoadMode.CAPACITY:
                 loads.append(stack.enter_context(local.start_load(
                     loadgen.measure_argv(c, targets[0].host, targets[0].port,
                                          transport=wiring.to_targets(targets[0]),
@@ -170,7 +182,7 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
     process_cpu: tuple[ProcessCpu, ...] = ()  # a capacity search's spans many rates
     measures: tuple[loadgen.Report, ...] = ()
     checks: tuple = ()
-    if c.load.mode == "capacity":
+    if c.load.mode == LoadMode.CAPACITY:
         reports, summary, capacity_record = _capacity_result(exp, searched)
     else:
         reports = tuple(loadgen.load(directory / f"load-{i}.json")
@@ -193,7 +205,7 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
         RunHost(h.name, ",".join(h.roles), place.hosts[h.name].address,
                 max(h.egress_mbit, h.ingress_mbit), h.delay_ms, h.cpu_quota, h.cpus,
                 h.egress_mbit, h.ingress_mbit) for h in layout.hosts)
-    if layout is not None and c.topology.kind == "netns":
+    if layout is not None and c.topology.kind == TopologyKind.NETNS:
         lead = 0.0 if start_at is None else max(0.0, start_at / 1000 - started)
         checks += (_machine_check(exp, layout, sampler, host_sampler, emulator_sampler,
                                   lead),)
@@ -278,12 +290,11 @@ def _capacity_result(exp: Experiment, searched: capacity.Outcome
     """A capacity run's record: its throughput is the capacity found, its latencies and
     client tables those of the trials at that rate (none if no rate passed)."""
     answer = searched.answer
-    verdicts = {j.rate: "pass" if j.passed else "void" if j.void else "fail"
-                for j in searched.judgements}
+    verdicts = {j.rate: j.verdict for j in searched.judgements}
     record = CapacityRecord(
         tuple(CapacityTrial(t.rate, t.repetition, t.latency_ms, t.completed_rate,
-                            t.send_lag_p99_ms, t.fell_behind, verdicts.get(t.rate, "?"),
-                            searched.trial_s[t.rate])
+                            t.send_lag_p99_ms, t.fell_behind,
+                            verdicts.get(t.rate, Verdict.UNJUDGED), searched.trial_s[t.rate])
               for t in searched.trials),
         answer.capacity, answer.uncertainty, answer.latency_ms, exp.capacity.percentile,
         exp.capacity.target_ms or exp.qos_target_ms, answer.reason,
@@ -318,11 +329,11 @@ def _start_servers(c: RunConfig, directory: Path, place: _Placement,
         server = stack.enter_context(local.start_server(
             s.kind, threads=s.threads, memory_mb=s.memory_mb, cpus=local.pinned(cpus, i),
             log=directory / f"server-{i}.log", host=host, options=options))
-        if s.pinning == "thread":
+        if s.pinning == Pinning.THREAD:
             if host.remote:
                 raise UserError('servers.pinning = "thread" is not supported on ssh hosts')
             pool = list(s.cpus) or sorted(os.sched_getaffinity(0))
-            expected = s.threads if s.kind == "memcached" else 1
+            expected = s.threads if s.kind == ServerKind.MEMCACHED else 1
             placed = local.pin_threads(server.process.pid, s.kind, pool,
                                        first=i * expected, expected=expected)
             (directory / f"server-{i}.pinning").write_text(
@@ -359,7 +370,7 @@ def _hosts(c: RunConfig, layout: topology.Layout | None, directory: Path,
            stack: ExitStack) -> _Placement:
     if layout is None:
         return _Placement({}, None)
-    if c.topology.kind == "ssh":
+    if c.topology.kind == TopologyKind.SSH:
         from cachelab.hosts import ssh  # paramiko loads slowly; only SSH experiments need it
 
         cluster = stack.enter_context(ssh.Cluster(c.topology, layout, directory))
@@ -379,7 +390,7 @@ def _measure_links(c: RunConfig, layout: topology.Layout,
     for src, dst in layout.pairs():
         a, b = by_name[src], by_name[dst]
         key: tuple[object, ...] = (a.link_key(), b.link_key())
-        if c.topology.kind == "ssh":
+        if c.topology.kind == TopologyKind.SSH:
             key = (src, dst)
         if key not in measured:
             m = linkprobe.measure(place.hosts[src], place.hosts[dst],
@@ -433,7 +444,7 @@ class _Plan:
     and its seed, and the runs each point already has."""
 
     exp_id: int
-    order: str
+    order: Order
     seed: int
     outcomes: dict[int, list[validate.RunOutcome]]
 
@@ -446,7 +457,8 @@ def run_experiment(exp: Experiment, out: Path, *, resume: bool = False, again: b
     With `again`, a finished experiment in `out` (or another one) is handed to
     `move_aside` (default: deleted) and the experiment starts over in an empty `out`, and
     an unfinished run of the same file is resumed."""
-    if execute is execute_run and any(p.config.topology.kind == "netns" for p in exp.points):
+    netns_points = any(p.config.topology.kind == TopologyKind.NETNS for p in exp.points)
+    if execute is execute_run and netns_points:
         netns.require_support()  # before anything starts: one clear line if it cannot run
         netns.remove_stale()
     paths.writable_dir(out, "results")
@@ -527,14 +539,14 @@ def _plan(exp: Experiment, store: Store) -> _Plan:
 
 
 def schedule(exp: Experiment, outcomes: dict[int, list[validate.RunOutcome]],
-             run_order: str, seed: int) -> Iterator[int]:
+             run_order: Order, seed: int) -> Iterator[int]:
     """The point of each next run, in the experiment's order (order.py), as validation
     goes: `sweep` runs each point until it is settled, then the next; the others first run
     every planned repetition in their order, then add rounds of one more run per point
     that validation asks for. Runs already stored (a resumed experiment) are skipped in
     place, so the order continues where it stopped."""
     indices = [p.index for p in exp.points]
-    if run_order == "sweep":
+    if run_order == Order.SWEEP:
         for index in indices:
             while _assess(exp, outcomes[index]).more:
                 yield index
@@ -553,19 +565,30 @@ def schedule(exp: Experiment, outcomes: dict[int, list[validate.RunOutcome]],
             yield index
 
 
-def stored_state(exp: Experiment, out: Path) -> str:
-    """What `out` holds for `exp`: "empty" (nothing yet), "other" (another experiment, or
-    this one's file changed since), "unfinished" (some point wants more runs), "finished"."""
+class StoredState(StrEnum):
+    """What an output directory holds for an experiment."""
+
+    #: Nothing yet.
+    EMPTY = "empty"
+    #: Another experiment, or this one's file changed since.
+    OTHER = "other"
+    #: Some point wants more runs.
+    UNFINISHED = "unfinished"
+    FINISHED = "finished"
+
+
+def stored_state(exp: Experiment, out: Path) -> StoredState:
+    """What `out` holds for `exp`."""
     if not (out / FILENAME).exists():
-        return "empty"
+        return StoredState.EMPTY
     with Store.open_existing(out) as store:
         existing = store.experiment()
         if existing is None:
-            return "empty"
+            return StoredState.EMPTY
         if existing.digest != exp.digest:
-            return "other"
+            return StoredState.OTHER
         outcomes = stored_outcomes(exp, store.runs_by_point(existing.id), store)
-    return "unfinished" if _pending(exp, outcomes) else "finished"
+    return StoredState.UNFINISHED if _pending(exp, outcomes) else StoredState.FINISHED
 
 
 def stored_outcomes(exp: Experiment, runs: dict[int, list[StoredRun]],

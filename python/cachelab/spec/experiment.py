@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import enum
 import hashlib
 import math
 import os
@@ -35,26 +36,71 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from cachelab.errors import UserError
 from cachelab.spec import study as study_mod
 from cachelab.spec import sweep as sweep_mod
-from cachelab.spec.order import ORDERS
-from cachelab.spec.placement import PLACEMENTS, Placement, place
+from cachelab.spec.order import Order
+from cachelab.spec.placement import Placement, PlacementPolicy, place
 
-SERVER_KINDS = ("memcached", "redis")
-#: Topologies of SPEC section 3 (docs/topologies.md).
-TOPOLOGIES = ("local", "netns", "ssh")
+# The words a field takes from a fixed set are StrEnums: each member is its word (it
+# compares, hashes, formats and serialises as the plain string), so the files, the
+# database and the CLI keep their words, and a field's type says what it may hold.
+
+
+class ServerKind(StrEnum):
+    MEMCACHED = "memcached"
+    REDIS = "redis"
+
+
+class TopologyKind(StrEnum):
+    """Topologies of SPEC section 3 (docs/topologies.md)."""
+
+    LOCAL = "local"
+    NETNS = "netns"
+    SSH = "ssh"
+
+
+class Pinning(StrEnum):
+    PROCESS = "process"
+    THREAD = "thread"
+    NONE = "none"
+
+
+class Persistence(StrEnum):
+    OFF = "off"
+    RDB = "rdb"
+    AOF = "aof"
+
+
+class WireProtocol(StrEnum):
+    """memcached's protocol between the load generator and its targets."""
+
+    TEXT = "text"
+    BINARY = "binary"
+
+
+class LoadMode(StrEnum):
+    """Closed loop (each connection waits for its reply), open loop (a fixed offered rate),
+    or a capacity search (open-loop trials at the rates the search picks)."""
+
+    CLOSED = "closed"
+    OPEN = "open"
+    CAPACITY = "capacity"
+
+
+class Timestamps(StrEnum):
+    """cachelab-load's --timestamps: which clock ends each latency."""
+
+    KERNEL = "kernel"
+    USER = "user"
+
+
 #: What a host of a topology may run (`measure`: the measuring client, load.measure_rate).
 ROLES = ("server", "middleware", "load", "measure")
-PINNINGS = ("process", "thread", "none")
-PERSISTENCE = ("off", "rdb", "aof")
-PROTOCOLS = ("text", "binary")
-#: cachelab-load's --timestamps: which clock ends each latency.
-TIMESTAMPS = ("kernel", "user")
-MODES = ("closed", "open", "capacity")
 #: Key patterns by name, as the load generator's letters.
 KEY_PATTERNS = {"uniform": "R", "gaussian": "G", "zipf": "Z", "sequential": "S", "split": "P"}
 
@@ -69,11 +115,6 @@ def _at_least(low: float) -> Check:
 
 def _positive(v: Any) -> str | None:
     return None if v is None or v > 0 else f"must be > 0, got {v!r}"
-
-
-def _one_of(choices: tuple[str, ...]) -> Check:
-    return lambda v: None if v in choices else \
-        f"must be one of {', '.join(choices)}, got {v!r}"
 
 
 def _ratio(v: Any) -> str | None:
@@ -99,7 +140,7 @@ def _f(default: Any, check: Check | None = None) -> Any:
 
 @dataclass(frozen=True)
 class Servers:
-    kind: str = _f("memcached", _one_of(SERVER_KINDS))
+    kind: ServerKind = _f(ServerKind.MEMCACHED)
     #: Server instances; without a middleware each load generator instance uses one.
     count: int = _f(1, _at_least(1))
     #: memcached `-t`; Redis `--io-threads`.
@@ -113,14 +154,14 @@ class Servers:
     #: "process": server i on cpus[i mod len] (as `cpus` says); "thread": each server
     #: worker thread on its own CPU, round-robin over `cpus` (all CPUs if empty);
     #: "none": not pinned, whatever `cpus` says.
-    pinning: str = _f("process", _one_of(PINNINGS))
+    pinning: Pinning = _f(Pinning.PROCESS)
     #: memcached `-R`: requests served per event before the worker yields (None: 20).
     group_size: int | None = _f(None, _at_least(1))
     #: Arguments appended to the server's command line as written (recorded).
     extra_args: tuple[str, ...] = _f(())
     #: Redis only: "off", "rdb" (snapshots, Redis's default schedule), "aof" (append-only
     #: file, fsync every second).
-    redis_persistence: str = _f("off", _one_of(PERSISTENCE))
+    redis_persistence: Persistence = _f(Persistence.OFF)
     #: Serve TLS with the experiment's throw-away certificates (memcached `-Z`, Redis
     #: `--tls-port` and no plain port); the load generators and middlewares speak TLS to
     #: them and verify them (docs/tls.md, *In the harness*).
@@ -162,20 +203,20 @@ class Load:
     threads: int = _f(1, _at_least(1))
     #: Connections per thread; the clients are instances x threads x clients.
     clients: int = _f(1, _at_least(1))
-    mode: str = _f("closed", _one_of(MODES))
+    mode: LoadMode = _f(LoadMode.CLOSED)
     #: Open loop: offered requests per second over all instances.
     rate: float | None = _f(None, _positive)
     pipeline: int = _f(1, _at_least(1))
     cpus: tuple[int, ...] = _f((), _cpus)
     #: memcached's "text" or "binary" protocol (binary: servers directly, no middleware).
-    protocol: str = _f("text", _one_of(PROTOCOLS))
+    protocol: WireProtocol = _f(WireProtocol.TEXT)
     #: cachelab-load's --busy-poll-us: spin before due sends and while replies are awaited
     #: (sends on time, replies timed when they land), at a CPU cost.
     busy_poll_us: int = _f(0, _at_least(0))
     #: How instances and their connections spread over the targets (spec/placement.py):
     #: "even" keeps every target's share of the clients equal where instance i mod T
     #: would not; "round-robin" gives every instance `clients` per thread.
-    placement: str = _f("even", _one_of(PLACEMENTS))
+    placement: PlacementPolicy = _f(PlacementPolicy.EVEN)
     #: The measuring client (mutilate's -Q/-C, Lancet's latency agent): one more instance,
     #: one connection in open loop at this rate (requests/s), on a host of its own; the
     #: report shows its latencies as the trusted ones. None: no measuring client.
@@ -186,7 +227,7 @@ class Load:
     #: cachelab-load's --timestamps: "kernel" (latency ends at the kernel's receipt of the
     #: reply where the kernel stamps it) or "user" (at the program's read, as over TLS and
     #: Unix sockets, where the kernel cannot stamp requests).
-    timestamps: str = _f("kernel", _one_of(TIMESTAMPS))
+    timestamps: Timestamps = _f(Timestamps.KERNEL)
 
 
 @dataclass(frozen=True)
@@ -286,7 +327,7 @@ def _profile() -> Any:
 class Topology:
     """Where the processes run (docs/topologies.md)."""
 
-    kind: str = _f("local", _one_of(TOPOLOGIES))
+    kind: TopologyKind = _f(TopologyKind.LOCAL)
     #: Every host's link: rate in Mbit/s of both directions; 0: unshaped.
     link_mbit: float = _f(0.0, _at_least(0))
     #: What every host sends (egress) and receives (ingress), Mbit/s; None: link_mbit.
@@ -450,7 +491,7 @@ class Experiment:
     source: str
     #: The order of the runs (order.py) and its seed (None: drawn when the experiment is
     #: first stored, then kept).
-    order: str = "randomized"
+    order: Order = Order.RANDOMIZED
     order_seed: int | None = None
     capacity: Capacity = Capacity()
     #: The original study's values this experiment re-creates (`[study]`, spec/study.py).
@@ -536,9 +577,7 @@ def parse(text: str) -> Experiment:
     points = _expand(raw, _table(doc, "sweep"))
     if report_x is not None and report_x not in _paths():
         raise UserError(f"report.x: {report_x!r} is not a field (e.g. \"load.clients\")")
-    run_order = _get(doc, "order", str, "randomized")
-    if run_order not in ORDERS:
-        raise UserError(f"order: must be one of {', '.join(ORDERS)}, got {run_order!r}")
+    run_order = _get(doc, "order", Order, Order.RANDOMIZED)
     order_seed = _get(doc, "order_seed", int, None)
     capacity = _build(Capacity, _table(doc, "capacity"), "capacity")
     topology = ", ".join(dict.fromkeys(p.config.topology.kind for p in points))
@@ -623,22 +662,23 @@ def _config(raw: dict[str, dict], prefix: str) -> RunConfig:
 
 def _check_run(c: RunConfig) -> None:
     """Rules between fields."""
-    if c.servers.kind == "redis" and c.middleware.count:
+    if c.servers.kind == ServerKind.REDIS and c.middleware.count:
         raise UserError('middleware.count: the middleware speaks the memcached protocol; '
                         'with servers.kind = "redis" set middleware.count = 0')
-    if c.load.protocol == "binary" and (c.servers.kind != "memcached" or c.middleware.count):
+    if c.load.protocol == WireProtocol.BINARY and (c.servers.kind != ServerKind.MEMCACHED
+                                                   or c.middleware.count):
         raise UserError('load.protocol: "binary" is memcached\'s binary protocol, spoken to '
                         'memcached directly (servers.kind = "memcached", middleware.count = 0)')
-    if c.servers.kind != "memcached" and c.servers.group_size is not None:
+    if c.servers.kind != ServerKind.MEMCACHED and c.servers.group_size is not None:
         raise UserError("servers.group_size: memcached's -R; Redis has no such option")
-    if c.servers.kind != "redis" and c.servers.redis_persistence != "off":
+    if c.servers.kind != ServerKind.REDIS and c.servers.redis_persistence != Persistence.OFF:
         raise UserError('servers.redis_persistence: only for servers.kind = "redis"')
-    if c.load.mode == "open" and c.load.rate is None:
+    if c.load.mode == LoadMode.OPEN and c.load.rate is None:
         raise UserError('load.rate: missing (load.mode = "open" needs an offered rate)')
-    if c.load.measure_rate is not None and c.load.mode == "capacity":
+    if c.load.measure_rate is not None and c.load.mode == LoadMode.CAPACITY:
         raise UserError('load.measure_rate: not with load.mode = "capacity" (the search '
                         'runs its own trials); use "closed" or "open"')
-    if c.load.mode != "open" and c.load.rate is not None:
+    if c.load.mode != LoadMode.OPEN and c.load.rate is not None:
         raise UserError('load.rate: only for load.mode = "open" (capacity mode searches '
                         'the rate)')
     _check_transport(c)
@@ -671,10 +711,10 @@ def _check_transport(c: RunConfig) -> None:
     for section in ("servers", "middleware"):
         if section == "middleware" and not c.middleware.count:
             continue
-        if getattr(c, section).unix_socket and kind != "local":
+        if getattr(c, section).unix_socket and kind != TopologyKind.LOCAL:
             raise UserError(f'{section}.unix_socket: only on topology.kind = "local" (a Unix '
                             f'socket does not cross the links of {kind} hosts)')
-    if c.tls and kind == "ssh":
+    if c.tls and kind == TopologyKind.SSH:
         field_ = "servers.tls" if c.servers.tls else "middleware.tls"
         raise UserError(f'{field_}: not on topology.kind = "ssh" (the throw-away '
                         "certificates are not copied to remote hosts); use local or netns")
@@ -706,7 +746,7 @@ def _check_counts(c: RunConfig) -> None:
     if c.total_clients > MAX_CLIENTS:
         raise UserError(f"load.clients: {c.total_clients} client connections in all "
                         f"(instances x threads x clients); at most {MAX_CLIENTS} fit")
-    if c.topology.kind == "netns":
+    if c.topology.kind == TopologyKind.NETNS:
         hosts = len(c.topology.host) or processes
         if hosts > MAX_HOSTS:
             raise UserError(f"topology: {hosts} emulated hosts; at most {MAX_HOSTS} fit in "
@@ -715,7 +755,7 @@ def _check_counts(c: RunConfig) -> None:
 
 def _check_topology(c: RunConfig) -> None:
     t = c.topology
-    if t.kind == "ssh":
+    if t.kind == TopologyKind.SSH:
         if not t.host:
             raise UserError('topology.host: topology.kind = "ssh" needs its hosts '
                             '([[topology.host]] with name, address and roles)')
@@ -737,7 +777,7 @@ def _check_topology(c: RunConfig) -> None:
             for key in (*LINK_FIELDS, "cpu_quota", "cpus"):
                 if getattr(h, key) is not None:
                     raise UserError(f"topology.host[{i}].{key}: only for kind = \"netns\"")
-    if t.kind == "local":
+    if t.kind == TopologyKind.LOCAL:
         if t.host:
             raise UserError('topology.host: hosts need topology.kind = "netns" or "ssh"')
         return
@@ -755,7 +795,7 @@ def _check_topology(c: RunConfig) -> None:
             if count and not any(role in h.roles for h in t.host):
                 raise UserError(f"topology.host: no host has the role {role!r} "
                                 f"({count} {role} instance(s) to place)")
-    if t.kind == "netns":
+    if t.kind == TopologyKind.NETNS:
         for i, h in enumerate(t.host, start=1):
             if h.address is not None:
                 raise UserError(f"topology.host[{i}].address: cachelab chooses the addresses "
@@ -785,7 +825,7 @@ def _check_topology(c: RunConfig) -> None:
                             f"at least {MIN_QUOTA_MS / quota:g})")
 
 
-def _build(cls: type, table: dict, section: str):
+def _build(cls: type, table: dict, section: str) -> Any:
     """One dataclass from its TOML table: unknown keys, types and ranges checked."""
     hints = typing.get_type_hints(cls)
     known = tuple(f.name for f in dataclasses.fields(cls))
@@ -817,9 +857,15 @@ def _build(cls: type, table: dict, section: str):
 
 
 def _coerce(value: Any, hint: Any, where: str) -> Any:
-    """Checks a TOML value against a field's annotation (int, float, str, bool, optional,
-    tuple of ints); ints are accepted for floats."""
+    """Checks a TOML value against a field's annotation (int, float, str, bool, one of a
+    StrEnum's words, optional, tuple of ints); ints are accepted for floats."""
     args = typing.get_args(hint)
+    if isinstance(hint, enum.EnumType) and issubclass(hint, StrEnum):
+        if isinstance(value, str) and value in hint._value2member_map_:
+            return hint(value)
+        if isinstance(value, str):
+            raise UserError(f"{where}: must be one of {', '.join(hint)}, got {value!r}")
+        raise UserError(f"{where}: expected a string, got {_kind(value)} {value!r}")
     if isinstance(hint, types.UnionType) and type(None) in args:
         (inner,) = (a for a in args if a is not type(None))
         return _coerce(value, inner, where)

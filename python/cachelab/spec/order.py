@@ -19,30 +19,37 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from enum import StrEnum
 
-ORDERS = ("randomized", "sweep", "interleaved")
+
+class Order(StrEnum):
+    """An experiment's `order` (its values are the file's and the database's words)."""
+
+    RANDOMIZED = "randomized"
+    SWEEP = "sweep"
+    INTERLEAVED = "interleaved"
 
 
-def plan(points: Sequence[int], repetitions: int, order: str, seed: int,
+def plan(points: Sequence[int], repetitions: int, order: Order, seed: int,
          round_: int = 0) -> list[tuple[int, int]]:
     """Round 0: every point's repetitions 1..`repetitions`, in `order`."""
     pairs = [(p, r) for p in points for r in range(1, repetitions + 1)]
-    if order == "sweep":
+    if order == Order.SWEEP:
         return pairs
-    if order == "interleaved":
+    if order == Order.INTERLEAVED:
         return sorted(pairs, key=lambda pr: (pr[1], points.index(pr[0])))
-    if order == "randomized":
+    if order == Order.RANDOMIZED:
         rng = random.Random(f"{seed}:{round_}")
         rng.shuffle(pairs)
         return pairs
     raise ValueError(f"unknown order {order!r}")
 
 
-def extra_round(wanting: Sequence[tuple[int, int]], order: str, seed: int,
+def extra_round(wanting: Sequence[tuple[int, int]], order: Order, seed: int,
                 round_: int) -> list[tuple[int, int]]:
     """One more run for each (point, next repetition) that validation asks for."""
     pairs = list(wanting)
-    if order == "randomized":
+    if order == Order.RANDOMIZED:
         random.Random(f"{seed}:{round_}").shuffle(pairs)
     return pairs
 

@@ -20,8 +20,17 @@ the same rate too.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
-PLACEMENTS = ("even", "round-robin")
+
+class PlacementPolicy(StrEnum):
+    """`load.placement`."""
+
+    EVEN = "even"
+    ROUND_ROBIN = "round-robin"
+
+
+PLACEMENTS = tuple(PlacementPolicy)
 
 
 @dataclass(frozen=True)
@@ -53,7 +62,7 @@ def place(instances: int, threads: int, clients: int, targets: int,
         raise ValueError(f"placement must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
     of = tuple(i % targets for i in range(instances))
     uniform = Placement(of, (clients,) * instances, threads)
-    if placement == "round-robin" or instances % targets == 0 or instances < targets:
+    if placement == PlacementPolicy.ROUND_ROBIN or instances % targets == 0 or instances < targets:
         return uniform  # already even, or each instance a target of its own
     units = instances * clients
     per_target = [units // targets + (t < units % targets) for t in range(targets)]

@@ -25,9 +25,10 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
+from cachelab.analysis.capacity import Verdict
 from cachelab.errors import UserError
+from cachelab.hosts.hostinfo import HostInfo
 from cachelab.readers import loadgen, proxy_stats, selfcheck
 from cachelab.readers.cpu import SHARES
 from cachelab.readers.proxy_stats import Welford
@@ -172,7 +173,7 @@ class Store:
                 "throughput": s.throughput, "response_ms": s.response_ms, "p50_ms": s.p50_ms,
                 "p90_ms": s.p90_ms, "p99_ms": s.p99_ms, "p999_ms": s.p999_ms,
                 "max_ms": s.max_ms, "hits": s.hits, "misses": s.misses, "errors": s.errors,
-                "cv_within": s.cv_within, "host": _json(record.host),
+                "cv_within": s.cv_within, "host": _json(record.host.to_json()),
                 "fell_behind": s.fell_behind, "send_lag_p99_ms": s.send_lag_p99_ms,
                 "start_at_unix_ms": record.start_at_unix_ms})
             for i, report in enumerate(record.loads):
@@ -263,10 +264,10 @@ class Store:
             "SELECT point.idx AS point, run.* FROM run JOIN point ON run.point_id = point.id "
             f"WHERE run.id IN ({_marks(run_ids)})", tuple(run_ids))]
 
-    def last_host(self) -> dict[str, Any] | None:
+    def last_host(self) -> HostInfo | None:
         """The host metadata of the run stored last."""
         row = self.conn.execute("SELECT host FROM run ORDER BY id DESC LIMIT 1").fetchone()
-        return json.loads(row["host"]) if row else None
+        return HostInfo.from_json(json.loads(row["host"])) if row else None
 
     def timeline(self) -> list[RunStart]:
         """Every run in the order it started."""
@@ -290,7 +291,7 @@ class Store:
                 "ORDER BY p.idx, r.repetition").fetchall():
             trials = tuple(CapacityTrial(
                 t["rate"], t["repetition"], t["latency_ms"], t["completed_rate"],
-                t["send_lag_p99_ms"], bool(t["fell_behind"]), t["verdict"], t["trial_s"])
+                t["send_lag_p99_ms"], bool(t["fell_behind"]), Verdict(t["verdict"]), t["trial_s"])
                 for t in self.conn.execute("SELECT * FROM capacity_trial WHERE run_id = ? "
                                            "ORDER BY seq", (a["run_id"],)))
             out.append(StoredCapacity(a["idx"], a["label"], a["repetition"], CapacityRecord(
@@ -514,7 +515,7 @@ def _run(row: sqlite3.Row) -> StoredRun:
         row["id"], row["point"], row["repetition"], row["started_at"], row["ended_at"],
         row["throughput"], row["response_ms"], row["p50_ms"], row["p90_ms"], row["p99_ms"],
         row["p999_ms"], row["max_ms"], row["hits"], row["misses"], row["errors"],
-        row["cv_within"], json.loads(row["host"]),
+        row["cv_within"], HostInfo.from_json(json.loads(row["host"])),
         None if row["fell_behind"] is None else bool(row["fell_behind"]),
         row["send_lag_p99_ms"])
 
@@ -587,30 +588,30 @@ def _finite(value: float) -> float | None:
 def _save_middleware(c: sqlite3.Connection, run_id: int, mw: int,
                      stats: proxy_stats.ProxyStats) -> None:
     for w in stats.windows:
-        q = w["queue_len"]
-        window = {"run_id": run_id, "middleware": mw, "window": w["window"]}
+        q = w.queue_len
+        window = {"run_id": run_id, "middleware": mw, "window": w.window}
         _insert(c, "mw_window", {
-            **window, "start": w["start"], "end": w["end"], "duration_s": w["duration_s"],
-            "arrivals": w["arrivals"], "arrival_rate": w["arrival_rate"],
-            "throughput": w["throughput"], "queue_len_count": q["count"],
-            "queue_len_mean": q["mean"], "queue_len_m2": q["m2"],
-            "queue_len_now": w["queue_len_now"], "connections": w["connections"],
-            "failovers": w["failovers"]})
-        for op, o in w["ops"].items():
-            p = o["rt_percentiles_us"]
+            **window, "start": w.start, "end": w.end, "duration_s": w.duration_s,
+            "arrivals": w.arrivals, "arrival_rate": w.arrival_rate,
+            "throughput": w.throughput, "queue_len_count": q.count,
+            "queue_len_mean": q.mean, "queue_len_m2": q.m2,
+            "queue_len_now": w.queue_len_now, "connections": w.connections,
+            "failovers": w.failovers})
+        for op, o in w.ops.items():
+            p = o.rt_percentiles_us
             _insert(c, "mw_op", {
-                **window, "op": op, "count": o["count"], "hits": o["hits"],
-                "misses": o["misses"], "errors": o["errors"], "keys_mean": o["keys"]["mean"],
-                **{f"{m}_{part}": o[f"{m}_us"][part] for m in WELFORD_METRICS
+                **window, "op": op, "count": o.count, "hits": o.hits,
+                "misses": o.misses, "errors": o.errors, "keys_mean": o.keys.mean,
+                **{f"{m}_{part}": getattr(getattr(o, f"{m}_us"), part) for m in WELFORD_METRICS
                    for part in ("count", "mean", "m2")},
-                **{f"{k}_us": p[k] for k in ("p50", "p90", "p99", "p999", "max")},
-                "rt_overflow": o["rt_overflow"], "rt_hdr": o["rt_hdr"]})
+                **{f"{k}_us": getattr(p, k) for k in ("p50", "p90", "p99", "p999", "max")},
+                "rt_overflow": o.rt_overflow, "rt_hdr": o.rt_hdr})
             _insert_many(c, "mw_server", [
-                {**window, "op": op, "server": i, "count": s["count"], "mean": s["mean"],
-                 "m2": s["m2"]} for i, s in enumerate(o["server_service_us_by_server"])])
+                {**window, "op": op, "server": i, "count": s.count, "mean": s.mean,
+                 "m2": s.m2} for i, s in enumerate(o.server_service_us_by_server)])
             _insert_many(c, "mw_histogram", [
                 {**window, "op": op, "bucket": b, "count": n}
-                for b, n in enumerate(o["rt_hist_100us"]) if n])
+                for b, n in enumerate(o.rt_hist_100us) if n])
 
 
 def _windows(keys: Sequence[WindowKey]) -> tuple[str, list[int]]:

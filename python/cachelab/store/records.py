@@ -10,11 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from cachelab.analysis.capacity import Verdict
 from cachelab.analysis.trust import Check
+from cachelab.hosts.hostinfo import HostInfo
 from cachelab.readers import loadgen, proxy_stats
 from cachelab.readers.cpu import Sample
 from cachelab.readers.proxy_stats import Welford
 from cachelab.readers.selfcheck import Interval
+from cachelab.spec.order import Order
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ class RunRecord:
     started_at: float
     ended_at: float
     summary: RunSummary
-    host: dict[str, Any]
+    host: HostInfo
     loads: tuple[loadgen.Report, ...]
     middlewares: tuple[proxy_stats.ProxyStats, ...]
     cpu: tuple[Sample, ...]
@@ -145,8 +148,8 @@ class CapacityTrial:
     completed_rate: float
     send_lag_p99_ms: float
     fell_behind: bool
-    #: The verdict of the trial's rate: "pass", "fail" or "void".
-    verdict: str
+    #: The verdict of the trial's rate.
+    verdict: Verdict
     trial_s: float
 
 
@@ -227,9 +230,9 @@ class StoredExperiment:
     created_at: float
 
     @property
-    def order(self) -> str:
+    def order(self) -> Order:
         """The run order; an experiment stored before orders existed ran in sweep order."""
-        return str(self.settings.get("order", "sweep"))
+        return Order(self.settings.get("order", Order.SWEEP))
 
     @property
     def order_seed(self) -> int | None:
@@ -269,7 +272,7 @@ class StoredRun:
     errors: int
     cv_within: float | None
     #: Host metadata and versions, as `hostinfo.collect` gave them.
-    host: dict[str, Any]
+    host: HostInfo
     fell_behind: bool | None
     send_lag_p99_ms: float | None
 
