@@ -133,14 +133,23 @@ class CpuGroup:
         return [d / "cgroup.procs" for d in self.dirs]
 
     def usage(self) -> tuple[float, float]:
-        """(user, system) CPU seconds used by the group's processes so far."""
+        """(user, system) CPU seconds used by the group's processes so far.
+
+        The total is the kernel's exact runtime (v1 `cpuacct.usage`, v2 `usage_usec`); the
+        user/system split is sampled at scheduler ticks, so only its ratio is taken. The
+        sampled figures alone are biased under a short CFS period: a throttled process
+        that runs right after each period starts is found running at too many ticks
+        (measured: 0.2 core over a 10 ms period read 0.36-0.62 s of 1.55 s where the
+        exact runtime was 0.31 s)."""
         if self.version == 2:
             stat = dict(line.split() for line in
                         (self.dirs[0] / "cpu.stat").read_text().splitlines())
-            return int(stat["user_usec"]) / 1e6, int(stat["system_usec"]) / 1e6
+            return split_total(int(stat["usage_usec"]) / 1e6, int(stat["user_usec"]),
+                               int(stat["system_usec"]))
         acct = self._h.v1["cpuacct"] / self.name
-        return (int((acct / "cpuacct.usage_user").read_text()) / 1e9,
-                int((acct / "cpuacct.usage_sys").read_text()) / 1e9)
+        return split_total(int((acct / "cpuacct.usage").read_text()) / 1e9,
+                           int((acct / "cpuacct.usage_user").read_text()),
+                           int((acct / "cpuacct.usage_sys").read_text()))
 
     def pids(self) -> list[int]:
         try:
@@ -160,6 +169,15 @@ class CpuGroup:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.05)
+
+
+def split_total(total: float, user: float, system: float) -> tuple[float, float]:
+    """`total` seconds split as `user` : `system` (tick-sampled figures in any unit); all
+    user time when neither was sampled yet."""
+    sampled = user + system
+    if sampled <= 0:
+        return total, 0.0
+    return total * user / sampled, total * system / sampled
 
 
 def join_prefix(group: CpuGroup) -> list[str]:
