@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
 use crate::config::Config;
@@ -14,17 +15,14 @@ use crate::observed::PoolSlot;
 use crate::pool_build::build_pool;
 use crate::tls::ListenerTls;
 
-/// [`reload`] on a blocking thread; resolves when it is done.
-pub async fn reload_off_thread(
+/// Starts [`reload`] on a blocking thread; the handle resolves when it is done.
+pub fn reload_off_thread(
     config: Config,
     slots: Vec<Arc<PoolSlot>>,
     tls: Vec<Option<Arc<ListenerTls>>>,
     health: Arc<Health>,
-) {
-    let done = tokio::task::spawn_blocking(move || reload(&config, &slots, &tls, &health));
-    if let Err(e) = done.await {
-        error!(error = %e, "reload failed; the old configuration keeps serving");
-    }
+) -> JoinHandle<()> {
+    tokio::task::spawn_blocking(move || reload(&config, &slots, &tls, &health))
 }
 
 /// Rereads `--config` and gives each listener its new pool: requests decoded from now on

@@ -18,7 +18,7 @@ use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::accept::accept_loop;
 use crate::budget::MemoryBudget;
@@ -278,20 +278,23 @@ impl Ready {
                 shutdown,
             );
             tokio::pin!(accepting);
-            let mut reloading: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> = None;
+            let mut reloading: Option<tokio::task::JoinHandle<()>> = None;
             loop {
                 tokio::select! {
                     _ = &mut accepting => break,
                     Some(()) = reloads.recv(), if reloading.is_none() => {
-                        reloading = Some(Box::pin(reload_off_thread(
+                        reloading = Some(reload_off_thread(
                             config.clone(),
                             slots.clone(),
                             tls.clone(),
                             Arc::clone(&health),
-                        )));
+                        ));
                     }
-                    () = async { reloading.as_mut().expect("guarded").await }, if reloading.is_some() => {
+                    done = async { reloading.as_mut().expect("guarded").await }, if reloading.is_some() => {
                         reloading = None;
+                        if let Err(e) = done {
+                            error!(error = %e, "reload failed; the old configuration keeps serving");
+                        }
                         // a reload may have registered new servers: probe them too
                         spawn_probes(&health, &config, &mut probed, &mut probes, &stop_rx);
                     }

@@ -1,10 +1,19 @@
 //! The command line (clap derive; every default a named constant of [`super`]).
 
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use clap::Parser;
 
-use super::*;
+use cachelab_protocol::limits::DEFAULT_MAX_VALUE_LEN;
+
+use super::{
+    DEFAULT_BACKOFF_MAX_MS, DEFAULT_DRAIN_TIMEOUT_SECS, DEFAULT_FAILURE_LIMIT, DEFAULT_LISTEN,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_INFLIGHT, DEFAULT_MAX_LINE_LENGTH,
+    DEFAULT_MAX_PENDING_BYTES, DEFAULT_MAX_REPLY_BYTES, DEFAULT_MEMORY_BUDGET_MB, DEFAULT_PIPELINE,
+    DEFAULT_PORT, DEFAULT_SERVER_TIMEOUT_MS, DEFAULT_STATS_WINDOW_SECS, DEFAULT_TLS_PROTOCOLS,
+    DEFAULT_UNIX_SOCKET_MODE, DEFAULT_WORKERS,
+};
 
 /// cachelab-proxy: a memcached middleware that replicates writes to every server,
 /// balances reads round-robin, optionally shards multi-GETs, and measures where each

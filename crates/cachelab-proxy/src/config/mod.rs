@@ -17,11 +17,11 @@ pub use args::Args;
 pub use spec::{ketama_name, ListenerSpec, PoolSpec, ServerSpec};
 
 use std::collections::HashSet;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use cachelab_protocol::limits::{DEFAULT_MAX_VALUE_LEN, MAX_KEY_LEN};
+use cachelab_protocol::limits::MAX_KEY_LEN;
 use cachelab_protocol::Limits;
 use thiserror::Error;
 
