@@ -7,12 +7,6 @@ the emulated data centre: its throughput would be higher on hosts that had their
 for real. `check` says so with the figures: the machine's busy share (from /proc/stat,
 every core), the delay line's CPU (from /proc/<pid>/stat), the hosts' (their cgroups),
 and the busiest host against its quota.
-
-Work at a lower priority than the run's (another user's build under `nice -n 19`, say)
-counts as room, not as load: the kernel gives the run's processes the CPU before it (a
-nice-19 task gets 15/1024 of a core against one at nice 0), so a machine busy with it is
-not the limit. Its share is in the figures apart; `busy_pct` leaves it out when the run
-itself is not niced (`yields_to_run`).
 """
 
 from __future__ import annotations
@@ -43,14 +37,6 @@ class MachineUse:
     hosts_pct: Mapping[str, float]
     #: Each host's CPU quota in cores (0: unlimited).
     quotas: Mapping[str, float]
-    #: Work at a lower priority than the run's (niced), % of all cores; not in busy_pct.
-    yielding_pct: float = 0.0
-
-
-def yields_to_run(niceness: int) -> bool:
-    """Whether niced work (/proc/stat's nice column) yields to a run whose processes have
-    this niceness: only when the run is not niced itself (else its own work is there)."""
-    return niceness <= 0
 
 
 def at_quota(pct: float, quota: float, reached: float = QUOTA_REACHED) -> bool:
@@ -66,9 +52,7 @@ def check(use: MachineUse, limit: float = MACHINE_BUSY_LIMIT,
     bound = sorted(h for h, pct in use.hosts_pct.items()
                    if at_quota(pct, use.quotas.get(h, 0.0), reached))
     hosts = sum(use.hosts_pct.values())
-    niced = (f" (and {use.yielding_pct:.0f}% niced work, which yields to the run)"
-             if use.yielding_pct >= 0.5 else "")
-    figures = (f"machine {use.busy_pct:.0f}% busy over {use.cores} cores{niced}, delay line "
+    figures = (f"machine {use.busy_pct:.0f}% busy over {use.cores} cores, delay line "
                f"{use.emulator_pct:.0f}% of a core, hosts {hosts:.0f}% of a core together")
     if use.hosts_pct:
         name = max(use.hosts_pct, key=lambda h: use.hosts_pct[h])

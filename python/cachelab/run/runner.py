@@ -252,10 +252,8 @@ def _machine_check(exp: Experiment, layout: topology.Layout, sampler: Sampler,
     over the steady part of the run (`lead`: seconds from the samplers' start to the
     load generators')."""
     low, high = lead + exp.warmup_s, lead + exp.run_time_s - exp.cooldown_s
-    whole = [x for x in sampler.samples if x.cpu == "all"]
-    yielding = (machine.steady_mean([(x.t, x.nice) for x in whole], low, high)
-                if machine.yields_to_run(os.getpriority(os.PRIO_PROCESS, 0)) else None) or 0.0
-    busy = machine.steady_mean([(x.t, 100.0 - x.idle) for x in whole], low, high)
+    busy = machine.steady_mean([(x.t, 100.0 - x.idle) for x in sampler.samples
+                                if x.cpu == "all"], low, high)
     emulator: dict[float, float] = {}
     for t, _, usr, sys_ in emulator_sampler.samples:
         emulator[t] = emulator.get(t, 0.0) + usr + sys_
@@ -263,10 +261,10 @@ def _machine_check(exp: Experiment, layout: topology.Layout, sampler: Sampler,
                                           in host_sampler.samples if name == h.name],
                                          low, high) for h in layout.hosts}
     return machine.check(machine.MachineUse(
-        os.cpu_count() or 1, max((busy or 0.0) - yielding, 0.0),
+        os.cpu_count() or 1, busy or 0.0,
         machine.steady_mean(sorted(emulator.items()), low, high) or 0.0,
         {name: pct for name, pct in hosts.items() if pct is not None},
-        {h.name: h.cpu_quota for h in layout.hosts}, yielding))
+        {h.name: h.cpu_quota for h in layout.hosts}))
 
 
 def _client_placements(c: RunConfig, layout: topology.Layout | None,
