@@ -267,6 +267,31 @@ def test_the_quota_and_its_period_are_written_for_cgroup_v2_and_v1(tmp_path):
     assert not (roots["cpu"] / "cachelab-u").exists()
 
 
+def test_a_groups_weight_follows_the_harness_nice_value(tmp_path):
+    # A niced harness's hosts must yield to a measurement run's as niced tasks do; the
+    # kernel weighs sibling groups by their weight, not by their tasks' nice values.
+    from cachelab.hosts import cgroups
+
+    assert cgroups.shares_of_nice(0) == 1024 and cgroups.shares_of_nice(19) == 15
+    assert cgroups.shares_of_nice(-20) == 88761 and cgroups.shares_of_nice(40) == 15
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    cgroups.CpuGroup("cachelab-n", nice=19, hierarchies=cgroups.Hierarchies(v2, {}))
+    assert (v2 / "cachelab-n" / "cpu.weight.nice").read_text() == "19"
+    cgroups.CpuGroup("cachelab-z", nice=0, hierarchies=cgroups.Hierarchies(v2, {}))
+    assert not (v2 / "cachelab-z" / "cpu.weight.nice").exists()   # the default weight
+    roots = {c: tmp_path / "v1" / c for c in ("cpu", "cpuacct", "cpuset")}
+    for root in roots.values():
+        root.mkdir(parents=True)
+    (roots["cpuset"] / "cpuset.mems").write_text("0\n")
+    (roots["cpuset"] / "cpuset.cpus").write_text("0-1\n")
+    cgroups.CpuGroup("cachelab-n", nice=10, quota=0.5, period_us=10_000,
+                     hierarchies=cgroups.Hierarchies(None, roots))
+    assert (roots["cpu"] / "cachelab-n" / "cpu.shares").read_text() == "110"
+    assert cgroups.CpuGroup("cachelab-d", hierarchies=cgroups.Hierarchies(v2, {})).nice \
+        == os.getpriority(os.PRIO_PROCESS, 0)
+
+
 def test_a_groups_usage_is_the_exact_runtime_split_as_the_ticks_split_it(tmp_path):
     """The tick-sampled user and system figures are biased under a short CFS period (a
     throttled loop read 0.62 s where it ran 0.31 s): the total is the kernel's exact

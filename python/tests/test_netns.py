@@ -230,9 +230,14 @@ def test_a_host_cpu_quota_caps_what_its_processes_get(tmp_path):
         after = slow.group.usage(), other.group.usage()
     used = [sum(a) - sum(b) for a, b in zip(after, before, strict=True)]
     # at most 0.2 s of CPU per second of wall time under the quota (a period's slack
-    # allowed), while the unlimited host's process gets most of a core
+    # allowed), while the unlimited host's process gets most of a core; under a niced
+    # harness the hosts' groups are niced too (cgroups.py) and yield to whatever else
+    # runs, so there only more than the capped host
     assert used[0] <= 0.2 * wall + 0.1, (used, wall)
-    assert used[1] >= 0.75, used
+    if os.getpriority(os.PRIO_PROCESS, 0) <= 0:
+        assert used[1] >= 0.75, used
+    else:
+        assert used[1] > used[0], used
 
 
 CAPACITY = GETS_4K.replace("[servers]", """[capacity]

@@ -165,3 +165,25 @@ def test_the_ready_experiments_that_re_create_the_study_cite_it():
                   if "Table 4" in e.cite and e.response == "throughput")
     assert dict(table4.variation_pct)["S"] == 95.5
     assert cited["factorial-2k"].effects == cited["netns-factorial-2k"].effects
+
+
+def test_a_scale_models_design_is_analysed_at_full_speed(tmp_path):
+    # The same design run as a scale model k = 4: the stored runs are 4 times slower; the
+    # report's effects (and `cachelab factorial DIR`) are the full-speed ones, as its
+    # points are, so they stand beside the study's. The % of variation does not change.
+    from cachelab.commands import factorial as factorial_cmd
+    levels = {0: 2900.0, 1: 2950.0, 2: 6800.0, 3: 8700.0}
+
+    def execute(exp, point, repetition, directory):
+        return record(point.index, repetition, (levels[point.index] + 10 * repetition) / 4)
+
+    text = BASE.replace("[validation]", '[topology]\nkind = "netns"\nscale = 4\n[validation]')
+    run_experiment(spec.parse(text + STUDY), tmp_path, progress=Progress(io.StringIO()),
+                   execute=execute)
+    with store.Store.open_existing(tmp_path) as s:
+        rows = {r.study_name: r for r in sections.build(s).study.effects[0].rows}
+    assert rows["S"].ours_estimate == pytest.approx(2412.5)
+    assert rows["I"].ours_estimate == pytest.approx((2915 + 2965 + 6815 + 8715) / 4)
+    printed = factorial_cmd.run(tmp_path, ["throughput", "response_ms"])
+    assert "scale model (topology.scale = 4): the runs are taken at full speed" in printed
+    assert "2412.5" in printed

@@ -101,6 +101,7 @@ def run_stored(directory: Path, responses: Sequence[str], confidence: float = 0.
     with Store.open_existing(directory) as s:
         found = designs.analyse(s, responses, factors=factors, where=where,
                                 confidence=confidence, include_unsteady=include_unsteady)
+        scaled = designs.scales(s)
     plan = found.plan
     if not found.analysed:
         raise UserError("no design could be analysed: " + "; ".join(plan.skipped))
@@ -111,9 +112,13 @@ def run_stored(directory: Path, responses: Sequence[str], confidence: float = 0.
         return "\n".join(json.dumps({
             **to_json(name, res), "design": a.design.label, "factor_paths": a.design.letters,
             "runs": plan.runs, "steady_runs": plan.steady_runs, "notes": list(a.design.notes),
+            "scale": list(scaled),
             "skipped": list(plan.skipped)}) for a in found.analysed
             for name, res in a.results.items())
     head = [f"{directory}: {steady}"]
+    if scaled:
+        head.append(f"scale model (topology.scale = {', '.join(f'{k:g}' for k in scaled)}): "
+                    "the runs are taken at full speed, throughput x k and times / k")
     head += [f"not analysed: {reason}" for reason in plan.skipped]
     parts = ["\n".join(head)]
     for a in found.analysed:

@@ -10,6 +10,12 @@ v1: a directory of the same name in each of the `cpu`, `cpuacct` and `cpuset` hi
 
 A process joins by writing its PID to `cgroup.procs` of each directory before it execs
 (`join_prefix`), so every thread it starts is inside from the first instruction.
+
+A group's CPU weight follows the harness's nice value (v2 `cpu.weight.nice`, v1
+`cpu.shares` from the kernel's weight of that nice value). The kernel shares the CPU
+between sibling groups by their weights, and a nice value counts only among the tasks of
+one group: without this, the hosts of a harness run under `nice -n 19` (a test suite, say)
+competed with those of a measurement run on the same machine as equals, nice-0 tasks each.
 """
 
 from __future__ import annotations
@@ -29,6 +35,24 @@ from cachelab.errors import UserError
 PERIOD_US = 100_000
 #: The smallest runtime per period the kernel accepts (v1 cfs_quota_us, v2 cpu.max).
 MIN_QUOTA_US = 1000
+#: The kernel's load weight of nice -20 .. 19 (kernel/sched/core.c sched_prio_to_weight);
+#: nice 0 is 1024, v1's default cpu.shares.
+NICE_WEIGHTS = (
+    88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916,
+    9548, 7620, 6100, 4904, 3906, 3121, 2501, 1991, 1586, 1277,
+    1024, 820, 655, 526, 423, 335, 272, 215, 172, 137,
+    110, 87, 70, 56, 45, 36, 29, 23, 18, 15,
+)
+
+
+def shares_of_nice(nice: int) -> int:
+    """v1 cpu.shares of a group weighed as one task of this nice value."""
+    return NICE_WEIGHTS[min(max(nice, -20), 19) + 20]
+
+
+def own_nice() -> int:
+    """This process's nice value, which the hosts it starts inherit."""
+    return os.getpriority(os.PRIO_PROCESS, 0)
 
 
 @dataclass(frozen=True)
@@ -76,9 +100,12 @@ class CpuGroup:
     removed when the host goes (after its processes are gone)."""
 
     def __init__(self, name: str, *, quota: float = 0.0, cpus: str | None = None,
-                 hierarchies: Hierarchies | None = None, period_us: int = PERIOD_US) -> None:
+                 hierarchies: Hierarchies | None = None, period_us: int = PERIOD_US,
+                 nice: int | None = None) -> None:
         self.name = name
         self.period_us = period_us
+        #: The group's weight as one task of this nice value (default: the harness's).
+        self.nice = own_nice() if nice is None else nice
         h = hierarchies or detect()
         if h.version is None:
             raise UserError("no CPU cgroup controller found (neither cgroup v2 with cpu nor "
@@ -107,6 +134,8 @@ class CpuGroup:
             d = self.dirs[0]
             if quota:
                 (d / "cpu.max").write_text(f"{runtime} {self.period_us}")
+            if self.nice:
+                (d / "cpu.weight.nice").write_text(str(self.nice))
             if cpus:
                 (d / "cpuset.cpus").write_text(cpus)
             return
@@ -114,6 +143,8 @@ class CpuGroup:
         if quota:
             (cpu / "cpu.cfs_period_us").write_text(str(self.period_us))
             (cpu / "cpu.cfs_quota_us").write_text(str(runtime))
+        if self.nice:
+            (cpu / "cpu.shares").write_text(str(shares_of_nice(self.nice)))
         parent = cpuset.parent
         (cpuset / "cpuset.mems").write_text((parent / "cpuset.mems").read_text().strip())
         (cpuset / "cpuset.cpus").write_text(
