@@ -111,6 +111,9 @@ fn our_pool(hash: &str, distribution: &str, tag: bool, lines: &[String]) -> Pool
         timeout: Duration::from_secs(2),
         failure_limit: 0,
         server_tls: None,
+        protocol: Protocol::Redis,
+        redis_auth: None,
+        redis_db: 0,
     };
     twemproxy_order(&mut spec);
     let servers = spec
