@@ -21,6 +21,7 @@ use cachelab_proxy::routing::hash::Hash;
 use cachelab_proxy::routing::plan::{Alive, Mode, Pool, PoolServer, ReadPolicy, ServerId};
 use cachelab_proxy::routing::redis::split::key_server;
 use cachelab_proxy::routing::ring::{Distribution, Member};
+use cachelab_proxy::routing::Protocol;
 use common::{free_port, Nutcracker, Redis};
 
 const KEYS: usize = 10_000;
