@@ -122,7 +122,7 @@ fn a_reload_turns_a_memcached_pool_into_a_redis_pool() {
         let list: Vec<String> = servers.iter().map(|s| format!("\"{}\"", s.addr)).collect();
         format!(
             "[pools.main]\nlisten = \"127.0.0.1:0\"\nprotocol = \"redis\"\nmode = \"shard\"\n\
-             servers = [{}]\n",
+             hash = \"murmur\"\nservers = [{}]\n",
             list.join(", ")
         )
     };
@@ -157,11 +157,9 @@ fn a_reload_turns_a_memcached_pool_into_a_redis_pool() {
     for i in 0..40 {
         assert_eq!(client.cmd(&["SET", &format!("n{i}"), "v"]), "+OK\r\n");
     }
-    assert!(
-        redis[1].dbsize() > 0,
-        "the added server holds keys: {}",
-        proxy.log()
-    );
+    // (murmur spreads these keys; twemproxy's fnv1a_64 puts short keys that differ in
+    // their last bytes next to each other on the ring)
+    assert!(redis[1].dbsize() > 0, "the added server holds keys");
     assert!(log.contains("protocol=\"redis\""), "{log}");
 }
 
