@@ -13,11 +13,29 @@ use crate::counters::Counters;
 use crate::observed::Observed;
 use crate::routing::plan::Mode;
 
-/// Writes the whole `INFO` reply (every section) into `out`.
-pub fn compose_info(shared: &Observed, out: &mut BytesMut) {
+/// Writes the `INFO` reply into `out`: every section, or (as Redis does for
+/// `INFO <section>`) the one named, in any case; a name no section has gives an empty
+/// string.
+pub fn compose_info(shared: &Observed, section: Option<&str>, out: &mut BytesMut) {
     let mut text = String::with_capacity(2048);
     write_info(shared, &mut text);
-    put_bulk(out, text.as_bytes());
+    let wanted = section.filter(|s| !matches!(*s, "all" | "everything" | "default"));
+    match wanted {
+        None => put_bulk(out, text.as_bytes()),
+        Some(name) => {
+            let only: String = text
+                .split("\r\n\r\n")
+                .filter(|block| {
+                    block
+                        .strip_prefix("# ")
+                        .and_then(|b| b.split("\r\n").next())
+                        .is_some_and(|title| title.eq_ignore_ascii_case(name))
+                })
+                .map(|block| format!("{}\r\n", block.trim_end()))
+                .collect();
+            put_bulk(out, only.as_bytes());
+        }
+    }
 }
 
 fn write_info(shared: &Observed, text: &mut String) {
@@ -187,7 +205,7 @@ mod tests {
     #[test]
     fn info_is_one_bulk_string_of_sections_and_name_value_lines() {
         let mut out = BytesMut::new();
-        compose_info(&observed(), &mut out);
+        compose_info(&observed(), None, &mut out);
         let (reply, used) = parse_resp_reply(&out).unwrap();
         assert_eq!(used, out.len());
         let RespReply::Bulk(Some(text)) = reply else {
@@ -208,5 +226,23 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in {text}");
         }
+    }
+
+    #[test]
+    fn info_of_one_section_is_that_section_only_in_any_case() {
+        let mut out = BytesMut::new();
+        compose_info(&observed(), Some("servers"), &mut out);
+        let (RespReply::Bulk(Some(text)), _) = parse_resp_reply(&out).unwrap() else {
+            panic!()
+        };
+        let text = std::str::from_utf8(text).unwrap();
+        assert!(text.starts_with("# Servers\r\nserver_0:"), "{text}");
+        assert!(
+            !text.contains("# Stats") && text.ends_with("ejections=1\r\n"),
+            "{text}"
+        );
+        out.clear();
+        compose_info(&observed(), Some("nosuch"), &mut out);
+        assert_eq!(&out[..], b"$0\r\n\r\n");
     }
 }

@@ -191,6 +191,11 @@ fn redis_cli_and_redis_benchmark_work_through_the_proxy() {
     assert_eq!(cli(&["DEL", "greeting", "nothing"]), "1\n");
     assert!(cli(&["MULTI"]).starts_with("ERR MULTI is not supported"));
     assert!(cli(&["INFO"]).contains("# Stats"));
+    let stats = cli(&["INFO", "stats"]);
+    assert!(
+        stats.starts_with("# Stats\r\n") && !stats.contains("# Server"),
+        "{stats}"
+    );
 
     let bench = |args: &[&str]| {
         let out = Command::new("timeout")
