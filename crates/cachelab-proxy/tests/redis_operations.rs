@@ -226,3 +226,33 @@ fn redis_cli_and_redis_benchmark_work_through_the_proxy() {
     let counted: u64 = summary.totals.ops.iter().map(|o| o.count).sum();
     assert!(counted >= 4 * 2000, "{counted} requests");
 }
+
+#[test]
+fn the_memory_budget_and_the_reply_limit_bound_a_redis_pool_too() {
+    let servers = start_redis(1);
+    let budget = redis_proxy(
+        &servers,
+        &["--max-value-size", "4194304", "--memory-budget", "1"],
+    );
+    let mut client = RespClient::connect(budget.addr);
+    let big = "x".repeat(2 << 20);
+    assert_eq!(
+        client.cmd(&["SET", "big", &big]),
+        "-ERR cachelab-proxy is out of memory (--memory-budget)\r\n"
+    );
+    assert_eq!(client.cmd(&["SET", "k", "v"]), "+OK\r\n");
+
+    let limited = redis_proxy(&servers, &["--max-reply-bytes", "65536"]);
+    let mut client = RespClient::connect(limited.addr);
+    let large = "y".repeat(1_000_000);
+    assert_eq!(servers[0].command(&["SET", "large", &large]), ok());
+    let reply = client.cmd(&["GET", "large"]);
+    assert!(
+        reply == "-ERR reply too large (--max-reply-bytes)\r\n",
+        "{} bytes: {:?}",
+        reply.len(),
+        &reply[..reply.len().min(80)]
+    );
+    // the connection and the server go on
+    assert_eq!(client.cmd(&["GET", "k"]), bulk("v"));
+}
