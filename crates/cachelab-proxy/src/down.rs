@@ -91,9 +91,18 @@ impl Down {
     /// Writes `SERVER_ERROR server <addr> unavailable: <reason>\r\n`; a reason that
     /// carries a line break (an OS error text, say) cannot break the line.
     pub fn compose_reply(&self, addr: &Endpoint, out: &mut BytesMut) {
+        self.compose_line("SERVER_ERROR", addr, out)
+    }
+
+    /// The same for a Redis client: `-ERR server <addr> unavailable: <reason>\r\n`.
+    pub fn compose_resp_reply(&self, addr: &Endpoint, out: &mut BytesMut) {
+        self.compose_line("-ERR", addr, out)
+    }
+
+    fn compose_line(&self, prefix: &str, addr: &Endpoint, out: &mut BytesMut) {
         let start = out.len();
         // Writing into a BytesMut cannot fail.
-        let _ = write!(out, "SERVER_ERROR server {addr} unavailable: {self}");
+        let _ = write!(out, "{prefix} server {addr} unavailable: {self}");
         for b in &mut out[start..] {
             if *b == b'\r' || *b == b'\n' {
                 *b = b' ';
@@ -128,6 +137,16 @@ mod tests {
             line(&Down::OutOfStep(OutOfStep::Extra)),
             "SERVER_ERROR server 127.0.0.1:11211 unavailable: reply out of step (more \
              replies than requests)\r\n"
+        );
+    }
+
+    #[test]
+    fn a_redis_client_gets_the_reason_as_an_error_reply() {
+        let mut out = BytesMut::new();
+        Down::Connect("refused\r\n+OK".into()).compose_resp_reply(&addr(), &mut out);
+        assert_eq!(
+            &out[..],
+            b"-ERR server 127.0.0.1:11211 unavailable: refused  +OK\r\n"
         );
     }
 

@@ -1,5 +1,8 @@
-//! cachelab-proxy: a memcached middleware that replicates writes, balances reads,
-//! optionally shards multi-GETs, and measures where every request spends its time.
+//! cachelab-proxy: a memcached and Redis middleware that replicates writes, balances
+//! reads, optionally shards multi-GETs, and measures where every request spends its time.
+//! A pool speaks memcached or Redis (RESP2): a Redis pool's clients are decoded by
+//! [`resp_decode`], its commands planned by [`routing::redis`], its servers greeted
+//! (`AUTH`, `SELECT`) and probed (`PING`) as [`dialect`] says; the rest is shared.
 //!
 //! The structure is the queueing model the measurements are about:
 //!
@@ -38,6 +41,7 @@ pub mod config;
 pub mod connection;
 pub mod counters;
 pub mod decode;
+pub mod dialect;
 pub mod down;
 pub mod endpoint;
 pub mod health;
@@ -50,7 +54,9 @@ pub mod metrics_http;
 pub mod observed;
 pub mod pool_build;
 pub mod queue;
+pub mod redis_info;
 pub mod reload;
+pub mod resp_decode;
 pub mod routing;
 pub mod server;
 pub mod server_stream;
