@@ -4,7 +4,7 @@ clients the network of queues built from measured demands (`analysis.network_mod
 
 The network is built from the demands measured at each configuration's lowest load, where
 nothing queues, so the measured times are service demands proper. At higher loads the
-times the middleware measures include waiting it cannot see (in memcached, in the kernel,
+times the middleware measures include waiting it cannot see (in the servers, in the kernel,
 for a CPU), which the model would then count a second time in its own queues.
 """
 
