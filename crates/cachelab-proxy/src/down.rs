@@ -103,6 +103,20 @@ impl Down {
     }
 }
 
+impl Down {
+    /// The same for a Redis client: `-ERR server <addr> unavailable: <reason>\r\n`.
+    pub fn compose_resp_reply(&self, addr: &Endpoint, out: &mut BytesMut) {
+        let start = out.len();
+        let _ = write!(out, "-ERR server {addr} unavailable: {self}");
+        for b in &mut out[start..] {
+            if *b == b'\r' || *b == b'\n' {
+                *b = b' ';
+            }
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,6 +142,16 @@ mod tests {
             line(&Down::OutOfStep(OutOfStep::Extra)),
             "SERVER_ERROR server 127.0.0.1:11211 unavailable: reply out of step (more \
              replies than requests)\r\n"
+        );
+    }
+
+    #[test]
+    fn a_redis_client_gets_the_reason_as_an_error_reply() {
+        let mut out = BytesMut::new();
+        Down::Connect("refused\r\n+OK".into()).compose_resp_reply(&addr(), &mut out);
+        assert_eq!(
+            &out[..],
+            b"-ERR server 127.0.0.1:11211 unavailable: refused  +OK\r\n"
         );
     }
 

@@ -15,7 +15,7 @@
 //!   `--failure-limit` in a row (counted over all workers; any answer resets the count);
 //! - `--failure-limit 0` never ejects: each worker then backs off on its own, as before;
 //! - an ejected server is probed with `version` (connect, send, read `VERSION ...`
-//!   within the server timeout) after 10 ms, doubling up to `--backoff-max`; the first
+//!   within the server timeout; a Redis server: greet it, send `PING`, read `+PONG`) after 10 ms, doubling up to `--backoff-max`; the first
 //!   answer restores it.
 
 use std::collections::HashMap;
@@ -27,6 +27,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use crate::dialect::Dialect;
 use crate::endpoint::Endpoint;
 use crate::server_stream::Connector;
 use crate::tls::ServerTls;
@@ -105,6 +106,9 @@ struct Slot {
     /// TLS towards this server, if its pool has it; replaced by a reload (new
     /// connections use the new one).
     tls: RwLock<Option<Arc<ServerTls>>>,
+    /// What it speaks (its pool's protocol, password and database); replaced by a
+    /// reload like `tls`.
+    dialect: RwLock<Dialect>,
     /// This server's `--failure-limit` (its pool's `server_failure_limit`).
     failure_limit: AtomicU32,
     /// Mirrors `state.ejected` for the hot path.
@@ -137,6 +141,7 @@ impl Health {
                 .map(|_| Slot {
                     addr: OnceLock::new(),
                     tls: RwLock::new(None),
+                    dialect: RwLock::new(Dialect::Memcached),
                     failure_limit: AtomicU32::new(0),
                     ejected: AtomicBool::new(false),
                     failing: AtomicBool::new(false),
@@ -188,6 +193,14 @@ impl Health {
         Some(id)
     }
 
+    /// Sets what `server` speaks; connections opened after this greet it accordingly.
+    pub fn set_dialect(&self, server: usize, dialect: Dialect) {
+        *self.slots[server]
+            .dialect
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = dialect;
+    }
+
     /// Servers registered so far (ids `0..len`).
     pub fn len(&self) -> usize {
         self.registered.load(Ordering::Acquire)
@@ -207,6 +220,11 @@ impl Health {
             endpoint: self.addr(server).clone(),
             tls: self.slots[server]
                 .tls
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            dialect: self.slots[server]
+                .dialect
                 .read()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
@@ -335,7 +353,7 @@ pub async fn probe(
                 _ = tokio::time::sleep(wait) => {}
                 _ = stop.changed() => return,
             }
-            match tokio::time::timeout(timeout, ask_version(health.connector(server))).await {
+            match tokio::time::timeout(timeout, ask_alive(health.connector(server))).await {
                 Ok(Ok(())) => health.restore(server),
                 Ok(Err(reason)) => health.state(&health.slots[server]).reason = reason,
                 Err(_) => {
@@ -348,12 +366,14 @@ pub async fn probe(
     }
 }
 
-/// One probe: a real request, so a stopped process whose kernel still completes the
-/// handshake does not count as alive.
-async fn ask_version(connector: Connector) -> Result<(), String> {
+/// One probe: a real request (`version`, or `PING` after a Redis server's greeting),
+/// so a stopped process whose kernel still completes the handshake does not count as
+/// alive.
+async fn ask_alive(connector: Connector) -> Result<(), String> {
+    let dialect = connector.dialect.clone();
     let mut stream = connector.connect().await.map_err(|e| e.to_string())?;
     stream
-        .write_all(b"version\r\n")
+        .write_all(dialect.probe())
         .await
         .map_err(|e| format!("write failed: {e}"))?;
     stream
@@ -362,7 +382,10 @@ async fn ask_version(connector: Connector) -> Result<(), String> {
         .map_err(|e| format!("write failed: {e}"))?;
     let mut reply = Vec::with_capacity(64);
     let mut buf = [0u8; 256];
-    while !reply.ends_with(b"\r\n") {
+    loop {
+        if dialect.probe_answered(&reply).map_err(|e| e.to_string())? {
+            return Ok(());
+        }
         let n = stream
             .read(&mut buf)
             .await
@@ -371,17 +394,6 @@ async fn ask_version(connector: Connector) -> Result<(), String> {
             return Err("server closed the connection".into());
         }
         reply.extend_from_slice(&buf[..n]);
-        if reply.len() > 1024 {
-            break;
-        }
-    }
-    if reply.starts_with(b"VERSION ") {
-        Ok(())
-    } else {
-        Err(format!(
-            "unexpected answer to version: {}",
-            String::from_utf8_lossy(&reply).trim_end()
-        ))
     }
 }
 

@@ -10,6 +10,7 @@ use crate::budget::Charge;
 use crate::client::{ClientConn, Ordered};
 use crate::metrics::OpKind;
 use crate::routing::plan::{Access, Pool};
+use crate::routing::redis::plan::Route;
 use crate::routing::spans::KeySpans;
 
 pub struct Job {
@@ -38,6 +39,9 @@ pub struct Job {
     pub enqueued: Instant,
     /// The request's bytes held against the memory budget until the job is dropped.
     pub charge: Charge,
+    /// A Redis command's route (its table entry and keys); `spans` then holds the spans
+    /// of all its arguments. None for a memcached request.
+    pub redis: Option<Route>,
 }
 
 impl Ordered for Job {

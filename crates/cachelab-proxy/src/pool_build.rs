@@ -6,9 +6,11 @@ use std::sync::Arc;
 use thiserror::Error;
 
 use crate::config::PoolSpec;
+use crate::dialect::Dialect;
 use crate::health::{Health, MAX_SERVERS};
 use crate::routing::plan::{Pool, PoolServer};
 use crate::routing::ring::Member;
+use crate::routing::Protocol;
 use crate::tls::{ServerTls, TlsError};
 
 /// Why a pool could not be built.
@@ -26,6 +28,14 @@ pub enum PoolError {
 /// pool naming one host thousands of times still builds in linear time.
 pub fn build_pool(spec: &PoolSpec, health: &Health) -> Result<Pool, PoolError> {
     let mut tls_by_host: HashMap<&str, Arc<ServerTls>> = HashMap::new();
+    // What its servers speak: a Redis server gets the pool's AUTH and SELECT.
+    let dialect = match spec.protocol {
+        Protocol::Memcached => Dialect::Memcached,
+        Protocol::Redis => Dialect::Redis {
+            auth: spec.redis_auth.clone(),
+            db: spec.redis_db,
+        },
+    };
     let servers = spec
         .servers
         .iter()
@@ -46,6 +56,7 @@ pub fn build_pool(spec: &PoolSpec, health: &Health) -> Result<Pool, PoolError> {
             let id = health
                 .register(&s.addr, spec.failure_limit, tls)
                 .ok_or(PoolError::TooManyServers(MAX_SERVERS))?;
+            health.set_dialect(id, dialect.clone());
             Ok(PoolServer {
                 id,
                 addr: s.addr.clone(),
@@ -56,7 +67,7 @@ pub fn build_pool(spec: &PoolSpec, health: &Health) -> Result<Pool, PoolError> {
             })
         })
         .collect::<Result<Vec<_>, PoolError>>()?;
-    Ok(Pool::new(
+    let mut pool = Pool::new(
         spec.name.clone(),
         servers,
         spec.mode,
@@ -66,5 +77,9 @@ pub fn build_pool(spec: &PoolSpec, health: &Health) -> Result<Pool, PoolError> {
         spec.auto_eject,
         spec.read_policy,
         spec.timeout,
-    ))
+    );
+    pool.protocol = spec.protocol;
+    pool.redis_auth = spec.redis_auth.clone();
+    pool.redis_db = spec.redis_db;
+    Ok(pool)
 }

@@ -6,18 +6,21 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 use tokio_rustls::client::TlsStream;
 
+use crate::dialect::{Dialect, GreetingError};
 use crate::endpoint::Endpoint;
 use crate::tls::ServerTls;
 
-/// How to reach one server: where, and with which TLS settings.
+/// How to reach one server: where, with which TLS settings, and what it speaks (a
+/// Redis server may need `AUTH` and `SELECT` before it is used).
 #[derive(Debug, Clone)]
 pub struct Connector {
     pub endpoint: Endpoint,
     pub tls: Option<Arc<ServerTls>>,
+    pub dialect: Dialect,
 }
 
 /// Why a connection to a server could not be made; the text is the `SERVER_ERROR`
@@ -30,11 +33,24 @@ pub enum ConnectError {
     Handshake(io::Error),
     #[error("TLS to a Unix socket server is not supported")]
     UnixTls,
+    #[error("{0}")]
+    Greeting(#[from] GreetingError),
+    #[error("greeting failed: {0}")]
+    GreetingIo(io::Error),
 }
 
 impl Connector {
-    /// Connects (and handshakes); the caller bounds the time it may take.
+    /// Connects (and handshakes, and greets); the caller bounds the time it may take.
     pub async fn connect(&self) -> Result<ServerStream, ConnectError> {
+        let mut stream = self.open().await?;
+        let greeting = self.dialect.greeting();
+        if !greeting.is_empty() {
+            greet(&mut stream, &self.dialect, &greeting).await?;
+        }
+        Ok(stream)
+    }
+
+    async fn open(&self) -> Result<ServerStream, ConnectError> {
         match (&self.endpoint, &self.tls) {
             (Endpoint::Tcp(addr), tls) => {
                 let stream = TcpStream::connect(addr)
@@ -60,6 +76,37 @@ impl Connector {
                     .map_err(ConnectError::Connect)?,
             )),
         }
+    }
+}
+
+/// Sends `greeting` and reads its answer; only an accepted greeting makes the
+/// connection usable (its replies are not left for the first request to read).
+async fn greet(
+    stream: &mut ServerStream,
+    dialect: &Dialect,
+    greeting: &[u8],
+) -> Result<(), ConnectError> {
+    stream
+        .write_all(greeting)
+        .await
+        .map_err(ConnectError::GreetingIo)?;
+    stream.flush().await.map_err(ConnectError::GreetingIo)?;
+    let mut answer = Vec::with_capacity(64);
+    let mut chunk = [0u8; 512];
+    loop {
+        if dialect.check_greeting(&answer)?.is_some() {
+            return Ok(());
+        }
+        let n = stream
+            .read(&mut chunk)
+            .await
+            .map_err(ConnectError::GreetingIo)?;
+        if n == 0 {
+            return Err(ConnectError::GreetingIo(
+                io::ErrorKind::UnexpectedEof.into(),
+            ));
+        }
+        answer.extend_from_slice(&chunk[..n]);
     }
 }
 
@@ -220,6 +267,7 @@ mod tests {
         let connector = Connector {
             endpoint: Endpoint::Tcp(listener.local_addr().unwrap()),
             tls: None,
+            dialect: Dialect::Memcached,
         };
         let (ours, theirs) = tokio::join!(connector.connect(), listener.accept());
         (ours.unwrap(), Box::new(theirs.unwrap().0))
@@ -231,6 +279,7 @@ mod tests {
         let connector = Connector {
             endpoint: Endpoint::Unix(path),
             tls: None,
+            dialect: Dialect::Memcached,
         };
         let (ours, theirs) = tokio::join!(connector.connect(), listener.accept());
         (ours.unwrap(), Box::new(theirs.unwrap().0))
@@ -261,6 +310,7 @@ mod tests {
         let connector = Connector {
             endpoint: Endpoint::Tcp(listener.local_addr().unwrap()),
             tls: Some(Arc::new(client_config(&verified, "127.0.0.1").unwrap())),
+            dialect: Dialect::Memcached,
         };
         let accept = async {
             let (socket, _) = listener.accept().await.unwrap();

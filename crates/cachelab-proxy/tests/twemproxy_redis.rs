@@ -21,6 +21,7 @@ use cachelab_proxy::routing::hash::Hash;
 use cachelab_proxy::routing::plan::{Alive, Mode, Pool, PoolServer, ReadPolicy, ServerId};
 use cachelab_proxy::routing::redis::split::key_server;
 use cachelab_proxy::routing::ring::{Distribution, Member};
+use cachelab_proxy::routing::Protocol;
 use common::{free_port, Nutcracker, Redis};
 
 const KEYS: usize = 10_000;
@@ -111,6 +112,9 @@ fn our_pool(hash: &str, distribution: &str, tag: bool, lines: &[String]) -> Pool
         timeout: Duration::from_secs(2),
         failure_limit: 0,
         server_tls: None,
+        protocol: Protocol::Redis,
+        redis_auth: None,
+        redis_db: 0,
     };
     twemproxy_order(&mut spec);
     let servers = spec

@@ -262,6 +262,21 @@ impl Redis {
         }
     }
 
+    /// The redis-server process's PID.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("redis-server is running").id()
+    }
+
+    /// Starts a fresh redis-server on the same port (empty, statistics reset).
+    pub fn restart(&mut self) {
+        self.stop();
+        let deadline = Instant::now() + START_TIMEOUT;
+        while !self.spawn() {
+            assert!(Instant::now() < deadline, "redis-server did not restart");
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Sends one command on a fresh connection and returns the reply.
     pub fn command(&self, args: &[&str]) -> RespValue {
         let mut stream = TcpStream::connect(self.addr).unwrap();
@@ -282,6 +297,37 @@ impl Redis {
             assert!(n > 0, "redis closed the connection");
             buf.extend_from_slice(&chunk[..n]);
         }
+    }
+
+    /// Sends the commands on one connection (`SELECT` then a read, say) and returns
+    /// every reply, in order.
+    pub fn session(&self, commands: &[&[&str]]) -> Vec<RespValue> {
+        let mut stream = TcpStream::connect(self.addr).unwrap();
+        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        let mut out = Vec::new();
+        for args in commands {
+            let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            compose_command(&mut out, &args);
+        }
+        stream.write_all(&out).unwrap();
+        let mut buf = Vec::new();
+        let mut replies = Vec::new();
+        while replies.len() < commands.len() {
+            match parse_resp_reply(&buf) {
+                Ok((reply, len)) => {
+                    replies.push(reply.to_value());
+                    buf.drain(..len);
+                    continue;
+                }
+                Err(ReplyError::Incomplete) => {}
+                Err(e) => panic!("bad reply {e}: {:?}", String::from_utf8_lossy(&buf)),
+            }
+            let mut chunk = [0u8; 65536];
+            let n = stream.read(&mut chunk).expect("reply timed out");
+            assert!(n > 0, "redis closed the connection");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        replies
     }
 
     /// One `name:value` field of `INFO <section>` (e.g. `keyspace_hits` in `stats`, or

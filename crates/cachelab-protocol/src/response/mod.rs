@@ -9,6 +9,7 @@ use thiserror::Error;
 
 use crate::line::{parse_u64, scan_line, tokens, LineScan};
 use crate::request::MetaStatus;
+use crate::resp::{parse_resp_reply, RespReply};
 
 pub use values::{compose_value, ValueIter};
 
@@ -34,6 +35,9 @@ pub enum Expect {
     Stats,
     /// A meta command: a two-letter status line, and after `VA` a data block.
     Meta,
+    /// A Redis command: any RESP2 reply (RESP is self-describing, so one kind answers
+    /// every command; a proxy carrying both protocols keeps one reply pipeline).
+    Resp,
 }
 
 /// A reply, summarised without copying: the caller relays `buf[..consumed]` or, for
@@ -61,12 +65,66 @@ pub enum Reply {
     Error,
     ClientError,
     ServerError,
+    /// A RESP2 reply to [`Expect::Resp`], summarised by its type.
+    Resp(RespKind),
+}
+
+/// What a RESP2 reply is, without its bytes: enough to tell an error, count the hits
+/// of a `GET` or `MGET`, and check a split command's parts before merging them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RespKind {
+    Simple,
+    Error,
+    Integer(i64),
+    /// A bulk string, or the null bulk string (a miss).
+    Bulk {
+        null: bool,
+    },
+    /// An array of `len` elements, `nulls` of them null; `len` 0 and null for `*-1`.
+    Array {
+        len: usize,
+        nulls: usize,
+        null: bool,
+    },
+}
+
+impl RespKind {
+    fn of(reply: &RespReply<'_>) -> RespKind {
+        match reply {
+            RespReply::Simple(_) => RespKind::Simple,
+            RespReply::Error(_) => RespKind::Error,
+            RespReply::Integer(n) => RespKind::Integer(*n),
+            RespReply::Bulk(b) => RespKind::Bulk { null: b.is_none() },
+            RespReply::Array(None) => RespKind::Array {
+                len: 0,
+                nulls: 0,
+                null: true,
+            },
+            RespReply::Array(Some(e)) => RespKind::Array {
+                len: e.len(),
+                nulls: e.nulls(),
+                null: false,
+            },
+        }
+    }
+
+    /// Values found: 1 for a non-null bulk string, the non-null elements of an array.
+    pub fn hits(self) -> u32 {
+        match self {
+            RespKind::Bulk { null } => u32::from(!null),
+            RespKind::Array { len, nulls, .. } => (len - nulls) as u32,
+            _ => 0,
+        }
+    }
 }
 
 impl Reply {
     /// The protocol's error lines (as opposed to negative answers such as NOT_FOUND).
     pub fn is_error(self) -> bool {
-        matches!(self, Reply::Error | Reply::ClientError | Reply::ServerError)
+        matches!(
+            self,
+            Reply::Error | Reply::ClientError | Reply::ServerError | Reply::Resp(RespKind::Error)
+        )
     }
 }
 
@@ -82,6 +140,10 @@ pub enum ReplyError {
 
 /// Parses the reply at the front of `buf` to a request of kind `expect`.
 pub fn parse_reply(buf: &[u8], expect: Expect) -> Result<(Reply, usize), ReplyError> {
+    if expect == Expect::Resp {
+        let (reply, len) = parse_resp_reply(buf)?;
+        return Ok((Reply::Resp(RespKind::of(&reply)), len));
+    }
     let (line, len) = next_line(buf)?;
     if let Some(reply) = error_line(line) {
         return Ok((reply, len));
@@ -268,6 +330,41 @@ mod tests {
         assert_eq!(
             parse_reply(b"CLIENT_ERROR invalid flag\r\n", Expect::Meta),
             Ok((Reply::ClientError, 27))
+        );
+    }
+
+    #[test]
+    fn a_resp_reply_is_summarised_by_its_type_and_hits() {
+        let cases: [(&[u8], RespKind); 6] = [
+            (b"+OK\r\n", RespKind::Simple),
+            (b"-ERR x\r\n", RespKind::Error),
+            (b":-3\r\n", RespKind::Integer(-3)),
+            (b"$-1\r\n", RespKind::Bulk { null: true }),
+            (b"$2\r\nhi\r\n", RespKind::Bulk { null: false }),
+            (
+                b"*3\r\n$1\r\na\r\n$-1\r\n*1\r\n:1\r\n",
+                RespKind::Array {
+                    len: 3,
+                    nulls: 1,
+                    null: false,
+                },
+            ),
+        ];
+        for (bytes, kind) in cases {
+            assert_eq!(
+                parse_reply(bytes, Expect::Resp),
+                Ok((Reply::Resp(kind), bytes.len()))
+            );
+        }
+        assert_eq!(RespKind::Bulk { null: false }.hits(), 1);
+        assert_eq!(cases[5].1.hits(), 2);
+        assert!(Reply::Resp(RespKind::Error).is_error());
+        assert!(!Reply::Resp(RespKind::Bulk { null: true }).is_error());
+        // memcached's error lines are not RESP: a server speaking the wrong protocol
+        assert!(parse_reply(b"ERROR\r\n", Expect::Resp).is_err());
+        assert_eq!(
+            parse_reply(b"$5\r\nab", Expect::Resp),
+            Err(ReplyError::Incomplete)
         );
     }
 

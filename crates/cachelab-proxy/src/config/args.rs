@@ -7,6 +7,8 @@ use clap::Parser;
 
 use cachelab_protocol::limits::DEFAULT_MAX_VALUE_LEN;
 
+use crate::routing::Protocol;
+
 use super::{
     DEFAULT_BACKOFF_MAX_MS, DEFAULT_DRAIN_TIMEOUT_SECS, DEFAULT_FAILURE_LIMIT, DEFAULT_LISTEN,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_INFLIGHT, DEFAULT_MAX_LINE_LENGTH,
@@ -15,9 +17,9 @@ use super::{
     DEFAULT_UNIX_SOCKET_MODE, DEFAULT_WORKERS,
 };
 
-/// cachelab-proxy: a memcached middleware that replicates writes to every server,
-/// balances reads round-robin, optionally shards multi-GETs, and measures where each
-/// request spends its time.
+/// cachelab-proxy: a memcached and Redis middleware that replicates writes to every
+/// server, balances reads round-robin, optionally shards multi-GETs, and measures where
+/// each request spends its time.
 #[derive(Debug, Parser)]
 #[command(name = "cachelab-proxy", version, about, long_about = None)]
 pub struct Args {
@@ -88,7 +90,7 @@ pub struct Args {
     #[arg(short = 't', long = "workers", default_value_t = DEFAULT_WORKERS)]
     pub workers: usize,
 
-    /// memcached servers, host:port or a Unix socket path, one or more (a replicate
+    /// Servers (memcached, or Redis with --protocol redis), host:port or a Unix socket path, one or more (a replicate
     /// pool; --config for more).
     #[arg(short = 'm', long = "servers", num_args = 1.., required_unless_present = "config",
           conflicts_with = "config", value_name = "HOST:PORT")]
@@ -205,4 +207,35 @@ pub struct Args {
     /// seconds (0: never, memcached's default).
     #[arg(long, default_value_t = 0.0, value_name = "SECS")]
     pub idle_timeout: f64,
+
+    /// What the command line's pool speaks: memcached's text protocol, or Redis's RESP2
+    /// (its clients and -m servers then speak Redis; see the README's Redis pools).
+    #[arg(long, value_enum, default_value_t = ProtocolArg::Memcached, conflicts_with = "config")]
+    pub protocol: ProtocolArg,
+
+    /// A Redis pool's password: sent with AUTH on every server connection, and asked of
+    /// every client (AUTH PASSWORD) before its first command.
+    #[arg(long, value_name = "PASSWORD", conflicts_with = "config")]
+    pub redis_auth: Option<String>,
+
+    /// A Redis pool's database: selected on every server connection; clients may SELECT
+    /// only this one.
+    #[arg(long, value_name = "N", conflicts_with = "config")]
+    pub redis_db: Option<u32>,
+}
+
+/// `--protocol`'s values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProtocolArg {
+    Memcached,
+    Redis,
+}
+
+impl From<ProtocolArg> for Protocol {
+    fn from(p: ProtocolArg) -> Protocol {
+        match p {
+            ProtocolArg::Memcached => Protocol::Memcached,
+            ProtocolArg::Redis => Protocol::Redis,
+        }
+    }
 }

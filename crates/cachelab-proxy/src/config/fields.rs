@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::spec::{ketama_name, ListenerSpec, PoolSpec, ServerSpec};
 use crate::endpoint::Endpoint;
 use crate::routing::plan::Mode;
+use crate::routing::Protocol;
 
 /// What a pool that does not set them gets: the command line's timeout and failure
 /// limit.
@@ -157,6 +158,7 @@ pub(super) fn check_pool(pool: &PoolSpec) -> Result<(), String> {
     if pool.servers.is_empty() {
         return Err(format!("pool {}: no servers", pool.name));
     }
+    check_protocol(pool)?;
     let mut names = HashSet::with_capacity(pool.servers.len());
     if let Some(twice) = pool.servers.iter().find(|s| !names.insert(s.name.as_str())) {
         return Err(format!(
@@ -172,6 +174,36 @@ pub(super) fn check_pool(pool: &PoolSpec) -> Result<(), String> {
                 pool.servers.len()
             ));
         }
+    }
+    Ok(())
+}
+
+/// A password and a database are a Redis pool's; and a Redis pool shards with one
+/// replica per key (twemproxy's model) or replicates to every server: the multi-key
+/// splits have no rule for a key held by some servers but not all.
+pub(super) fn check_protocol(pool: &PoolSpec) -> Result<(), String> {
+    let name = &pool.name;
+    if pool.protocol != Protocol::Redis {
+        if pool.redis_auth.is_some() {
+            return Err(format!("pool {name}: redis_auth is for a Redis pool"));
+        }
+        if pool.redis_db != 0 {
+            return Err(format!("pool {name}: redis_db is for a Redis pool"));
+        }
+        return Ok(());
+    }
+    if matches!(pool.mode, Mode::Shard { replicas } if replicas > 1) {
+        return Err(format!(
+            "pool {name}: a Redis pool shards with one replica per key (or replicates to \
+             every server)"
+        ));
+    }
+    if pool
+        .redis_auth
+        .as_deref()
+        .is_some_and(|p| p.contains(['\r', '\n']))
+    {
+        return Err(format!("pool {name}: redis_auth cannot hold a line break"));
     }
     Ok(())
 }

@@ -77,6 +77,8 @@ pub enum ConfigError {
     Unsupported(&'static str),
     #[error("--unix-socket-mode {0:?}: expected octal permissions such as 700")]
     BadMode(String),
+    #[error("{0}")]
+    Pool(String),
     #[error("{0} distinct server addresses; at most {MAX_SERVERS} are supported")]
     TooManyServers(usize),
 }
@@ -219,6 +221,10 @@ impl TryFrom<&Args> for Config {
                     .collect::<Result<Vec<_>, ConfigError>>()?;
                 let mut pool =
                     PoolSpec::replicate(specs, args.sharded, server_timeout, args.failure_limit);
+                pool.protocol = args.protocol.into();
+                pool.redis_auth = args.redis_auth.clone();
+                pool.redis_db = args.redis_db.unwrap_or(0);
+                fields::check_protocol(&pool).map_err(ConfigError::Pool)?;
                 let protocols = Protocols::parse(&args.tls_protocols)
                     .map_err(|e| ConfigError::Tls("tls-protocols", e))?;
                 if args.server_tls {

@@ -1,5 +1,6 @@
-//! twemproxy's `nutcracker.yml`, read as it is: the keys twemproxy reads, its
-//! defaults, and a clear refusal for what cachelab does not serve.
+//! twemproxy's `nutcracker.yml`, read as it is: the keys twemproxy reads (`redis: true`
+//! pools too, with `redis_auth` and `redis_db`), its defaults, and a clear refusal for
+//! what cachelab does not serve.
 
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use super::spec::{ListenerSpec, PoolSpec};
 use crate::routing::hash::Hash;
 use crate::routing::plan::{Mode, ReadPolicy};
 use crate::routing::ring::Distribution;
+use crate::routing::Protocol;
 
 /// nutcracker.yml keys that change nothing here (connection counts and socket options
 /// that cachelab sets itself): accepted so the file works as it is.
@@ -59,6 +61,9 @@ pub(super) fn parse_nutcracker(
             timeout: defaults.timeout,
             failure_limit: defaults.failure_limit,
             server_tls: None,
+            protocol: Protocol::Memcached,
+            redis_auth: None,
+            redis_db: 0,
         };
         for (key, value) in fields {
             let key = scalar(key).ok_or_else(|| ctx("a key must be a string".into()))?;
@@ -90,15 +95,14 @@ pub(super) fn parse_nutcracker(
                 }
                 "redis" => {
                     if boolean(value).map_err(ctx)? {
-                        return Err(ctx(
-                            "redis pools are not supported: cachelab-proxy speaks the \
-                             memcached protocol"
-                                .into(),
-                        ));
+                        pool.protocol = Protocol::Redis;
                     }
                 }
-                "redis_auth" | "redis_db" => {
-                    return Err(ctx(format!("{key}: redis pools are not supported")))
+                "redis_auth" => pool.redis_auth = Some(text()?),
+                "redis_db" => {
+                    pool.redis_db = text()?
+                        .parse()
+                        .map_err(|_| ctx("redis_db: expected a database number".into()))?;
                 }
                 "servers" => {
                     let list = value
@@ -191,14 +195,23 @@ mod tests {
     }
 
     #[test]
-    fn redis_pools_and_unknown_keys_are_refused_with_the_pool_named() {
-        let redis =
-            "r:\n  listen: 127.0.0.1:22121\n  redis: true\n  servers:\n   - 127.0.0.1:6379:1\n";
-        let err = parse_nutcracker(redis, &Defaults::for_tests()).unwrap_err();
-        assert!(
-            err.starts_with("pool r: redis pools are not supported"),
-            "{err}"
-        );
+    fn a_redis_pool_reads_with_its_password_and_database() {
+        let redis = "r:\n  listen: 127.0.0.1:22121\n  redis: true\n  redis_auth: s3cret\n  \
+                     redis_db: 2\n  servers:\n   - 127.0.0.1:6379:1\n";
+        let l = parse_nutcracker(redis, &Defaults::for_tests()).unwrap();
+        let p = &l[0].pool;
+        assert_eq!(p.protocol, Protocol::Redis);
+        assert_eq!((p.redis_auth.as_deref(), p.redis_db), (Some("s3cret"), 2));
+        let memcached = redis.replace("redis: true", "redis: false");
+        let err = parse_nutcracker(&memcached, &Defaults::for_tests()).unwrap_err();
+        assert_eq!(err, "pool r: redis_auth is for a Redis pool");
+        let db = redis.replace("redis_db: 2", "redis_db: two");
+        let err = parse_nutcracker(&db, &Defaults::for_tests()).unwrap_err();
+        assert_eq!(err, "pool r: redis_db: expected a database number");
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_with_the_pool_named() {
         let typo = "a:\n  listen: 127.0.0.1:22121\n  hsah: md5\n  servers:\n   - 127.0.0.1:1:1\n";
         let err = parse_nutcracker(typo, &Defaults::for_tests()).unwrap_err();
         assert_eq!(err, "pool a: unknown key \"hsah\"");

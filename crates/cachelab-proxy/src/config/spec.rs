@@ -7,9 +7,10 @@ use crate::endpoint::Endpoint;
 use crate::routing::hash::Hash;
 use crate::routing::plan::{Mode, ReadPolicy};
 use crate::routing::ring::Distribution;
+use crate::routing::Protocol;
 use crate::tls::{ListenerTlsSpec, ServerTlsSpec};
 
-/// One memcached server of a pool.
+/// One server of a pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerSpec {
     pub addr: Endpoint,
@@ -39,6 +40,12 @@ pub struct PoolSpec {
     pub failure_limit: u32,
     /// TLS towards the servers.
     pub server_tls: Option<ServerTlsSpec>,
+    /// What its clients and servers speak.
+    pub protocol: Protocol,
+    /// A Redis pool's password (`redis_auth`): sent to its servers, asked of its clients.
+    pub redis_auth: Option<String>,
+    /// A Redis pool's database (`redis_db`): selected on every server connection.
+    pub redis_db: u32,
 }
 
 /// A listening address and the pool behind it.
@@ -70,6 +77,9 @@ impl PoolSpec {
             timeout,
             failure_limit,
             server_tls: None,
+            protocol: Protocol::Memcached,
+            redis_auth: None,
+            redis_db: 0,
         }
     }
 }

@@ -14,6 +14,7 @@ use super::spec::{ListenerSpec, PoolSpec};
 use crate::routing::hash::Hash;
 use crate::routing::plan::{Mode, ReadPolicy};
 use crate::routing::ring::Distribution;
+use crate::routing::Protocol;
 use crate::tls::{ListenerTlsSpec, Protocols, ServerTlsSpec};
 
 #[derive(Debug, Deserialize)]
@@ -40,6 +41,9 @@ struct TomlPool {
     split_multiget: Option<bool>,
     tls: Option<TomlListenerTls>,
     server_tls: Option<TomlServerTls>,
+    protocol: Option<String>,
+    redis_auth: Option<String>,
+    redis_db: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -159,6 +163,15 @@ pub(super) fn parse_toml(text: &str, defaults: &Defaults) -> Result<Vec<Listener
                 )))
             }
         };
+        let protocol = match p.protocol.as_deref() {
+            None | Some("memcached") => Protocol::Memcached,
+            Some("redis") => Protocol::Redis,
+            Some(other) => {
+                return Err(ctx(format!(
+                    "protocol {other:?}: expected \"memcached\" or \"redis\""
+                )))
+            }
+        };
         let mut pool = PoolSpec {
             name: name.clone(),
             servers,
@@ -179,6 +192,9 @@ pub(super) fn parse_toml(text: &str, defaults: &Defaults) -> Result<Vec<Listener
                 .max(Duration::from_millis(1)),
             failure_limit: p.failure_limit.unwrap_or(defaults.failure_limit),
             server_tls: p.server_tls.map(server_tls).transpose().map_err(ctx)?,
+            protocol,
+            redis_auth: p.redis_auth,
+            redis_db: p.redis_db.unwrap_or(0),
         };
         twemproxy_order(&mut pool);
         check_pool(&pool)?;
@@ -210,6 +226,26 @@ pub(super) fn parse_toml(text: &str, defaults: &Defaults) -> Result<Vec<Listener
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_toml_redis_pool_with_its_password_and_database() {
+        let toml = "[pools.r]\nlisten = \"127.0.0.1:0\"\nprotocol = \"redis\"\n\
+                    redis_auth = \"pw\"\nredis_db = 3\nservers = [\"127.0.0.1:6379\"]\n";
+        let l = parse_toml(toml, &Defaults::for_tests()).unwrap();
+        let p = &l[0].pool;
+        assert_eq!(p.protocol, Protocol::Redis);
+        assert_eq!((p.redis_auth.as_deref(), p.redis_db), (Some("pw"), 3));
+        let memcached = toml.replace("protocol = \"redis\"\n", "");
+        let err = parse_toml(&memcached, &Defaults::for_tests()).unwrap_err();
+        assert!(err.contains("redis_auth is for a Redis pool"), "{err}");
+        let bad = toml.replace("\"redis\"", "\"resp\"");
+        let err = parse_toml(&bad, &Defaults::for_tests()).unwrap_err();
+        assert!(err.contains("protocol \"resp\""), "{err}");
+        let replicas = "[pools.r]\nlisten = \"127.0.0.1:0\"\nprotocol = \"redis\"\n\
+                        mode = \"shard\"\nreplicas = 2\nservers = [\"127.0.0.1:1\", \"127.0.0.1:2\"]\n";
+        let err = parse_toml(replicas, &Defaults::for_tests()).unwrap_err();
+        assert!(err.contains("one replica per key"), "{err}");
+    }
 
     #[test]
     fn a_toml_pool_with_replicas() {

@@ -18,6 +18,7 @@ use crate::decode::Forward;
 use crate::job::Job;
 use crate::metrics::OpKind;
 use crate::routing::plan::Access;
+use crate::routing::redis::plan::Route;
 use crate::routing::spans::KeySpans;
 
 impl Session {
@@ -42,7 +43,7 @@ impl Session {
         };
         // A request of its own on the servers: counted like one.
         self.net.net.arrivals.fetch_add(1, Ordering::Relaxed);
-        if !self.dispatch(frame.freeze(), forward, KeySpans::default(), arrival) {
+        if !self.dispatch(frame.freeze(), forward, KeySpans::default(), arrival, None) {
             debug!(
                 conn = self.conn.id,
                 "memory budget exhausted: a too-large set's key not unlinked"
@@ -99,7 +100,7 @@ impl Session {
         } else {
             self.rbuf.split_to(len).freeze()
         };
-        if !self.dispatch(frame, forward, spans, arrival) {
+        if !self.dispatch(frame, forward, spans, arrival, None) {
             self.conn.reply_now(b"SERVER_ERROR out of memory\r\n");
         }
     }
@@ -112,13 +113,15 @@ impl Session {
     }
 
     /// Queues a request frame for the workers, with its read targets assigned; false if
-    /// the memory budget refused it.
-    fn dispatch(
+    /// the memory budget refused it. `redis` routes a Redis command (its `spans` are
+    /// all its arguments').
+    pub(super) fn dispatch(
         &mut self,
         frame: bytes::Bytes,
         forward: Forward,
         spans: KeySpans,
         arrival: Instant,
+        redis: Option<Route>,
     ) -> bool {
         let Some(charge) = Charge::take(&self.net.budget, frame.len()) else {
             if self.net.budget.refusals().is_multiple_of(1000) {
@@ -132,7 +135,8 @@ impl Session {
             return false;
         };
         // Read targets are assigned here, in arrival order (see `Pool::assign`).
-        let rr = self.pool.assign(forward.access, forward.keys as usize);
+        let assigned = redis.map_or(forward.keys as usize, Route::assigned_keys);
+        let rr = self.pool.assign(forward.access, assigned);
         let seq = self.conn.reserve();
         let job = Job {
             conn: Arc::clone(&self.conn),
@@ -150,6 +154,7 @@ impl Session {
             arrival,
             enqueued: Instant::now(),
             charge,
+            redis,
         };
         self.conn
             .dispatch(job, !forward.access.is_read(), &self.net.queue);

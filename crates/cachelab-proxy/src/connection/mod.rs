@@ -22,10 +22,13 @@ use crate::job::Job;
 use crate::log_limit::LogLimit;
 use crate::observed::{NetCounters, Observed, PoolSlot};
 use crate::queue::RequestQueue;
+use crate::resp_decode::RespDecoder;
 use crate::routing::plan::Pool;
+use crate::routing::Protocol;
 use crate::stats_command::compose_stats;
 
 mod forward;
+mod redis;
 use cachelab_protocol::Limits;
 use std::time::Duration;
 
@@ -73,14 +76,17 @@ pub async fn serve(
     slot: Arc<PoolSlot>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let pool = slot.current();
     let mut session = Session {
         conn: Arc::clone(&conn),
         reader: reader.into(),
         net: Arc::clone(&net),
         generation: slot.generation(),
-        pool: slot.current(),
+        protocol: pool.protocol,
+        pool,
         slot,
         decoder: Decoder::default(),
+        resp: RespDecoder::default(),
         rbuf: BytesMut::with_capacity(16 * 1024),
         errors: 0,
         paused: false,
@@ -129,6 +135,10 @@ struct Session {
     pool: Arc<Pool>,
     generation: u64,
     decoder: Decoder,
+    /// A Redis pool's decoder (with the client's authentication).
+    resp: RespDecoder,
+    /// What the client speaks: its pool's protocol when it connected.
+    protocol: Protocol,
     rbuf: BytesMut,
     errors: u64,
     /// Decoding stopped before a request the client may not have dispatched yet
@@ -237,6 +247,16 @@ impl Session {
         if generation != self.generation {
             self.pool = self.slot.current();
             self.generation = generation;
+            if self.pool.protocol != self.protocol {
+                info!(conn = self.conn.id, peer = %self.conn.peer,
+                      from = self.protocol.name(), to = self.pool.protocol.name(),
+                      "the pool's protocol changed on reload: closing the connection");
+                self.rbuf.clear();
+                return Decoded::Quit;
+            }
+        }
+        if self.protocol == Protocol::Redis {
+            return self.decode_all_resp(arrival, limits);
         }
         loop {
             match self.decoder.step(&self.rbuf, &parse_limits) {

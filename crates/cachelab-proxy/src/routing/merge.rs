@@ -2,10 +2,14 @@
 //! byte slices: the worker hands in what each server answered.
 
 use bytes::BytesMut;
-use cachelab_protocol::{Expect, MetaStatus, Reply};
+use cachelab_protocol::{Expect, MetaStatus, Reply, RespKind};
 
-/// Whether a server's reply to a replicated request counts as success.
+/// Whether a server's reply to a replicated request counts as success (a Redis
+/// command's: any reply but an error).
 pub fn is_success(expect: Expect, reply: Reply) -> bool {
+    if expect == Expect::Resp {
+        return matches!(reply, Reply::Resp(kind) if kind != RespKind::Error);
+    }
     matches!(
         (expect, reply),
         (Expect::Store, Reply::Stored)
@@ -87,6 +91,19 @@ pub fn values_concat<'b>(bodies: impl Iterator<Item = &'b [u8]>, out: &mut Bytes
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_redis_reply_succeeds_unless_it_is_an_error() {
+        for kind in [
+            RespKind::Simple,
+            RespKind::Integer(0),
+            RespKind::Bulk { null: true },
+        ] {
+            assert!(is_success(Expect::Resp, Reply::Resp(kind)), "{kind:?}");
+        }
+        assert!(!is_success(Expect::Resp, Reply::Resp(RespKind::Error)));
+        assert!(!is_success(Expect::Resp, Reply::Stored));
+    }
 
     #[test]
     fn all_stored_gives_stored() {

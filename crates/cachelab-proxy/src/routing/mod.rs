@@ -29,6 +29,24 @@ pub mod redis;
 pub mod ring;
 pub mod spans;
 
+/// What a pool's clients and servers speak: memcached's text protocol, or RESP2 (a
+/// Redis pool, whose commands are routed by [`redis`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Protocol {
+    #[default]
+    Memcached,
+    Redis,
+}
+
+impl Protocol {
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Memcached => "memcached",
+            Protocol::Redis => "redis",
+        }
+    }
+}
+
 /// Sizes of the consecutive parts a split multi-GET of `keys` keys is cut into.
 pub fn split_sizes(keys: usize, servers: usize) -> impl ExactSizeIterator<Item = usize> + Clone {
     let parts = keys.min(servers).max(1);

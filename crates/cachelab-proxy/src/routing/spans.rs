@@ -33,6 +33,13 @@ impl KeySpans {
         self.0.is_empty()
     }
 
+    /// The `i`-th span's bytes, read from the frame the spans were taken of.
+    pub fn get<'f>(&self, frame: &'f [u8], i: usize) -> Option<&'f [u8]> {
+        self.0
+            .get(i)
+            .map(|&(start, len)| &frame[start as usize..(start + len) as usize])
+    }
+
     /// The keys, read from the frame the spans were taken of.
     pub fn keys<'s, 'f: 's>(
         &'s self,

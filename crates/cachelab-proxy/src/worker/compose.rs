@@ -6,6 +6,7 @@ use cachelab_protocol::{parse_request, Expect, Limits, Reply, Request};
 
 use crate::job::Job;
 use crate::routing::plan::{Access, PartKeys, Plan};
+use crate::routing::redis::plan as redis;
 use crate::routing::spans::KeySpans;
 
 /// Limits for re-parsing frames the decoder already accepted.
@@ -47,9 +48,15 @@ pub(super) fn compose_unconditional(frame: &[u8], out: &mut BytesMut) -> Option<
 }
 
 /// Writes part `part` of `job`'s plan, as its server gets it, into `out`: the frame as
-/// received, or a `get`/`gets` of the part's keys.
+/// received, or a `get`/`gets` of the part's keys (for a Redis command, the command
+/// with the part's keys).
 pub(super) fn compose(job: &Job, plan: &Plan, part: usize, out: &mut BytesMut) {
-    compose_part(&job.frame, &job.spans, job.access, plan, part, out)
+    match job.redis {
+        Some(route) if plan.parts[part].keys != PartKeys::Whole => {
+            redis::compose_part(&job.frame, &job.spans, route, &plan.key_parts, part, out)
+        }
+        _ => compose_part(&job.frame, &job.spans, job.access, plan, part, out),
+    }
 }
 
 /// [`compose`] from the request's parts: its frame, its keys' spans (found by the

@@ -27,8 +27,15 @@ pub(super) enum State {
     },
 }
 
-pub(super) const REPLY_TOO_LARGE: &[u8] = b"SERVER_ERROR reply too large\r\n";
-pub(super) const OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR out of memory\r\n";
+/// The error line of a reply that could not be held, in the protocol of the request.
+pub(super) fn refusal_line(expect: Expect, too_large: bool) -> &'static [u8] {
+    match (expect, too_large) {
+        (Expect::Resp, true) => b"-ERR reply too large (--max-reply-bytes)\r\n",
+        (Expect::Resp, false) => b"-ERR cachelab-proxy is out of memory (--memory-budget)\r\n",
+        (_, true) => b"SERVER_ERROR reply too large\r\n",
+        (_, false) => b"SERVER_ERROR out of memory\r\n",
+    }
+}
 
 /// One message to one server and what came of it.
 #[derive(Debug, Clone, Copy)]

@@ -18,6 +18,7 @@ use crate::routing::merge::{
     is_success, pick_replicated_reply, values_by_key, values_concat, Outcome as Replicated,
 };
 use crate::routing::plan::{Merge, ServerId};
+use crate::routing::redis::split::merge_resp_parts;
 
 impl Worker {
     /// Replies to one request of the batch and records its statistics.
@@ -137,6 +138,7 @@ impl Worker {
             .clone()
             .map(|a| match a.1 {
                 Reply::Values { hits, .. } => hits,
+                Reply::Resp(kind) => kind.hits(),
                 _ => 0,
             })
             .sum();
@@ -153,6 +155,22 @@ impl Worker {
             let silent = quiet_drops(job, reply);
             self.reply_unless(silent, job, &outcome, failovers, |out| {
                 out.extend_from_slice(bytes)
+            });
+            return outcome;
+        }
+        if let Merge::Resp(rule) = merge {
+            let parts: Vec<&[u8]> = answers
+                .map(|(server, _, offset, len)| &backends[server].rbuf[offset..offset + len])
+                .collect();
+            let mut merged = BytesMut::new();
+            let key_parts = &self.plans[index].key_parts;
+            if let Err(e) = merge_resp_parts(rule, &parts, key_parts, &mut merged) {
+                outcome.error = true;
+                merged.clear();
+                merged.extend_from_slice(format!("-ERR cachelab-proxy: {e}\r\n").as_bytes());
+            }
+            self.reply(job, &outcome, failovers, |out| {
+                out.extend_from_slice(&merged)
             });
             return outcome;
         }
@@ -358,8 +376,13 @@ impl Worker {
         server: ServerId,
     ) {
         let backend = &self.backends[server];
+        let resp = job.expect == Expect::Resp;
         self.reply(job, outcome, failovers, |out| {
-            backend.down().compose_reply(&backend.addr, out)
+            if resp {
+                backend.down().compose_resp_reply(&backend.addr, out)
+            } else {
+                backend.down().compose_reply(&backend.addr, out)
+            }
         });
     }
 

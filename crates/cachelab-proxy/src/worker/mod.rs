@@ -38,6 +38,7 @@ use crate::metrics::WorkerStats;
 use crate::queue::RequestQueue;
 use crate::routing::merge::Outcome as Replicated;
 use crate::routing::plan::{Merge, Plan};
+use crate::routing::redis::plan::plan as redis_plan;
 use crate::stats_units::StatsUnits;
 use compose::compose;
 use crossbeam_utils::CachePadded;
@@ -201,14 +202,25 @@ impl Worker {
     fn take(&mut self, job: Job) {
         let index = self.batch.len();
         let plan = &mut self.plans[index];
-        job.pool.plan(
-            job.access,
-            &job.frame,
-            &job.spans,
-            job.rr,
-            &*self.ctx.health,
-            plan,
-        );
+        match job.redis {
+            Some(route) => redis_plan(
+                &job.pool,
+                route,
+                &job.frame,
+                &job.spans,
+                job.rr,
+                &*self.ctx.health,
+                plan,
+            ),
+            None => job.pool.plan(
+                job.access,
+                &job.frame,
+                &job.spans,
+                job.rr,
+                &*self.ctx.health,
+                plan,
+            ),
+        }
         self.cursors[index].clear();
         self.cursors[index].resize(plan.parts.len(), 0);
         let highest = plan.candidates.iter().copied().max().unwrap_or(0);

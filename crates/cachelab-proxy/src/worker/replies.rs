@@ -9,7 +9,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use cachelab_protocol::{parse_reply, Reply, ReplyError};
 
-use super::exchange::{fail_pending, Exchange, State, OUT_OF_MEMORY, REPLY_TOO_LARGE};
+use super::exchange::{fail_pending, refusal_line, Exchange, State};
 use crate::backend::{Backend, FillError};
 use crate::counters::Counters;
 use crate::down::{Down, IdleEnd, OutOfStep};
@@ -85,10 +85,10 @@ pub(super) fn poll_replies(
                     Poll::Ready(Err(refusal)) => {
                         // The rest of this reply is not wanted, and the connection is out
                         // of step; the server itself is fine.
-                        let line = match refusal {
-                            FillError::TooLarge => REPLY_TOO_LARGE,
-                            _ => OUT_OF_MEMORY,
-                        };
+                        let line = refusal_line(
+                            exchanges[index].expect,
+                            matches!(refusal, FillError::TooLarge),
+                        );
                         exchanges[index].result = State::Refused {
                             at: Instant::now(),
                             line,

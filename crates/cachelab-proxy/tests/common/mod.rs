@@ -11,6 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 pub mod inproc;
+pub mod resp;
 
 #[allow(unused_imports)] // not every test file serves in process
 pub use inproc::Proxy;

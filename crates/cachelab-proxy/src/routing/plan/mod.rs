@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::hash::Hash;
 use super::ring::{Distribution, Member, Ring};
+use super::Protocol;
 
 /// A server's index in the proxy's server table (see `health::Health`): the same
 /// server in two pools, or before and after a reload, has the same id.
@@ -55,6 +56,13 @@ pub struct Pool {
     pub read_policy: ReadPolicy,
     /// How long a server of this pool may take to answer.
     pub timeout: Duration,
+    /// What its clients and servers speak (memcached unless set after [`Pool::new`]).
+    pub protocol: Protocol,
+    /// A Redis pool's password: its clients must `AUTH` with it (and its servers get it).
+    pub redis_auth: Option<String>,
+    /// A Redis pool's database: the one its servers are on, and the only one its
+    /// clients may `SELECT`.
+    pub redis_db: u32,
     rr: AtomicU64,
 }
 
@@ -100,6 +108,20 @@ pub enum Merge {
     /// One part, at the key's primary; its reply is the client's. When it succeeds,
     /// [`Plan::follow_ups`] get the same write without its compare (so they converge).
     Primary,
+    /// A Redis command cut into parts of its keys ([`Plan::key_parts`] gives each key's
+    /// part): the parts' replies merged by the command's rule.
+    Resp(RespMerge),
+}
+
+/// How the parts of a split Redis command merge (see `routing::redis::split`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RespMerge {
+    /// `MGET`: the values in the client's key order.
+    Values,
+    /// `DEL`, `UNLINK`, `EXISTS`, `TOUCH`: the counts summed.
+    Sum,
+    /// `MSET`: `+OK` when every part is.
+    AllOk,
 }
 
 /// Which keys a part's message carries.
@@ -127,7 +149,8 @@ pub struct Plan {
     pub merge: Option<Merge>,
     pub parts: Vec<Part>,
     pub candidates: Vec<ServerId>,
-    /// `Merge::ByKey`: the part serving each of the client's keys, in the client's order.
+    /// `Merge::ByKey` and `Merge::Resp`: the part serving each of the client's keys, in
+    /// the client's order.
     pub key_parts: Vec<u32>,
     /// `Merge::Primary`: the key's other replicas.
     pub follow_ups: Vec<ServerId>,
@@ -151,7 +174,11 @@ impl Plan {
         &self.candidates[self.parts[part].candidates.clone()]
     }
 
-    fn push_part(&mut self, keys: PartKeys, candidates: impl IntoIterator<Item = ServerId>) {
+    pub(crate) fn push_part(
+        &mut self,
+        keys: PartKeys,
+        candidates: impl IntoIterator<Item = ServerId>,
+    ) {
         let start = self.candidates.len();
         self.candidates.extend(candidates);
         self.parts.push(Part {
@@ -200,6 +227,9 @@ impl Pool {
             auto_eject,
             read_policy,
             timeout,
+            protocol: Protocol::Memcached,
+            redis_auth: None,
+            redis_db: 0,
             rr: AtomicU64::new(0),
         }
     }
@@ -219,11 +249,11 @@ impl Pool {
         )
     }
 
-    fn n(&self) -> usize {
+    pub(crate) fn n(&self) -> usize {
         self.servers.len()
     }
 
-    fn replicas(&self) -> usize {
+    pub(crate) fn replicas(&self) -> usize {
         match self.mode {
             Mode::Shard { replicas } => replicas.clamp(1, self.n()),
             Mode::Replicate { .. } => self.n(),
@@ -285,7 +315,13 @@ impl Pool {
             .map(|m| self.servers[m].id)
     }
 
-    fn candidates_by(&self, key: &[u8], rr: u64, policy: ReadPolicy, out: &mut Vec<ServerId>) {
+    pub(crate) fn candidates_by(
+        &self,
+        key: &[u8],
+        rr: u64,
+        policy: ReadPolicy,
+        out: &mut Vec<ServerId>,
+    ) {
         let replicas = self.replicas();
         let walk = self.key_servers(key);
         if replicas > 1 {

@@ -8,6 +8,9 @@
 //!   into one command per server, and how the parts' replies merge back (`MGET` values
 //!   in key order, `DEL`/`UNLINK`/`EXISTS`/`TOUCH` counts summed, `MSET` `OK` when every
 //!   part is).
+//! - [`plan`]: a routed command's [`crate::routing::plan::Plan`] in a `replicate` or
+//!   `shard` pool, and the per-server commands of a split one.
 
 pub mod commands;
+pub mod plan;
 pub mod split;

@@ -8,11 +8,11 @@
 
 use bytes::BufMut;
 use cachelab_protocol::resp::{put_array_header, put_bulk, Command};
-use cachelab_protocol::RespReply;
+use cachelab_protocol::{parse_resp_reply, RespReply};
 use thiserror::Error;
 
 use super::commands::{CommandError, KeyArgs, Spec, Split};
-use crate::routing::plan::{Alive, Pool, ServerId};
+use crate::routing::plan::{Alive, Pool, RespMerge, ServerId};
 
 /// The server a key is on, as twemproxy places it.
 pub fn key_server(pool: &Pool, key: &[u8], alive: &impl Alive) -> ServerId {
@@ -112,13 +112,13 @@ pub enum MergeError {
     Overflow,
 }
 
-/// Merges the replies of a split command's parts (`replies[g]` answers group `g`) into
-/// the client's reply. An error reply from a part is the client's reply (the first in
+/// Merges the replies of a split command's parts (`replies[g]` answers group `g`;
+/// `key_groups[i]` is the group of the client's i-th key) into the client's reply. An error reply from a part is the client's reply (the first in
 /// part order, so the outcome does not depend on timing).
 pub fn merge_parts(
     split: Split,
     replies: &[RespReply<'_>],
-    groups: &Groups,
+    key_groups: &[u32],
     out: &mut impl BufMut,
 ) -> Result<(), MergeError> {
     if let Some(RespReply::Error(text)) = replies.iter().find(|r| matches!(r, RespReply::Error(_)))
@@ -129,7 +129,7 @@ pub fn merge_parts(
         return Ok(());
     }
     match split {
-        Split::Values => merge_values(replies, groups, out),
+        Split::Values => merge_values(replies, key_groups, out),
         Split::Sum => {
             let mut total: i64 = 0;
             for (part, reply) in replies.iter().enumerate() {
@@ -151,18 +151,37 @@ pub fn merge_parts(
     }
 }
 
+/// [`merge_parts`] from the parts' reply bytes (each one whole RESP reply, as the
+/// worker read it) under a plan's merge rule.
+pub fn merge_resp_parts(
+    rule: RespMerge,
+    parts: &[&[u8]],
+    key_groups: &[u32],
+    out: &mut impl BufMut,
+) -> Result<(), MergeError> {
+    let mut replies = Vec::with_capacity(parts.len());
+    for (part, bytes) in parts.iter().enumerate() {
+        match parse_resp_reply(bytes) {
+            Ok((reply, _)) => replies.push(reply),
+            Err(_) => return Err(MergeError::Unexpected { part }),
+        }
+    }
+    let split = match rule {
+        RespMerge::Values => Split::Values,
+        RespMerge::Sum => Split::Sum,
+        RespMerge::AllOk => Split::AllOk,
+    };
+    merge_parts(split, &replies, key_groups, out)
+}
+
 fn merge_values(
     replies: &[RespReply<'_>],
-    groups: &Groups,
+    key_groups: &[u32],
     out: &mut impl BufMut,
 ) -> Result<(), MergeError> {
     let mut parts = Vec::with_capacity(replies.len());
     for (part, reply) in replies.iter().enumerate() {
-        let wanted = groups
-            .key_groups
-            .iter()
-            .filter(|g| **g as usize == part)
-            .count();
+        let wanted = key_groups.iter().filter(|g| **g as usize == part).count();
         match reply {
             RespReply::Array(Some(elements)) if elements.len() == wanted => {
                 parts.push(elements.iter())
@@ -170,8 +189,8 @@ fn merge_values(
             _ => return Err(MergeError::Unexpected { part }),
         }
     }
-    put_array_header(out, groups.key_groups.len());
-    for &group in &groups.key_groups {
+    put_array_header(out, key_groups.len());
+    for &group in key_groups {
         match parts[group as usize].next() {
             Some(RespReply::Bulk(Some(value))) => put_bulk(out, value),
             Some(RespReply::Bulk(None)) => out.put_slice(b"$-1\r\n"),
@@ -356,12 +375,8 @@ mod tests {
         raw: &[&'static [u8]],
         key_groups: &[u32],
     ) -> Result<Vec<u8>, MergeError> {
-        let groups = Groups {
-            servers: (0..raw.len()).collect(),
-            key_groups: key_groups.to_vec(),
-        };
         let mut out = Vec::new();
-        merge_parts(split, &replies(raw), &groups, &mut out).map(|_| out)
+        merge_parts(split, &replies(raw), key_groups, &mut out).map(|_| out)
     }
 
     #[test]
@@ -425,6 +440,23 @@ mod tests {
         assert_eq!(
             merged(Split::Values, &[b"*1\r\n*0\r\n"], &[0]),
             Err(MergeError::Unexpected { part: 0 })
+        );
+    }
+
+    #[test]
+    fn parts_read_as_bytes_merge_by_the_plan_s_rule() {
+        let mut out = Vec::new();
+        merge_resp_parts(
+            RespMerge::Values,
+            &[b"*1\r\n$1\r\nb\r\n", b"*1\r\n$-1\r\n"],
+            &[1, 0],
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out, b"*2\r\n$-1\r\n$1\r\nb\r\n");
+        assert_eq!(
+            merge_resp_parts(RespMerge::Sum, &[b":1\r\n", b":x"], &[0, 1], &mut out),
+            Err(MergeError::Unexpected { part: 1 })
         );
     }
 
