@@ -86,7 +86,7 @@ def test_the_tls_cost_experiment_measures_each_pair(proxy_binary, tmp_path, priv
             assert [p.requests for p in cpu if p.role == "load"][0] > 0
         sec = sections.build(s)
     pairs = {(c.point.index, c.baseline.index) for c in sec.tls}
-    assert len(pairs) == 7
+    assert len(pairs) == 8
     for c in sec.tls:
         tls_config, plain_config = points[c.point.index], points[c.baseline.index]
         assert tls_config.tls and not plain_config.tls
@@ -101,10 +101,10 @@ def test_the_tls_cost_experiment_measures_each_pair(proxy_binary, tmp_path, priv
             assert c.cpu_added_us(role) is not None
         assert (c.cpu_added_us("middleware") is None) == (tls_config.middleware.count == 0)
     html = page.read_text()
-    assert "What TLS costs" in html and html.count("data-baseline=") == 7
+    assert "What TLS costs" in html and html.count("data-baseline=") == 8
     export_cmd.run(out, "csv", tables=["tls_cost"])
     rows = (out / "export" / "tls_cost.csv").read_text().strip().splitlines()
-    assert len(rows) == 1 + 7
+    assert len(rows) == 1 + 8
     assert list(private_tmp.iterdir()) == []  # the keys went with the experiment
 
 
