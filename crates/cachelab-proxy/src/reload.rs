@@ -103,7 +103,7 @@ pub fn reload(
     };
     for (slot, pool) in slots.iter().zip(pools) {
         info!(pool = %pool.name, servers = ?pool.servers.iter().map(|s| s.addr.to_string()).collect::<Vec<_>>(),
-              mode = ?pool.mode, "reloaded pool");
+              mode = ?pool.mode, protocol = pool.protocol.name(), "reloaded pool");
         slot.replace(pool);
     }
     reload_listener_tls(config, tls, Some(&listeners));

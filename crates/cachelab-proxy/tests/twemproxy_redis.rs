@@ -1,9 +1,10 @@
 //! Redis pools place keys as twemproxy does: with the same nutcracker.yml (`redis: true`),
 //! every key that Debian's nutcracker stores lands on the server that cachelab's routing
 //! chooses, for every hash, with ketama and modula, with and without `hash_tag`
-//! (10,000 keys each, found on each redis-server directly). The pool is built from the
-//! same server lines by the config file's own parser and ordering; `--config` does not
-//! accept `redis: true` yet, so the routing functions are checked directly.
+//! (10,000 keys each, found on each redis-server directly). Checked twice: the routing
+//! function on a pool built from the same server lines by the config file's own parser
+//! and ordering, and end to end, the keys stored through cachelab-proxy started with
+//! `--config` on the same nutcracker.yml.
 
 mod common;
 
@@ -22,7 +23,7 @@ use cachelab_proxy::routing::plan::{Alive, Mode, Pool, PoolServer, ReadPolicy, S
 use cachelab_proxy::routing::redis::split::key_server;
 use cachelab_proxy::routing::ring::{Distribution, Member};
 use cachelab_proxy::routing::Protocol;
-use common::{free_port, Nutcracker, Redis};
+use common::{free_port, Nutcracker, Proxy, Redis};
 
 const KEYS: usize = 10_000;
 
@@ -237,6 +238,30 @@ fn same_placement(distribution: &str, tag: bool) {
              under nutcracker, e.g. {:?}",
             differ.len(),
             &differ[..differ.len().min(5)]
+        );
+        // End to end: the proxy reading the same file stores every key where nutcracker did.
+        for s in &servers {
+            assert_eq!(s.command(&["FLUSHALL"]), RespValue::Simple(b"OK".to_vec()));
+        }
+        let ours_conf = dir
+            .path()
+            .join(format!("{hash}-{distribution}-{tag}-ours.yml"));
+        std::fs::write(
+            &ours_conf,
+            nutcracker_yml(0, hash, distribution, tag, &lines),
+        )
+        .unwrap();
+        let proxy = Proxy::start_args(&["--config".into(), ours_conf.display().to_string()]);
+        set_all(proxy.addr, &keys);
+        drop(proxy);
+        let through_proxy = placement(&servers);
+        assert!(
+            through_proxy == theirs,
+            "{hash}/{distribution}/hash_tag {tag}: the proxy placed {} of {KEYS} keys \
+             elsewhere",
+            keys.iter()
+                .filter(|k| through_proxy.get(*k) != theirs.get(*k))
+                .count()
         );
         if tag {
             // Every key with one tag is on one server.
