@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 from cachelab.cli import main
-from cachelab.hosts.local import start_middleware
+from cachelab.hosts.local import ProxySettings, start_middleware
 from cachelab.hosts.memcache_client import Client
 from cachelab.readers import proxy_stats
 
@@ -13,9 +13,10 @@ def test_proxy_started_from_python_replicates_and_reports_its_stats(
     three_memcached, proxy_binary, tmp_path
 ):
     stats_file = tmp_path / "stats.jsonl"
-    proxy = start_middleware([s.address for s in three_memcached], workers=4, sharded=False,
-                             threads=None, window_s=0.5, cpus=(), stats_file=stats_file,
-                             log_file=tmp_path / "proxy.log", out=tmp_path / "proxy.out")
+    proxy = start_middleware([s.address for s in three_memcached],
+                             ProxySettings(workers=4, window_s=0.5), cpus=(),
+                             stats_file=stats_file, log_file=tmp_path / "proxy.log",
+                             out=tmp_path / "proxy.out")
     with proxy, Client(proxy.host, proxy.port) as c:
         assert c.set("k", b"v") == "STORED"
         for _ in range(30):
@@ -32,10 +33,11 @@ def test_proxy_started_from_python_replicates_and_reports_its_stats(
 
 def test_the_pipeline_depth_and_busy_polling_reach_the_proxy(three_memcached, proxy_binary,
                                                             tmp_path):
-    proxy = start_middleware([s.address for s in three_memcached], workers=2, sharded=True,
-                             threads=1, window_s=0.5, cpus=(), stats_file=tmp_path / "s.jsonl",
-                             log_file=tmp_path / "proxy.log", out=tmp_path / "proxy.out",
-                             pipeline=8, busy_poll_us=50)
+    settings = ProxySettings(workers=2, sharded=True, threads=1, pipeline=8, busy_poll_us=50,
+                             window_s=0.5)
+    proxy = start_middleware([s.address for s in three_memcached], settings, cpus=(),
+                             stats_file=tmp_path / "s.jsonl", log_file=tmp_path / "proxy.log",
+                             out=tmp_path / "proxy.out")
     with proxy, Client(proxy.host, proxy.port) as c:
         assert c.set("k", b"v") == "STORED"
         assert c.get("k") == b"v"

@@ -85,3 +85,17 @@ def test_mm1_needs_a_service_rate_measured_apart_from_the_point():
     assert mu is None and "no sweep over the load" in reason and "rho = 1" in reason
     mu, reason = models.mm1_capacity("clients", [1200.0])
     assert mu is None and reason.startswith("one load level in this configuration")
+
+
+@pytest.mark.parametrize(("kind", "threads", "counted", "noted"), [
+    ("memcached", 4, 4, False),
+    ("redis", 4, 1, True),   # --io-threads read and write; commands run on one thread
+    ("redis", 1, 1, False),
+])
+def test_a_server_serves_as_many_requests_at_once_as_its_kind_runs_commands(
+        kind, threads, counted, noted):
+    config = point(NETNS + f'[servers]\nkind = "{kind}"\nthreads = {threads}\n').config
+    assert models.server_threads(config) == counted
+    notes = models.server_notes(config)
+    assert bool(notes) == noted
+    assert all(f"its {threads} I/O threads" in n for n in notes)

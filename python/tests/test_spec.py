@@ -184,7 +184,12 @@ protocol = "text"
     (MINIMAL + '[topology]\n[[topology.host]]\nname = "a"\n',
      'topology.host: hosts need topology.kind = "netns"'),
     (MINIMAL.replace("run_time_s = 3", "run_time_s = 1"), "warmup_s: warm-up (0.5 s) plus"),
-    (MINIMAL + "[servers]\nkind = \"redis\"\n", "middleware.count: the middleware speaks"),
+    (MINIMAL + '[servers]\nkind = "redis"\nextra_args = ["--requirepass", "x"]\n',
+     "servers.extra_args: --requirepass: cachelab-load sends no AUTH"),
+    (MINIMAL + '[servers]\nkind = "redis"\n[load]\nprotocol = "binary"\n',
+     'load.protocol: "binary" is memcached\'s binary protocol'),
+    (MINIMAL + '[servers]\nkind = "redis"\ngroup_size = 4\n',
+     "servers.group_size: memcached's -R; Redis has no such option"),
     (MINIMAL + "[load]\nmode = \"open\"\n", "load.rate: missing"),
     (MINIMAL + "[load]\ncpus = [4096]\n", "load.cpus: CPU 4096 does not exist here"),
     (MINIMAL + "[servers]\ncount = 100000\n",
@@ -206,10 +211,21 @@ def test_each_mistake_is_one_line_naming_the_field(text, expected):
 
 def test_a_combination_error_names_the_point():
     message = parse_error(MINIMAL.replace('"load.clients" = [1, 2]',
-                                          '"servers.kind" = ["memcached", "redis"]\n'
+                                          '"load.protocol" = ["text", "binary"]\n'
                                           '"middleware.count" = [0, 1]'))
     assert message.startswith(
-        "sweep point 4 (servers.kind=redis, middleware.count=1): middleware.count:")
+        "sweep point 4 (load.protocol=binary, middleware.count=1): load.protocol:")
+
+
+def test_redis_servers_may_sit_behind_the_middleware():
+    e = spec.parse(MINIMAL.replace('"load.clients" = [1, 2]',
+                                   '"servers.kind" = ["memcached", "redis"]\n'
+                                   '"middleware.count" = [0, 1]')
+                   + "[middleware]\nsharded = true\n[servers]\ntls = true\n")
+    behind = [p.config for p in e.points if p.config.middleware.count]
+    assert [c.servers.kind for c in behind] == ["memcached", "redis"]
+    redis = behind[1]
+    assert (redis.targets, redis.middleware.sharded, redis.servers.tls) == (1, True, True)
 
 
 def test_load_prefixes_the_file_name(tmp_path):

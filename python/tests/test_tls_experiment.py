@@ -1,9 +1,9 @@
 """experiments/tls-cost.toml end to end, shortened (one repetition of 2 s per point):
 real memcached `-Z` and redis-server `--tls-port` with the experiment's throw-away
-certificates, directly and behind cachelab-proxy with TLS on either hop; what each hop
-negotiated and each process's CPU stored; the report's TLS table with one row per pair;
-no key left behind. Then Unix sockets on both hops, and a failing run that still removes
-the keys."""
+certificates, directly and behind cachelab-proxy (a memcached pool and a Redis pool) with
+TLS on either hop; what each hop negotiated and each process's CPU stored; the report's
+TLS table with one row per pair; no key left behind. Then Unix sockets on both hops, and
+a failing run that still removes the keys."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_the_tls_cost_experiment_measures_each_pair(proxy_binary, tmp_path, priv
     out = tmp_path / "out"
     outcome, page = run_cmd.run(shortened(tmp_path, "tls-cost.toml"), out,
                                 progress=Progress(io.StringIO()))
-    assert outcome.runs_done == 8
+    assert outcome.runs_done == 12
     with Store.open_existing(out) as s:
         exp = s.require_experiment()
         points = {p.index: spec.config_from_dict(p.config) for p in s.points(exp.id)}
@@ -86,7 +86,7 @@ def test_the_tls_cost_experiment_measures_each_pair(proxy_binary, tmp_path, priv
             assert [p.requests for p in cpu if p.role == "load"][0] > 0
         sec = sections.build(s)
     pairs = {(c.point.index, c.baseline.index) for c in sec.tls}
-    assert len(pairs) == 5
+    assert len(pairs) == 8
     for c in sec.tls:
         tls_config, plain_config = points[c.point.index], points[c.baseline.index]
         assert tls_config.tls and not plain_config.tls
@@ -101,10 +101,10 @@ def test_the_tls_cost_experiment_measures_each_pair(proxy_binary, tmp_path, priv
             assert c.cpu_added_us(role) is not None
         assert (c.cpu_added_us("middleware") is None) == (tls_config.middleware.count == 0)
     html = page.read_text()
-    assert "What TLS costs" in html and html.count("data-baseline=") == 5
+    assert "What TLS costs" in html and html.count("data-baseline=") == 8
     export_cmd.run(out, "csv", tables=["tls_cost"])
     rows = (out / "export" / "tls_cost.csv").read_text().strip().splitlines()
-    assert len(rows) == 1 + 5
+    assert len(rows) == 1 + 8
     assert list(private_tmp.iterdir()) == []  # the keys went with the experiment
 
 

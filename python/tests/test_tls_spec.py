@@ -68,10 +68,10 @@ def test_tls_is_a_factor_with_two_levels():
 def test_the_ready_experiment_pairs_every_tls_point_with_a_plain_one():
     e = spec.load(Path(__file__).parents[2] / "experiments" / "tls-cost.toml")
     configs = [p.config for p in e.points]
-    assert len(configs) == 8
+    assert len(configs) == 12
     assert {(c.servers.kind, c.middleware.count) for c in configs} == {
-        ("memcached", 0), ("redis", 0), ("memcached", 1)}
-    assert sum(1 for c in configs if not c.tls) == 3
+        ("memcached", 0), ("redis", 0), ("memcached", 1), ("redis", 1)}
+    assert sum(1 for c in configs if not c.tls) == 4
     assert all(c.topology.kind == "local" for c in configs)
 
 

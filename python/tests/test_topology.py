@@ -90,6 +90,26 @@ def test_writes_through_a_middleware_are_capped_by_its_upload_to_every_server():
     assert found.ops_per_s == pytest.approx(100e6 / 8 / (8 + 66 + 3 * set_wire))
 
 
+def test_redis_messages_are_resp_arrays_of_bulk_strings():
+    one = config('[servers]\nkind = "redis"\n[workload]\ndata_size = 4096\n')
+    # "*2\r\n$3\r\nGET\r\n$11\r\n<key>\r\n" = 4 + 9 + 18; "$4096\r\n<data>\r\n";
+    # "*3\r\n$3\r\nSET\r\n$11\r\n<key>\r\n$4096\r\n<data>\r\n"; "+OK\r\n"
+    assert linkbound.message_sizes(one, 11) == (31, 4105, 4136, 5)
+    three = config('[servers]\nkind = "redis"\n[workload]\ndata_size = 100\n'
+                   "multiget_keys = 3\n")
+    # "*4\r\n$4\r\nMGET\r\n" + 3 x 18; "*3\r\n" + 3 x "$100\r\n<data>\r\n"
+    assert linkbound.message_sizes(three, 11)[:2] == (4 + 10 + 3 * 18, 4 + 3 * 108)
+
+
+def test_redis_writes_through_a_middleware_are_capped_by_its_upload_to_every_server():
+    c = config('[servers]\ncount = 3\nkind = "redis"\n'
+               '[workload]\nratio = "1:0"\ndata_size = 4096\n')
+    layout = topology.plan(c)
+    found = linkbound.bound(c, layout, 11, linkbound.configured_rates(layout))
+    assert found.limit == "middleware1 up"
+    assert found.ops_per_s == pytest.approx(100e6 / 8 / (5 + 66 + 3 * (4136 + 3 * 66)))
+
+
 def test_nothing_shaped_means_no_bound():
     c = spec.parse(BASE.replace("link_mbit = 100", "link_mbit = 0")
                    + '[sweep.factors]\n"load.clients" = [1]').points[0].config

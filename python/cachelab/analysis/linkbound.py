@@ -2,12 +2,20 @@
 its throughput plots (a 4 KiB read-only load capped by a server's upload). Pure.
 
 For every host and direction, the bytes a request puts on that host's link on average,
-B(host, dir), follow from the memcached text protocol (values of `data_size` bytes,
-keys of `key_len`):
+B(host, dir), follow from the protocol the servers speak (the middleware speaks it to both
+sides), for memcached the text protocol (values of `data_size` bytes, keys of `key_len`):
 
     get request   g_q = len("get <key>\\r\\n")              (k keys: k keys in one line)
     get reply     g_r = k x len("VALUE <key> 0 <size>\\r\\n<data>\\r\\n") + len("END\\r\\n")
     set request   s_q = len("set <key> 0 0 <size>\\r\\n<data>\\r\\n"),   set reply 8
+
+and for Redis servers (RESP2, as cachelab-load composes it: every command an array of bulk
+strings, `$<n>\r\n<bytes>\r\n`, written bulk(n) below)
+
+    get request   g_q = len("*2\r\n") + bulk(3) + bulk(key_len)        (k > 1 keys: MGET,
+                  len("*<k+1>\r\n") + bulk(4) + k x bulk(key_len))
+    get reply     g_r = bulk(size)                    (MGET: len("*<k>\r\n") + k x bulk(size))
+    set request   s_q = len("*3\r\n") + bulk(3) + bulk(key_len) + bulk(size),  reply "+OK\r\n" 5
 
 each message on the wire as its bytes plus 66 bytes of Ethernet, IP and TCP headers per
 segment of at most 1448 bytes (MSS with timestamps). With w the share of sets and N
@@ -33,7 +41,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from cachelab.spec.experiment import RunConfig
+from cachelab.spec.experiment import RunConfig, ServerKind
 from cachelab.spec.topology import Layout
 
 MSS = 1448
@@ -52,8 +60,37 @@ class Bound:
     limit: str
 
 
+def _bulk(n: int) -> int:
+    """A RESP bulk string of n bytes: `$<n>\r\n<bytes>\r\n`."""
+    return 1 + len(str(n)) + 2 + n + 2
+
+
+def _array(n: int) -> int:
+    """A RESP array's header: `*<n>\r\n`."""
+    return 1 + len(str(n)) + 2
+
+
+def resp_sizes(config: RunConfig, key_len: int) -> tuple[float, float, float, float]:
+    """(get request, get reply, set request, set reply) bytes of one Redis request (the
+    module doc's RESP equations): GET, or MGET for more than one key."""
+    w = config.workload
+    keys = w.multiget_keys
+    if keys > 1:
+        get_q = _array(keys + 1) + _bulk(4) + keys * _bulk(key_len)
+        get_r = _array(keys) + keys * _bulk(w.data_size)
+    else:
+        get_q = _array(2) + _bulk(3) + _bulk(key_len)
+        get_r = _bulk(w.data_size)
+    set_q = _array(3) + _bulk(3) + _bulk(key_len) + _bulk(w.data_size)
+    return get_q, get_r, set_q, 5
+
+
 def message_sizes(config: RunConfig, key_len: int) -> tuple[float, float, float, float]:
-    """(get request, get reply, set request, set reply) bytes of one request."""
+    """(get request, get reply, set request, set reply) bytes of one request, in the
+    protocol the servers speak (the middleware speaks its servers' protocol to both
+    sides)."""
+    if config.servers.kind == ServerKind.REDIS:
+        return resp_sizes(config, key_len)
     w = config.workload
     keys = max(1, w.multiget_keys)
     size = len(str(w.data_size))

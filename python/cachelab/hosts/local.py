@@ -179,26 +179,65 @@ class MiddlewareTransport:
         return argv
 
 
-def start_middleware(servers: Sequence[str], *, workers: int, sharded: bool,
-                     threads: int | None, window_s: float, cpus: Sequence[int],
-                     stats_file: Path, log_file: Path, out: Path,
-                     pipeline: int = 1, busy_poll_us: int = 0,
+#: What a middleware's pool speaks to its clients and its servers (`--protocol`), by the
+#: servers' kind; memcached is the proxy's default and is left off its command line.
+PROXY_PROTOCOLS = ("memcached", "redis")
+
+
+@dataclass(frozen=True)
+class ProxySettings:
+    """How one cachelab-proxy serves (spec.Middleware, and the servers' protocol)."""
+
+    workers: int
+    sharded: bool = False
+    #: The proxy's runtime threads; None: its default.
+    threads: int | None = None
+    pipeline: int = 1
+    busy_poll_us: int = 0
+    #: "memcached" or "redis": a Redis pool's clients and servers speak RESP.
+    protocol: str = "memcached"
+    #: Seconds per statistics window.
+    window_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.protocol not in PROXY_PROTOCOLS:
+            raise ValueError(f"protocol must be one of {', '.join(PROXY_PROTOCOLS)}, "
+                             f"got {self.protocol!r}")
+
+
+def middleware_argv(servers: Sequence[str], settings: ProxySettings, *,
+                    listen: Sequence[str], stats_file: Path, log_file: Path,
+                    transport: MiddlewareTransport = MiddlewareTransport()) -> list[str]:
+    """cachelab-proxy's arguments (after the program) for a pool of `servers`: a Redis
+    pool gets `--protocol redis`, and everything else (workers, sharded MGET, stats, TLS,
+    sockets) is as for memcached."""
+    s = settings
+    argv = [*listen, *transport.argv()]
+    argv += ["--protocol", s.protocol] if s.protocol != "memcached" else []
+    argv += ["-t", str(s.workers), "--stats-window", f"{s.window_s:g}",
+             "--stats-file", str(stats_file), "--log-file", str(log_file), "-m", *servers]
+    argv += ["-s"] if s.sharded else []
+    argv += ["--threads", str(s.threads)] if s.threads else []
+    argv += ["--pipeline", str(s.pipeline)] if s.pipeline > 1 else []
+    argv += ["--busy-poll-us", str(s.busy_poll_us)] if s.busy_poll_us else []
+    return argv
+
+
+def start_middleware(servers: Sequence[str], settings: ProxySettings, *,
+                     cpus: Sequence[int], stats_file: Path, log_file: Path, out: Path,
                      host: Host = LOOPBACK,
                      transport: MiddlewareTransport = MiddlewareTransport()) -> Managed:
     """cachelab-proxy on a free port (it prints `listening on ADDR` first on stdout; on a
     remote host, where its output is not at hand, on a port chosen here), or on the
-    transport's Unix socket."""
+    transport's Unix socket (`middleware_argv`). Its command line is written beside `out`
+    (`.cmdline`), so the run records it."""
     port = _port(host) if host.remote else 0
     listen = (["--unix-socket", str(transport.socket)] if transport.socket is not None
               else ["-l", host.address, "-p", str(port)])
-    argv = [str(find_binary("cachelab-proxy")), *listen, *transport.argv(),
-            "-t", str(workers),
-            "--stats-window", f"{window_s:g}", "--stats-file", str(stats_file),
-            "--log-file", str(log_file), "-m", *servers]
-    argv += ["-s"] if sharded else []
-    argv += ["--threads", str(threads)] if threads else []
-    argv += ["--pipeline", str(pipeline)] if pipeline > 1 else []
-    argv += ["--busy-poll-us", str(busy_poll_us)] if busy_poll_us else []
+    argv = [str(find_binary("cachelab-proxy")),
+            *middleware_argv(servers, settings, listen=listen, stats_file=stats_file,
+                             log_file=log_file, transport=transport)]
+    out.with_suffix(".cmdline").write_text(" ".join(argv) + "\n")
     proc = host.spawn(argv, out, cpus)
     files = {"stats": stats_file, "log": log_file}
     if host.remote:

@@ -8,10 +8,11 @@ Round trip middleware <-> server j, seconds:
                                (measured RTT p50 - what the delays add): the unshaped path
     local:                     the loopback round trip measured before the point
 
-Transfer times are wire bytes (analysis/linkbound.py: the memcached text protocol plus
-headers per segment) over the configured rate of each shaped direction on the way; the
-middleware's side is the first middleware's host (the others are configured alike in
-the ready experiments; their share of the clients is in the per-link demands). A scale
+Transfer times are wire bytes (analysis/linkbound.py: the memcached text protocol or
+RESP, as the servers speak, plus headers per segment) over the configured rate of each
+shaped direction on the way; the middleware's side is the first middleware's host (the
+others are configured alike in the ready experiments; their share of the clients is in
+the per-link demands). A scale
 model's links are taken at full speed, as its figures are rescaled (report/rescale).
 """
 

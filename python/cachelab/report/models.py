@@ -4,7 +4,7 @@ clients the network of queues built from measured demands (`analysis.network_mod
 
 The network is built from the demands measured at each configuration's lowest load, where
 nothing queues, so the measured times are service demands proper. At higher loads the
-times the middleware measures include waiting it cannot see (in memcached, in the kernel,
+times the middleware measures include waiting it cannot see (in the servers, in the kernel,
 for a CPU), which the model would then count a second time in its own queues.
 """
 
@@ -138,10 +138,29 @@ def demands(p: PointResult) -> network_model.Demands:
         server_service=tuple(s.service.mean * US for s in mw.servers),
         server_visits=tuple(mw.visits(j) for j in range(len(mw.servers))),
         workers=p.config["middleware"]["workers"], middlewares=mw.middlewares,
-        server_threads=p.config["servers"]["threads"],
+        server_threads=server_threads(p.config),
         server_time=mw.mean_us("server_service") * US,
         links=links_of(p),
     )
+
+
+def server_threads(config: dict) -> int:
+    """The requests one server serves at once, as the network of queues counts its
+    servers (a multi station of that many, or a queue): memcached's worker threads (`-t`),
+    and 1 for Redis, which runs every command on its main thread; its `--io-threads` (the
+    same `servers.threads`) only read and write the sockets."""
+    servers = config["servers"]
+    return 1 if servers.get("kind") == "redis" else servers["threads"]
+
+
+def server_notes(config: dict) -> tuple[str, ...]:
+    """What the network of queues assumes about the servers that the run's settings
+    could make a reader expect otherwise."""
+    servers = config["servers"]
+    if servers.get("kind") == "redis" and servers["threads"] > 1:
+        return (f"Redis runs commands on one thread: its {servers['threads']} I/O threads "
+                "read and write sockets in parallel, so each server is one queue",)
+    return ()
 
 
 def mva_sections(curves: list[Curve], x_path: str) -> tuple[list[MvaSection], str | None]:
@@ -180,7 +199,7 @@ def _section(label: str, points: list[PointResult]) -> MvaSection:
                      tuple(solved))
     last = points[-1]
     notes = network_model.assumptions(demands(last), pipeline=last.config["middleware"][
-        "pipeline"], shares_cpus=shares_cpus(last.config))
+        "pipeline"], shares_cpus=shares_cpus(last.config)) + server_notes(last.config)
     own = network_model.network(demands(last))
     busy = [(s.name, known(last.middleware).throughput * s.demand / s.servers)
             for s in own.stations if s.kind != "delay"]

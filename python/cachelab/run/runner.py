@@ -111,10 +111,8 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
         servers = _start_servers(c, directory, place, stack, wiring)
         _populate(c, servers, directory, stack, wiring)
         middlewares = [stack.enter_context(local.start_middleware(
-            [s.address for s in servers], workers=c.middleware.workers,
-            sharded=c.middleware.sharded, threads=c.middleware.threads,
-            pipeline=c.middleware.pipeline, busy_poll_us=c.middleware.busy_poll_us,
-            window_s=exp.stats_window_s, cpus=local.pinned(c.middleware.cpus, i),
+            [s.address for s in servers], proxy_settings(c, exp.stats_window_s),
+            cpus=local.pinned(c.middleware.cpus, i),
             stats_file=directory / f"middleware-{i}.stats.jsonl",
             log_file=directory / f"middleware-{i}.log", out=directory / f"middleware-{i}.out",
             host=place("middleware", i), transport=wiring.middleware(i)))
@@ -215,6 +213,14 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
                      capacity_record, measures, placements, start_at, intervals, checks,
                      tuple(EmulatorCpuSample(*x) for x in emulator_sampler.samples),
                      sessions, process_cpu)
+
+
+def proxy_settings(c: RunConfig, window_s: float) -> local.ProxySettings:
+    """How the run's middlewares serve: the middleware section's settings, and the
+    servers' protocol (a Redis pool speaks RESP to its clients and its servers)."""
+    m = c.middleware
+    return local.ProxySettings(m.workers, m.sharded, m.threads, m.pipeline, m.busy_poll_us,
+                               c.servers.kind.value, window_s)
 
 
 Measured = list[tuple[str, int, Managed]]

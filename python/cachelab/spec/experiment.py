@@ -662,9 +662,11 @@ def _config(raw: dict[str, dict], prefix: str) -> RunConfig:
 
 def _check_run(c: RunConfig) -> None:
     """Rules between fields."""
-    if c.servers.kind == ServerKind.REDIS and c.middleware.count:
-        raise UserError('middleware.count: the middleware speaks the memcached protocol; '
-                        'with servers.kind = "redis" set middleware.count = 0')
+    # The middleware speaks its servers' protocol (cachelab-proxy --protocol redis for
+    # Redis servers), so either kind may sit behind it.
+    if c.servers.kind == ServerKind.REDIS and "--requirepass" in c.servers.extra_args:
+        raise UserError("servers.extra_args: --requirepass: cachelab-load sends no AUTH, so "
+                        "the populate step and the load would be refused (NOAUTH)")
     if c.load.protocol == WireProtocol.BINARY and (c.servers.kind != ServerKind.MEMCACHED
                                                    or c.middleware.count):
         raise UserError('load.protocol: "binary" is memcached\'s binary protocol, spoken to '
