@@ -205,7 +205,11 @@ impl Backend {
     ///
     /// Goes through `AsyncRead`, which clears the socket's readiness after a short read,
     /// so a drained socket costs no extra `recv` returning EAGAIN.
-    pub fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut BytesMut) -> Poll<Result<(), Down>> {
+    pub fn poll_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut BytesMut,
+    ) -> Poll<Result<(), Down>> {
         let Some(stream) = self.stream.as_mut() else {
             return Poll::Ready(Err(self.down.clone()));
         };

@@ -324,4 +324,3 @@ async fn idle_closed(backends: &mut [Backend]) -> (usize, IdleEnd) {
     })
     .await
 }
-

@@ -84,9 +84,14 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
                 error: true,
                 ..Outcome::default()
             };
-            put(&mut self.out, &mut self.reply, job, false, failovers, |out| {
-                out.extend_from_slice(line)
-            });
+            put(
+                &mut self.out,
+                &mut self.reply,
+                job,
+                false,
+                failovers,
+                |out| out.extend_from_slice(line),
+            );
             self.send_reply(index, outcome);
             return;
         }
@@ -148,7 +153,9 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
             }
             let bytes = &conns[server].rbuf[offset..offset + len];
             let silent = quiet_drops(job, answer);
-            put(out, reply, job, silent, failovers, |o| o.extend_from_slice(bytes));
+            put(out, reply, job, silent, failovers, |o| {
+                o.extend_from_slice(bytes)
+            });
         } else if let Merge::Resp(rule) = merge {
             let parts: Vec<&[u8]> = answers
                 .map(|(server, _, offset, len)| &conns[server].rbuf[offset..offset + len])
@@ -160,7 +167,9 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
                 merged.clear();
                 merged.extend_from_slice(format!("-ERR cachelab-proxy: {e}\r\n").as_bytes());
             }
-            put(out, reply, job, false, failovers, |o| o.extend_from_slice(&merged));
+            put(out, reply, job, false, failovers, |o| {
+                o.extend_from_slice(&merged)
+            });
         } else {
             let body = |(server, answer, offset, _): (ServerId, Reply, usize, usize)| match answer {
                 Reply::Values { body_len, .. } => &conns[server].rbuf[offset..offset + body_len],
@@ -230,9 +239,14 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
             } => {
                 let bytes = &self.conns[ex.server].rbuf[offset..offset + len];
                 let silent = quiet_drops(job, reply);
-                put(&mut self.out, &mut self.reply, job, silent, failovers, |o| {
-                    o.extend_from_slice(bytes)
-                });
+                put(
+                    &mut self.out,
+                    &mut self.reply,
+                    job,
+                    silent,
+                    failovers,
+                    |o| o.extend_from_slice(bytes),
+                );
             }
             State::Refused { line, .. } => {
                 put(&mut self.out, &mut self.reply, job, false, failovers, |o| {
@@ -296,9 +310,14 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
                 outcome.error = !succeeded && reply.is_error();
                 let bytes = &self.conns[primary.server].rbuf[offset..offset + len];
                 let silent = quiet_drops(job, reply);
-                put(&mut self.out, &mut self.reply, job, silent, failovers, |o| {
-                    o.extend_from_slice(bytes)
-                });
+                put(
+                    &mut self.out,
+                    &mut self.reply,
+                    job,
+                    silent,
+                    failovers,
+                    |o| o.extend_from_slice(bytes),
+                );
             }
             State::Refused { line, .. } => {
                 outcome.error = true;
@@ -321,13 +340,20 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
         let down = &self.conns[server].down;
         let addr = self.health.addr(server);
         let resp = job.expect == Expect::Resp;
-        put(&mut self.out, &mut self.reply, job, false, failovers, |out| {
-            if resp {
-                down.compose_resp_reply(addr, out)
-            } else {
-                down.compose_reply(addr, out)
-            }
-        });
+        put(
+            &mut self.out,
+            &mut self.reply,
+            job,
+            false,
+            failovers,
+            |out| {
+                if resp {
+                    down.compose_resp_reply(addr, out)
+                } else {
+                    down.compose_reply(addr, out)
+                }
+            },
+        );
     }
 
     pub(super) fn warn_replication(&mut self, op: OpKind, range: Range<usize>, now: Instant) {

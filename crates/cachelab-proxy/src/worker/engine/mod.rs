@@ -38,6 +38,10 @@ mod compose;
 mod exchange;
 mod finish;
 mod replies;
+#[cfg(test)]
+mod sim;
+#[cfg(test)]
+mod tests;
 
 use compose::{compose, compose_unconditional};
 use exchange::{fail_pending, server_span, Exchange, State};
@@ -145,11 +149,16 @@ pub enum Action {
     /// Send [`Engine::outgoing`] of the server; answer with [`Event::Written`] or
     /// [`Event::WriteFailed`]. `idle` when no reply is owed on the connection, so a
     /// connection the server closed meanwhile can be noticed and replaced first.
-    Write { server: ServerId, idle: bool },
+    Write {
+        server: ServerId,
+        idle: bool,
+    },
     /// Wait for replies from the servers [`Engine::wants_read`] until `deadline`; tell
     /// what arrives ([`Event::Read`]), [`Event::TimerDue`] or [`Event::HealthChanged`]
     /// (changes before this action are not news).
-    Await { deadline: Instant },
+    Await {
+        deadline: Instant,
+    },
     /// Close the connection and count the failure against the server.
     Fail {
         server: ServerId,
@@ -157,7 +166,10 @@ pub enum Action {
         down: Down,
     },
     /// Close the connection without counting it against the server.
-    Drop { server: ServerId, down: Down },
+    Drop {
+        server: ServerId,
+        down: Down,
+    },
     /// Count the request, then complete reply slot of request `index` with `bytes`
     /// (or, when `silent`, without a reply); answer with [`Event::Replied`].
     Reply {
@@ -244,7 +256,10 @@ enum Phase {
         round: Round,
     },
     /// Request `index`'s reply is out; its statistics follow [`Event::Replied`].
-    Reply { index: usize, outcome: Outcome },
+    Reply {
+        index: usize,
+        outcome: Outcome,
+    },
 }
 
 pub struct Engine<J, H> {
@@ -339,7 +354,10 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
 
     /// The request `index` of the batch, while it is being served.
     pub fn job(&self, index: usize) -> &J {
-        &self.batch[index].as_ref().expect("request still served").job
+        &self.batch[index]
+            .as_ref()
+            .expect("request still served")
+            .job
     }
 
     /// The bytes to send to `server` ([`Action::Write`]).
@@ -362,7 +380,10 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
     }
 
     /// When each server that answered request `index` was sent to and answered.
-    pub fn server_times(&self, index: usize) -> impl Iterator<Item = (ServerId, Instant, Instant)> + '_ {
+    pub fn server_times(
+        &self,
+        index: usize,
+    ) -> impl Iterator<Item = (ServerId, Instant, Instant)> + '_ {
         self.exchanges
             .iter()
             .filter(move |ex| ex.job == index)
@@ -537,8 +558,7 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
         conn.connected = false;
         conn.wbuf.clear();
         conn.down = down.clone();
-        self.actions
-            .push_back(Action::Fail { server, kind, down });
+        self.actions.push_back(Action::Fail { server, kind, down });
     }
 
     fn drop_connection(&mut self, server: ServerId, down: Down) {
