@@ -4,9 +4,8 @@
 //! A harness carries out the engine's actions against them, as the shell does against
 //! sockets, with a clock that moves only when the harness says so.
 
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -26,19 +25,17 @@ use crate::routing::plan::{Alive, Mode, Pool, PoolServer, ReadPolicy, ServerId};
 use crate::routing::ring::{Distribution, Member};
 use crate::routing::Protocol;
 
-/// The ejections a test sets, and the answers the engine reported.
+/// The ejections a test sets.
 pub(super) struct FakeHealth {
     addrs: Vec<Endpoint>,
-    pub(super) ejected: RefCell<HashSet<ServerId>>,
-    pub(super) successes: RefCell<u64>,
+    pub(super) ejected: Mutex<HashSet<ServerId>>,
 }
 
 impl FakeHealth {
     pub(super) fn new(servers: usize) -> FakeHealth {
         FakeHealth {
             addrs: (0..servers).map(addr).collect(),
-            ejected: RefCell::new(HashSet::new()),
-            successes: RefCell::new(0),
+            ejected: Mutex::new(HashSet::new()),
         }
     }
 }
@@ -50,7 +47,7 @@ fn addr(server: ServerId) -> Endpoint {
 
 impl Alive for FakeHealth {
     fn is_ejected(&self, server: ServerId) -> bool {
-        self.ejected.borrow().contains(&server)
+        self.ejected.lock().unwrap().contains(&server)
     }
 }
 
@@ -61,9 +58,7 @@ impl ServerHealth for FakeHealth {
     fn addr(&self, server: ServerId) -> &Endpoint {
         &self.addrs[server]
     }
-    fn report_success(&self, _: ServerId) {
-        *self.successes.borrow_mut() += 1;
-    }
+    fn report_success(&self, _: ServerId) {}
 }
 
 /// A request of a test, numbered in the order it was taken.
@@ -360,6 +355,9 @@ pub(super) struct SeenReply {
 /// The engine and its simulated servers, connections and clock.
 pub(super) struct Harness {
     pub(super) engine: Engine<TestJob, FakeHealth>,
+    pub(super) health: Arc<FakeHealth>,
+    /// A server the shared health ejects at a time (another worker's verdict).
+    pub(super) eject_at: Option<(Instant, ServerId)>,
     pub(super) servers: Vec<SimServer>,
     pub(super) redis: bool,
     pub(super) now: Instant,
@@ -394,7 +392,9 @@ impl Harness {
         let budget = Arc::new(MemoryBudget::new(budget));
         let now = Instant::now();
         Harness {
-            engine: Engine::new(health, budget, s),
+            engine: Engine::new(Arc::clone(&health), budget, s),
+            health,
+            eject_at: None,
             servers,
             redis,
             now,
@@ -533,6 +533,14 @@ impl Harness {
             .filter(|&s| self.engine.wants_read(s) && !self.inbox[s].is_empty())
             .min_by_key(|&s| self.inbox[s][0].0);
         let deadline = self.deadline.expect("an Await before waiting");
+        let next_at = next.map_or(deadline, |s| self.inbox[s][0].0.min(deadline));
+        if let Some((at, server)) = self.eject_at.filter(|&(at, _)| at <= next_at) {
+            self.eject_at = None;
+            self.now = self.now.max(at);
+            self.health.ejected.lock().unwrap().insert(server);
+            self.engine.handle(Event::HealthChanged, self.now);
+            return;
+        }
         match next {
             Some(server) if self.inbox[server][0].0 <= deadline => {
                 let (at, delivery) = self.inbox[server].remove(0);

@@ -145,6 +145,21 @@ fn a_timeout_fails_only_the_pending_parts_of_that_server() {
 }
 
 #[test]
+fn a_server_ejected_while_waited_on_is_given_up_at_once_and_its_part_fails_over() {
+    let mut servers = normal(2);
+    servers[0].behaviour = Behaviour::Silent;
+    servers[1].data.insert(b"k".to_vec(), b"v".to_vec());
+    let mut h = Harness::new(servers, false, settings(1));
+    h.eject_at = Some((h.now + Duration::from_millis(5), 0));
+    serve_each(&mut h, None, &[b"get k\r\n"]);
+    assert_eq!(last_reply(&h), "VALUE k 0 1\r\nv\r\nEND\r\n");
+    assert_eq!(h.drops, vec![(0, Down::EjectedWhileWaiting)]);
+    assert!(h.failures.is_empty(), "not a timeout of ours");
+    let answered = h.samples[0].ts.last_answer.unwrap() - h.start;
+    assert!(answered < Duration::from_millis(100), "{answered:?}");
+}
+
+#[test]
 fn a_server_dying_mid_batch_leaves_no_request_unanswered() {
     let mut servers = normal(2);
     servers[0].behaviour = Behaviour::DiesAfter(1);
