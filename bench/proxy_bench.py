@@ -139,8 +139,10 @@ CACHELAB_MODES = {
 }
 
 
-def start_cachelab(ports: list[int], mode: str) -> Target:
+def start_cachelab(ports: list[int], mode: str, protocol: str = "memcached") -> Target:
     extra = CACHELAB_MODES[mode]
+    if protocol != "memcached":  # the flag is left out for memcached, the default
+        extra = ["--protocol", protocol, *extra]
     proc = pinned(PROXY_CPU, [str(BIN / "cachelab-proxy"), "-p", "0", *extra, "-m",
                               *[f"127.0.0.1:{p}" for p in ports]],
                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -150,28 +152,30 @@ def start_cachelab(ports: list[int], mode: str) -> Target:
     return Target(f"cachelab-{mode}", proc, port)
 
 
-def nutcracker_yml(ports: list[int], workdir: Path) -> tuple[Path, int]:
-    """A nutcracker.yml over the servers, listening on a free port."""
+def nutcracker_yml(ports: list[int], workdir: Path, redis: bool = False) -> tuple[Path, int]:
+    """A nutcracker.yml over the servers (memcached, or Redis with `redis`), listening on
+    a free port."""
     port = free_port()
     conf = workdir / f"nutcracker-{port}.yml"
     servers = "\n".join(f"   - 127.0.0.1:{p}:1" for p in ports)
     conf.write_text(f"pool:\n  listen: 127.0.0.1:{port}\n  hash: fnv1a_64\n"
-                    f"  distribution: ketama\n  auto_eject_hosts: false\n  redis: false\n"
+                    f"  distribution: ketama\n  auto_eject_hosts: false\n"
+                    f"  redis: {'true' if redis else 'false'}\n"
                     f"  servers:\n{servers}\n")
     return conf, port
 
 
-def start_twemproxy(ports: list[int], workdir: Path) -> Target:
-    conf, port = nutcracker_yml(ports, workdir)
+def start_twemproxy(ports: list[int], workdir: Path, redis: bool = False) -> Target:
+    conf, port = nutcracker_yml(ports, workdir, redis)
     proc = pinned(PROXY_CPU, ["nutcracker", "-c", str(conf), "-p", str(workdir / f"{port}.pid"),
                               "-o", str(workdir / f"{port}.log")])
     wait_listening(port)
     return Target("twemproxy", proc, port)
 
 
-def start_cachelab_shard(ports: list[int], workdir: Path) -> Target:
+def start_cachelab_shard(ports: list[int], workdir: Path, redis: bool = False) -> Target:
     """cachelab-proxy with the nutcracker.yml twemproxy gets (its own listen port)."""
-    conf, port = nutcracker_yml(ports, workdir)
+    conf, port = nutcracker_yml(ports, workdir, redis)
     proc = pinned(PROXY_CPU, [str(BIN / "cachelab-proxy"), "--config", str(conf)],
                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     proc.stdout.readline()
@@ -224,15 +228,22 @@ class Measure:
     fell_behind: bool | None
 
 
-def load(port: int, case: Case, run_time: float, out: Path) -> dict:
-    argv = [str(BIN / "cachelab-load"), "-s", "127.0.0.1", "-p", str(port), "-P", "memcache_text",
-            "-t", "1", "-c", str(CLOSED_CLIENTS), "-d", str(case.value),
+def load_argv(case: Case) -> list[str]:
+    """The load generator's workload flags for a case of this script."""
+    return ["-P", "memcache_text", "-d", str(case.value),
+            "--ratio", "0:1" if case.mix == "get" else "1:1"]
+
+
+def load(port: int, workload: list[str], rate: int | None, run_time: float, out: Path) -> dict:
+    """One closed-loop (rate None) or open-loop run of cachelab-load on the load CPU;
+    `workload` is its protocol, value size and mix (load_argv)."""
+    argv = [str(BIN / "cachelab-load"), "-s", "127.0.0.1", "-p", str(port), *workload,
+            "-t", "1", "-c", str(CLOSED_CLIENTS),
             "--key-minimum", "1", "--key-maximum", str(KEYS), "--key-pattern", "R:R",
-            "--ratio", "0:1" if case.mix == "get" else "1:1",
             "--test-time", str(run_time), "--warmup", str(min(1.0, run_time / 4)),
             "--json-out-file", str(out)]
-    if case.rate is not None:
-        argv += ["--rate", str(case.rate)]
+    if rate is not None:
+        argv += ["--rate", str(rate)]
     result = subprocess.run(["taskset", "-c", LOAD_CPU, *argv], capture_output=True, text=True,
                             timeout=run_time + 60)
     if result.returncode != 0:
@@ -240,11 +251,12 @@ def load(port: int, case: Case, run_time: float, out: Path) -> dict:
     return json.loads(out.read_text())
 
 
-def measure(target: Target, case: Case, run_time: float, workdir: Path) -> Measure:
+def measure(target: Target, workload: list[str], rate: int | None, run_time: float,
+            workdir: Path) -> Measure:
     for _attempt in range(3):
         cpu_before = cpu_seconds(target.proc.pid) if target.proc else 0.0
         times_before = cpu_times()
-        report = load(target.port, case, run_time, workdir / "load.json")
+        report = load(target.port, workload, rate, run_time, workdir / "load.json")
         steal = steal_fraction(times_before, cpu_times())
         cpu = cpu_seconds(target.proc.pid) - cpu_before if target.proc else None
         if steal <= STEAL_LIMIT:
@@ -337,7 +349,8 @@ def main() -> None:
                     runs: dict[str, list[Measure]] = {t.name: [] for t in targets}
                     for _ in range(args.repeats):
                         for t in targets:  # interleaved: A B C A B C ...
-                            runs[t.name].append(measure(t, case, args.run_time, workdir))
+                            runs[t.name].append(measure(t, load_argv(case), case.rate,
+                                                           args.run_time, workdir))
                     row = {"case": asdict(case)} | {n: median_of(r) for n, r in runs.items()}
                     results.append(row)
                     print_row(row)

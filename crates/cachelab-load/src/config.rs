@@ -10,7 +10,7 @@ use thiserror::Error;
 use crate::args::{
     Args, ArrivalArg, ProtocolArg, TimestampsArg, DEFAULT_DATA_SIZE, DEFAULT_REQUESTS,
 };
-use crate::cycle::GetKeys;
+use crate::cycle::{GetKeys, Ratio};
 use crate::keys::{KeyPattern, KeyRange};
 use crate::schedule::Arrival;
 use crate::sizes::{self, MEMCACHED_MAX_RELATIVE_EXPTIME};
@@ -36,14 +36,6 @@ impl Protocol {
             Protocol::Redis => "redis",
         }
     }
-}
-
-/// Sets and gets are issued in repeating runs of `sets` then `gets` on each connection,
-/// so counts follow the ratio exactly rather than on average (see [`crate::cycle`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ratio {
-    pub sets: u32,
-    pub gets: u32,
 }
 
 /// Which addresses of the server to try (`-4`, `-6`).

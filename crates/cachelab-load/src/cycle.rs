@@ -12,7 +12,13 @@
 //!   3 keys, 1 key; `--ratio=0:1` sends 1-key GETs whatever N. (memtier's
 //!   `client::create_request` and `client::create_mget_request` in client.cpp.)
 
-use crate::config::Ratio;
+/// `--ratio S:G`: sets and gets are issued in repeating runs of `sets` then `gets` on each
+/// connection, so counts follow the ratio exactly rather than on average.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ratio {
+    pub sets: u32,
+    pub gets: u32,
+}
 
 /// How many keys the GETs of a cycle ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,13 +17,8 @@
 use cachelab_stats::{LatencyHistogram, Welford};
 
 use crate::setup::Setup;
-use crate::timing::{Times, TimestampMode, Timing};
+use crate::timing::{ns_to_us, Times, TimestampMode, Timing};
 use crate::workload::{Op, Outcome};
-
-/// Nanoseconds to whole microseconds, rounded to nearest (the histograms' unit).
-pub fn ns_to_us(ns: u64) -> u64 {
-    (ns + 500) / 1000
-}
 
 /// The part of the run that the summary covers, in ns since the start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

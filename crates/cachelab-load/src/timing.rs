@@ -23,7 +23,10 @@
 
 use cachelab_stats::{LatencyHistogram, Welford};
 
-use crate::record::ns_to_us;
+/// Nanoseconds to whole microseconds, rounded to nearest (the histograms' unit).
+pub fn ns_to_us(ns: u64) -> u64 {
+    (ns + 500) / 1000
+}
 
 /// `--timestamps`: which clock ends the latency.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,8 +11,8 @@ use cachelab_protocol::{
 use rand::{Rng, RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::config::{ExpiryRange, Protocol, Ratio, Requests, Workload};
-use crate::cycle::{OpCycle, Step};
+use crate::config::{ExpiryRange, Protocol, Requests, Workload};
+use crate::cycle::{OpCycle, Ratio, Step};
 use crate::keys::KeyGen;
 use crate::sizes::SizeGen;
 

@@ -233,6 +233,19 @@ impl ParseError {
     }
 }
 
+/// Why a server's reply (memcached or RESP) could not be read: wait for more bytes, or
+/// the stream is no longer in step. Shared by both reply parsers, so it lives apart from
+/// either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum ReplyError {
+    #[error("incomplete reply")]
+    Incomplete,
+    /// The server sent something that does not answer the request; the connection can no
+    /// longer be trusted to be in step.
+    #[error("malformed reply: {0}")]
+    Malformed(&'static str),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

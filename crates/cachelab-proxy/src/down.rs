@@ -91,23 +91,18 @@ impl Down {
     /// Writes `SERVER_ERROR server <addr> unavailable: <reason>\r\n`; a reason that
     /// carries a line break (an OS error text, say) cannot break the line.
     pub fn compose_reply(&self, addr: &Endpoint, out: &mut BytesMut) {
-        let start = out.len();
-        // Writing into a BytesMut cannot fail.
-        let _ = write!(out, "SERVER_ERROR server {addr} unavailable: {self}");
-        for b in &mut out[start..] {
-            if *b == b'\r' || *b == b'\n' {
-                *b = b' ';
-            }
-        }
-        out.extend_from_slice(b"\r\n");
+        self.compose_line("SERVER_ERROR", addr, out)
     }
-}
 
-impl Down {
     /// The same for a Redis client: `-ERR server <addr> unavailable: <reason>\r\n`.
     pub fn compose_resp_reply(&self, addr: &Endpoint, out: &mut BytesMut) {
+        self.compose_line("-ERR", addr, out)
+    }
+
+    fn compose_line(&self, prefix: &str, addr: &Endpoint, out: &mut BytesMut) {
         let start = out.len();
-        let _ = write!(out, "-ERR server {addr} unavailable: {self}");
+        // Writing into a BytesMut cannot fail.
+        let _ = write!(out, "{prefix} server {addr} unavailable: {self}");
         for b in &mut out[start..] {
             if *b == b'\r' || *b == b'\n' {
                 *b = b' ';

@@ -1,5 +1,8 @@
-//! cachelab-proxy: a memcached middleware that replicates writes, balances reads,
-//! optionally shards multi-GETs, and measures where every request spends its time.
+//! cachelab-proxy: a memcached and Redis middleware that replicates writes, balances
+//! reads, optionally shards multi-GETs, and measures where every request spends its time.
+//! A pool speaks memcached or Redis (RESP2): a Redis pool's clients are decoded by
+//! [`resp_decode`], its commands planned by [`routing::redis`], its servers greeted
+//! (`AUTH`, `SELECT`) and probed (`PING`) as [`dialect`] says; the rest is shared.
 //!
 //! The structure is the queueing model the measurements are about:
 //!

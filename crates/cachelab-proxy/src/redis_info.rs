@@ -13,11 +13,29 @@ use crate::counters::Counters;
 use crate::observed::Observed;
 use crate::routing::plan::Mode;
 
-/// Writes the whole `INFO` reply (every section) into `out`.
-pub fn compose_info(shared: &Observed, out: &mut BytesMut) {
+/// Writes the `INFO` reply into `out`: every section, or (as Redis does for
+/// `INFO <section>`) the one named, in any case; a name no section has gives an empty
+/// string.
+pub fn compose_info(shared: &Observed, section: Option<&str>, out: &mut BytesMut) {
     let mut text = String::with_capacity(2048);
     write_info(shared, &mut text);
-    put_bulk(out, text.as_bytes());
+    let wanted = section.filter(|s| !matches!(*s, "all" | "everything" | "default"));
+    match wanted {
+        None => put_bulk(out, text.as_bytes()),
+        Some(name) => {
+            let only: String = text
+                .split("\r\n\r\n")
+                .filter(|block| {
+                    block
+                        .strip_prefix("# ")
+                        .and_then(|b| b.split("\r\n").next())
+                        .is_some_and(|title| title.eq_ignore_ascii_case(name))
+                })
+                .map(|block| format!("{}\r\n", block.trim_end()))
+                .collect();
+            put_bulk(out, only.as_bytes());
+        }
+    }
 }
 
 fn write_info(shared: &Observed, text: &mut String) {
@@ -110,5 +128,121 @@ fn write_info(shared: &Observed, text: &mut String) {
             pool.protocol.name(),
             pool.servers.len()
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use cachelab_protocol::{parse_resp_reply, RespReply};
+    use crossbeam_utils::CachePadded;
+
+    use crate::budget::MemoryBudget;
+    use crate::endpoint::Endpoint;
+    use crate::health::{FailureKind, Health};
+    use crate::histograms::LatencyUnits;
+    use crate::metrics::{OpKind, Outcome};
+    use crate::observed::{NetCounters, PoolSlot};
+    use crate::queue::RequestQueue;
+    use crate::routing::plan::{Pool, PoolServer};
+    use crate::routing::ring::Member;
+    use crate::routing::Protocol;
+
+    fn observed() -> Observed {
+        let addrs: Vec<Endpoint> = ["127.0.0.1:6379", "127.0.0.1:6380"]
+            .iter()
+            .map(|a| Endpoint::Tcp(a.parse().unwrap()))
+            .collect();
+        let health = Arc::new(Health::new(&addrs, 1));
+        health.report_failure(1, FailureKind::Timeout, "no reply within 1000 ms");
+        let servers = addrs
+            .iter()
+            .enumerate()
+            .map(|(id, addr)| PoolServer {
+                id,
+                addr: addr.clone(),
+                member: Member {
+                    name: addr.to_string(),
+                    weight: 1,
+                },
+            })
+            .collect();
+        let mut pool = Pool::replicate(servers, false, Duration::from_secs(1));
+        pool.protocol = Protocol::Redis;
+        let counters: Arc<[CachePadded<Counters>]> = (0..2)
+            .map(|_| CachePadded::new(Counters::default()))
+            .collect();
+        let hit = Outcome {
+            keys: 1,
+            hits: 1,
+            error: false,
+        };
+        counters[0].record(OpKind::Get, &hit, 0);
+        counters[1].record(OpKind::Get, &Outcome { hits: 0, ..hit }, 0);
+        let net = Arc::new(NetCounters::default());
+        net.arrivals.store(7, Ordering::Relaxed);
+        Observed {
+            counters,
+            latencies: Arc::new(LatencyUnits::new(2)),
+            net,
+            health,
+            budget: Arc::new(MemoryBudget::new(1 << 20)),
+            queue: Arc::new(RequestQueue::new(2)),
+            listeners: vec![(
+                Endpoint::Tcp("127.0.0.1:22121".parse().unwrap()),
+                Arc::new(PoolSlot::new(pool)),
+            )],
+            started: Instant::now(),
+            workers: 2,
+            pipeline: 1,
+            sharded: false,
+        }
+    }
+
+    #[test]
+    fn info_is_one_bulk_string_of_sections_and_name_value_lines() {
+        let mut out = BytesMut::new();
+        compose_info(&observed(), None, &mut out);
+        let (reply, used) = parse_resp_reply(&out).unwrap();
+        assert_eq!(used, out.len());
+        let RespReply::Bulk(Some(text)) = reply else {
+            panic!("{reply:?}")
+        };
+        let text = std::str::from_utf8(text).unwrap();
+        assert!(text.split("\r\n").all(|line| line.is_empty()
+            || line.starts_with("# ")
+            || line.split_once(':').is_some_and(|(k, _)| !k.contains(' '))));
+        for line in [
+            "# Stats",
+            "total_commands_processed:7",
+            "keyspace_hits:1",
+            "keyspace_misses:1",
+            "server_0:addr=127.0.0.1:6379,state=up,failures=0,ejections=0",
+            "server_1:addr=127.0.0.1:6380,state=ejected,failures=1,ejections=1",
+            "pool_0:name=default,listen=127.0.0.1:22121,protocol=redis,mode=replicate,servers=2",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in {text}");
+        }
+    }
+
+    #[test]
+    fn info_of_one_section_is_that_section_only_in_any_case() {
+        let mut out = BytesMut::new();
+        compose_info(&observed(), Some("servers"), &mut out);
+        let (RespReply::Bulk(Some(text)), _) = parse_resp_reply(&out).unwrap() else {
+            panic!()
+        };
+        let text = std::str::from_utf8(text).unwrap();
+        assert!(text.starts_with("# Servers\r\nserver_0:"), "{text}");
+        assert!(
+            !text.contains("# Stats") && text.ends_with("ejections=1\r\n"),
+            "{text}"
+        );
+        out.clear();
+        compose_info(&observed(), Some("nosuch"), &mut out);
+        assert_eq!(&out[..], b"$0\r\n\r\n");
     }
 }

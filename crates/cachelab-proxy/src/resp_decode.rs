@@ -41,8 +41,8 @@ pub enum RespStep {
         /// The answer is an error line (counted as a bad request).
         error: bool,
     },
-    /// `INFO` of `len` bytes: answered with the proxy's own counters.
-    Info { len: usize },
+    /// `INFO [section]` of `len` bytes: answered with the proxy's own counters.
+    Info { len: usize, section: Option<String> },
     /// A command of `len` bytes for the servers.
     Forward { len: usize, forward: RespForward },
 }
@@ -163,7 +163,12 @@ impl RespDecoder {
                 error: false,
             },
             _ if locked => error(SessionError::NoAuth.reply_line()),
-            Kind::Local(Local::Info) => RespStep::Info { len },
+            Kind::Local(Local::Info) => RespStep::Info {
+                len,
+                section: command
+                    .arg(1)
+                    .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase()),
+            },
             Kind::Local(local) => match answer_local(local, &command, pool) {
                 Ok(reply) => RespStep::Answer {
                     len,
@@ -348,7 +353,7 @@ mod tests {
             let advance = match &step {
                 RespStep::Incomplete | RespStep::Fatal { .. } => None,
                 RespStep::Skipped(len)
-                | RespStep::Info { len }
+                | RespStep::Info { len, .. }
                 | RespStep::Answer { len, .. }
                 | RespStep::Forward { len, .. } => Some(*len),
             };
@@ -529,8 +534,25 @@ mod tests {
 
     #[test]
     fn info_is_left_to_the_connection_and_empty_commands_are_skipped() {
-        let s = steps(&mut RespDecoder::default(), b"*0\r\nINFO\r\n", &replicate());
+        let s = steps(
+            &mut RespDecoder::default(),
+            b"*0\r\nINFO\r\nINFO Stats\r\n",
+            &replicate(),
+        );
         assert_eq!(s[0], RespStep::Skipped(4));
-        assert_eq!(s[1], RespStep::Info { len: 6 });
+        assert_eq!(
+            s[1],
+            RespStep::Info {
+                len: 6,
+                section: None
+            }
+        );
+        assert_eq!(
+            s[2],
+            RespStep::Info {
+                len: 12,
+                section: Some("stats".into())
+            }
+        );
     }
 }

@@ -191,6 +191,11 @@ fn redis_cli_and_redis_benchmark_work_through_the_proxy() {
     assert_eq!(cli(&["DEL", "greeting", "nothing"]), "1\n");
     assert!(cli(&["MULTI"]).starts_with("ERR MULTI is not supported"));
     assert!(cli(&["INFO"]).contains("# Stats"));
+    let stats = cli(&["INFO", "stats"]);
+    assert!(
+        stats.starts_with("# Stats\r\n") && !stats.contains("# Server"),
+        "{stats}"
+    );
 
     let bench = |args: &[&str]| {
         let out = Command::new("timeout")
@@ -220,4 +225,83 @@ fn redis_cli_and_redis_benchmark_work_through_the_proxy() {
     );
     let counted: u64 = summary.totals.ops.iter().map(|o| o.count).sum();
     assert!(counted >= 4 * 2000, "{counted} requests");
+}
+
+#[test]
+fn the_memory_budget_and_the_reply_limit_bound_a_redis_pool_too() {
+    let servers = start_redis(1);
+    let budget = redis_proxy(
+        &servers,
+        &["--max-value-size", "4194304", "--memory-budget", "1"],
+    );
+    let mut client = RespClient::connect(budget.addr);
+    let big = "x".repeat(2 << 20);
+    assert_eq!(
+        client.cmd(&["SET", "big", &big]),
+        "-ERR cachelab-proxy is out of memory (--memory-budget)\r\n"
+    );
+    assert_eq!(client.cmd(&["SET", "k", "v"]), "+OK\r\n");
+
+    let limited = redis_proxy(&servers, &["--max-reply-bytes", "65536"]);
+    let mut client = RespClient::connect(limited.addr);
+    let large = "y".repeat(1_000_000);
+    assert_eq!(servers[0].command(&["SET", "large", &large]), ok());
+    let reply = client.cmd(&["GET", "large"]);
+    assert!(
+        reply == "-ERR reply too large (--max-reply-bytes)\r\n",
+        "{} bytes: {:?}",
+        reply.len(),
+        &reply[..reply.len().min(80)]
+    );
+    // the connection and the server go on
+    assert_eq!(client.cmd(&["GET", "k"]), bulk("v"));
+}
+
+/// twemproxy's `auto_eject_hosts` in a shard pool: a dead server's keys move to the next
+/// server on the ring once it is ejected, and come back when it is restored.
+#[test]
+fn a_shard_pool_with_auto_eject_moves_a_dead_server_s_keys_and_brings_them_back() {
+    let _serial = common::serial();
+    let mut servers = start_redis(3);
+    let dir = common::temp_dir();
+    let conf = dir.path().join("nutcracker.yml");
+    let mut yml = "cache:\n  listen: 127.0.0.1:0\n  redis: true\n  hash: murmur\n  \
+                   distribution: ketama\n  auto_eject_hosts: true\n  server_failure_limit: 1\n  \
+                   timeout: 500\n  servers:\n"
+        .to_string();
+    for s in &servers {
+        yml.push_str(&format!("   - {}:1\n", s.addr));
+    }
+    std::fs::write(&conf, yml).unwrap();
+    let proxy = Proxy::start_args(&[
+        "--config".into(),
+        conf.display().to_string(),
+        "--backoff-max".into(),
+        "200".into(),
+    ]);
+    let mut client = RespClient::connect(proxy.addr);
+    let keys: Vec<String> = (0..60).map(|i| format!("user:{i}")).collect();
+    for k in &keys {
+        assert_eq!(client.cmd(&["SET", k, "v"]), "+OK\r\n");
+    }
+    let on_dead: Vec<&String> = keys
+        .iter()
+        .filter(|k| servers[1].command(&["EXISTS", k]) == RespValue::Integer(1))
+        .collect();
+    assert!(!on_dead.is_empty());
+    servers[1].stop();
+    // the first request to reach it fails and ejects it; then its keys have a new home
+    let _ = client.cmd(&["GET", on_dead[0]]);
+    proxy.wait_for_log("server ejected", 1);
+    for k in &on_dead {
+        assert_eq!(client.cmd(&["GET", k]), "$-1\r\n", "{k} moved: a miss");
+        assert_eq!(client.cmd(&["SET", k, "moved"]), "+OK\r\n");
+        assert_eq!(client.cmd(&["GET", k]), bulk("moved"));
+    }
+    servers[1].restart();
+    proxy.wait_for_log("server answered the probe: restored", 1);
+    assert!(common::wait_until(Duration::from_secs(5), || {
+        client.cmd(&["SET", on_dead[0], "home"]) == "+OK\r\n"
+            && servers[1].command(&["GET", on_dead[0]]) == RespValue::Bulk(Some(b"home".to_vec()))
+    }));
 }

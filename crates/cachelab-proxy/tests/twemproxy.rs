@@ -228,12 +228,13 @@ fn random_distribution_puts_each_key_on_one_server_and_uses_them_all() {
 }
 
 #[test]
-fn a_redis_pool_is_refused_in_one_line() {
+fn a_nutcracker_yml_with_a_mistake_is_refused_in_one_line() {
     let dir = common::temp_dir();
     let conf = dir.path().join("redis.yml");
     std::fs::write(
         &conf,
-        "cache:\n  listen: 127.0.0.1:22199\n  redis: true\n  servers:\n   - 127.0.0.1:6379:1\n",
+        "cache:\n  listen: 127.0.0.1:22199\n  redis: true\n  redis_db: one\n  servers:\n   \
+         - 127.0.0.1:6379:1\n",
     )
     .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_cachelab-proxy"))
@@ -245,7 +246,7 @@ fn a_redis_pool_is_refused_in_one_line() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.contains("pool cache: redis pools are not supported"),
+        err.contains("pool cache: redis_db: expected a database number"),
         "{err}"
     );
 }

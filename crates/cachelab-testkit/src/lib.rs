@@ -3,6 +3,7 @@
 //! replies with the protocol crate's parsers. Every process is killed on drop.
 
 pub mod capture;
+pub mod module_shape;
 pub mod wire;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -9,48 +9,13 @@
 
 use bytes::BufMut;
 
+use super::meta_codes::{MetaCmd, MetaStatus};
 use super::meta_flags::{check_flags, decode_base64_key, FlagSummary, MAX_META_TOKENS};
 use super::{check_key, put_u64, LineAt, Request};
 use crate::error::{Discard, Invalid, ParseError, RequestError, Unlink};
 use crate::limits::{Limits, MAX_KEY_LEN, MEMCACHED_MAX_LINE};
 use crate::line::tokens;
 use crate::number::strtol32;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MetaCmd {
-    Get,
-    Set,
-    Delete,
-    Arith,
-    Debug,
-    Noop,
-}
-
-impl MetaCmd {
-    /// Whether quiet mode (`q`) leaves out a reply with this status, as memcached does:
-    /// a miss for mg, success for ms, md and ma (whatever the flags asked for).
-    pub fn quiet_drops(self, status: MetaStatus) -> bool {
-        use MetaStatus::*;
-        matches!(
-            (self, status),
-            (MetaCmd::Get, En)
-                | (MetaCmd::Set, Hd)
-                | (MetaCmd::Delete, Hd)
-                | (MetaCmd::Arith, Hd | Va)
-        )
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            MetaCmd::Get => "mg",
-            MetaCmd::Set => "ms",
-            MetaCmd::Delete => "md",
-            MetaCmd::Arith => "ma",
-            MetaCmd::Debug => "me",
-            MetaCmd::Noop => "mn",
-        }
-    }
-}
 
 #[derive(Debug, Clone, Copy)]
 pub struct Meta<'a> {
@@ -137,43 +102,6 @@ impl Meta<'_> {
     /// Whether a reply with this status is left out in quiet mode.
     pub fn quiet_drops(&self, status: MetaStatus) -> bool {
         self.quiet && self.cmd.quiet_drops(status)
-    }
-}
-
-/// A meta reply's two-letter code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MetaStatus {
-    /// Success without a value.
-    Hd,
-    /// A value follows.
-    Va,
-    /// Miss (mg, me).
-    En,
-    /// Not found (md, ma).
-    Nf,
-    /// Not stored (ms).
-    Ns,
-    /// The cas did not match.
-    Ex,
-    /// The no-op's answer.
-    Mn,
-    /// Debug information.
-    Me,
-}
-
-impl MetaStatus {
-    pub fn from_code(code: &[u8]) -> Option<MetaStatus> {
-        Some(match code {
-            b"HD" => MetaStatus::Hd,
-            b"VA" => MetaStatus::Va,
-            b"EN" => MetaStatus::En,
-            b"NF" => MetaStatus::Nf,
-            b"NS" => MetaStatus::Ns,
-            b"EX" => MetaStatus::Ex,
-            b"MN" => MetaStatus::Mn,
-            b"ME" => MetaStatus::Me,
-            _ => return None,
-        })
     }
 }
 

@@ -8,7 +8,7 @@
 //! the server's own error line, and never forwards it. Where memcached reads a flag by
 //! its first byte (`qx` is quiet, `bZZ` is base64), so do we.
 
-use super::meta::MetaCmd;
+use super::meta_codes::MetaCmd;
 use crate::error::RequestError;
 use crate::line::tokens;
 use crate::number::{strtol32, strtoul32, strtoull};

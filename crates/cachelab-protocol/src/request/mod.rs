@@ -3,6 +3,7 @@
 mod arith;
 mod delete;
 mod meta;
+mod meta_codes;
 pub mod meta_flags;
 mod misc;
 mod retrieval;
@@ -18,7 +19,8 @@ use crate::line::{scan_line, LineScan, Words};
 
 pub use arith::{Arith, ArithOp};
 pub use delete::Delete;
-pub use meta::{Meta, MetaCmd, MetaStatus};
+pub use meta::Meta;
+pub use meta_codes::{MetaCmd, MetaStatus};
 pub use misc::FlushAll;
 pub use retrieval::{Get, Keys};
 pub use storage::{Store, StoreOp};

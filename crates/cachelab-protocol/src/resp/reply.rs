@@ -4,8 +4,8 @@
 use bytes::BufMut;
 
 use super::compose::{put_array_header, put_bulk};
+use crate::error::ReplyError;
 use crate::line::{parse_i64, scan_line, LineScan};
-use crate::response::ReplyError;
 
 /// Redis's own default `proto-max-bulk-len`: a longer announced bulk string is garbage,
 /// not something to wait for.

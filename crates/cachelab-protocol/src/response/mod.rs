@@ -5,8 +5,8 @@
 mod values;
 
 use bytes::BufMut;
-use thiserror::Error;
 
+pub use crate::error::ReplyError;
 use crate::line::{parse_u64, scan_line, tokens, LineScan};
 use crate::request::MetaStatus;
 use crate::resp::{parse_resp_reply, RespReply};
@@ -126,16 +126,6 @@ impl Reply {
             Reply::Error | Reply::ClientError | Reply::ServerError | Reply::Resp(RespKind::Error)
         )
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
-pub enum ReplyError {
-    #[error("incomplete reply")]
-    Incomplete,
-    /// The server sent something that does not answer the request; the connection can no
-    /// longer be trusted to be in step.
-    #[error("malformed reply: {0}")]
-    Malformed(&'static str),
 }
 
 /// Parses the reply at the front of `buf` to a request of kind `expect`.

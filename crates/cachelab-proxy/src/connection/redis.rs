@@ -50,11 +50,11 @@ impl Session {
                         return Decoded::Quit;
                     }
                 }
-                RespStep::Info { len } => {
+                RespStep::Info { len, section } => {
                     self.net.net.arrivals.fetch_add(1, Ordering::Relaxed);
                     self.rbuf.advance(len);
                     let mut out = BytesMut::with_capacity(2048);
-                    compose_info(&self.net.observed, &mut out);
+                    compose_info(&self.net.observed, section.as_deref(), &mut out);
                     self.conn.reply_now(&out);
                 }
                 RespStep::Forward { len, forward } => {
