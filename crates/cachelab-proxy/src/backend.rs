@@ -1,4 +1,6 @@
-//! One worker's connection to one memcached server, with reconnection and backoff.
+//! One worker's connection to one server (memcached or Redis), with reconnection and
+//! backoff: the socket side of a worker; its buffers and what is owed on the connection
+//! are the worker's engine's.
 //!
 //! A failed connection is dropped (a half-read reply cannot be resynchronised) and the
 //! failure is reported to the proxy's shared [`Health`], which may eject the server for
@@ -11,29 +13,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use tokio::io::AsyncWriteExt;
 use tracing::{info, warn};
 
-use crate::budget::{Charge, MemoryBudget};
 use crate::down::{Down, IdleEnd};
 use crate::endpoint::Endpoint;
 use crate::health::{FailureKind, Health, BACKOFF_INITIAL};
 use crate::server_stream::ServerStream;
-
-/// Why reading a reply stopped.
-#[derive(Debug)]
-pub enum FillError {
-    /// The connection is unusable (closed, reset, read error): the server failed.
-    Connection(Down),
-    /// One request's reply passed --max-reply-bytes: the request is refused.
-    TooLarge,
-    /// The memory budget is exhausted: the request is refused.
-    OutOfMemory,
-}
-
-/// A reply buffer larger than this is replaced by a fresh one once it is empty.
-const RBUF_KEEP: usize = 256 * 1024;
 
 pub struct Backend {
     pub worker: usize,
@@ -44,20 +31,12 @@ pub struct Backend {
     /// `Health::restores` when this connection last failed.
     restores_seen: u64,
     stream: Option<ServerStream>,
-    /// Replies read from the server; `parsed` bytes of it belong to the current request.
-    pub rbuf: BytesMut,
-    pub parsed: usize,
-    /// Messages composed for the server and not yet sent.
-    pub wbuf: BytesMut,
     backoff: Duration,
     retry_at: Option<Instant>,
     /// Why the server is down, for the SERVER_ERROR line.
     down: Down,
     connect_timeout: Duration,
     backoff_max: Duration,
-    /// `rbuf` held against the memory budget.
-    charge: Charge,
-    max_reply: usize,
 }
 
 impl Backend {
@@ -65,10 +44,8 @@ impl Backend {
         worker: usize,
         index: usize,
         health: Arc<Health>,
-        budget: Arc<MemoryBudget>,
         connect_timeout: Duration,
         backoff_max: Duration,
-        max_reply: usize,
     ) -> Self {
         Backend {
             worker,
@@ -77,16 +54,11 @@ impl Backend {
             health,
             restores_seen: 0,
             stream: None,
-            rbuf: BytesMut::with_capacity(16 * 1024),
-            parsed: 0,
-            wbuf: BytesMut::with_capacity(4 * 1024),
             backoff: BACKOFF_INITIAL,
             retry_at: None,
             down: Down::NotConnectedYet,
             connect_timeout,
             backoff_max,
-            charge: Charge::new(budget),
-            max_reply,
         }
     }
 
@@ -99,16 +71,17 @@ impl Backend {
         &self.down
     }
 
-    /// Connects if down and the retry time has come; Err says why the server cannot
-    /// be used. An ejected server cannot be used, whatever the state of this connection.
-    pub async fn ensure_connected(&mut self) -> Result<(), Down> {
+    /// Connects if down and the retry time has come; Ok(true) when a new connection was
+    /// opened, Err says why the server cannot be used. An ejected server cannot be
+    /// used, whatever the state of this connection.
+    pub async fn ensure_connected(&mut self) -> Result<bool, Down> {
         if self.health.is_ejected(self.index) {
             let down = Down::Ejected(self.health.reason(self.index));
             self.drop_connection(down.clone());
             return Err(down);
         }
         if self.stream.is_some() {
-            return Ok(());
+            return Ok(false);
         }
         let restored = self.health.restores(self.index) != self.restores_seen;
         if !restored && self.retry_at.is_some_and(|at| Instant::now() < at) {
@@ -124,10 +97,7 @@ impl Backend {
                 self.stream = Some(stream);
                 self.retry_at = None;
                 self.backoff = BACKOFF_INITIAL;
-                // Replies parsed before the failure still belong to requests of the
-                // current batch; only the unparsed remainder of the old stream goes.
-                self.rbuf.truncate(self.parsed);
-                Ok(())
+                Ok(true)
             }
             Ok(Err(e)) => {
                 Err(self.schedule_retry(FailureKind::Connection, Down::Connect(e.to_string())))
@@ -151,14 +121,12 @@ impl Backend {
     }
 
     /// Marks the server down after an error on an established connection and reports
-    /// it. Replies already parsed for the current request stay readable until
-    /// `finish_request`.
+    /// it.
     pub fn fail(&mut self, kind: FailureKind, down: Down) {
         if self.stream.take().is_some() {
             warn!(worker = self.worker, server = %self.addr, reason = %down,
                   "server connection failed; reconnecting with backoff");
         }
-        self.wbuf.clear();
         self.schedule_retry(kind, down);
     }
 
@@ -170,13 +138,7 @@ impl Backend {
             info!(worker = self.worker, server = %self.addr, reason = %down,
                   "server connection closed");
         }
-        self.wbuf.clear();
         self.down = down;
-    }
-
-    /// An answer arrived: the server is alive.
-    pub fn answered(&self) {
-        self.health.report_success(self.index);
     }
 
     /// Ready when the idle connection must go: the server closed it (EOF or reset), or
@@ -194,54 +156,41 @@ impl Backend {
         }
     }
 
-    /// Whether the connection holds reply bytes beyond those of the current requests.
-    pub fn has_unasked_bytes(&self) -> bool {
-        self.stream.is_some() && self.parsed < self.rbuf.len()
-    }
-
-    /// Sends the composed messages. A connection the server closed while it sat idle
-    /// would swallow them, so it is checked first and replaced; a write that fails on a
-    /// connection used before is retried once on a fresh one (a write error means the
-    /// kernel refused the bytes: the server did not get the request).
-    pub async fn send(&mut self) -> Result<(), Down> {
-        if let Some(end) = self.closed_while_idle() {
+    /// Sends `buf`. A connection the server closed while it sat `idle` (no reply owed on
+    /// it) would swallow the bytes, so it is checked first and replaced; a write that
+    /// fails on a connection used before is retried once on a fresh one (a write error
+    /// means the kernel refused the bytes: the server did not get the request). Ok(true)
+    /// when the bytes went on a new connection.
+    pub async fn send(&mut self, buf: &[u8], idle: bool) -> Result<bool, Down> {
+        let mut reconnected = false;
+        if let Some(end) = self.closed_while_idle(idle) {
             self.drop_connection(Down::Idle(end));
-            self.reconnect_keeping_wbuf().await?;
+            self.ensure_connected().await?;
+            reconnected = true;
         }
         let Some(stream) = self.stream.as_mut() else {
-            self.wbuf.clear();
             return Err(self.down.clone());
         };
-        if let Err(first) = write_flushed(stream, &self.wbuf).await {
+        if let Err(first) = write_flushed(stream, buf).await {
             info!(worker = self.worker, server = %self.addr, error = %first,
                   "write failed; retrying once on a fresh connection");
             self.drop_connection(Down::WriteRetried);
-            self.reconnect_keeping_wbuf().await?;
+            self.ensure_connected().await?;
+            reconnected = true;
             let stream = self.stream.as_mut().expect("just connected");
-            if let Err(e) = write_flushed(stream, &self.wbuf).await {
+            if let Err(e) = write_flushed(stream, buf).await {
                 let down = Down::WriteFailed(e.to_string());
                 self.fail(FailureKind::Connection, down.clone());
                 return Err(down);
             }
         }
-        self.wbuf.clear();
-        Ok(())
-    }
-
-    async fn reconnect_keeping_wbuf(&mut self) -> Result<(), Down> {
-        let pending = std::mem::take(&mut self.wbuf);
-        let connected = self.ensure_connected().await;
-        self.wbuf = pending;
-        if connected.is_err() {
-            self.wbuf.clear();
-        }
-        connected
+        Ok(reconnected)
     }
 
     /// Why this connection must go, if the server closed (or reset) it or sent bytes
     /// while no reply was owed on it. Checked without waiting.
-    fn closed_while_idle(&mut self) -> Option<IdleEnd> {
-        if self.stream.is_none() || self.parsed < self.rbuf.len() {
+    fn closed_while_idle(&mut self, idle: bool) -> Option<IdleEnd> {
+        if self.stream.is_none() || !idle {
             return None;
         }
         let mut cx = Context::from_waker(std::task::Waker::noop());
@@ -251,57 +200,28 @@ impl Backend {
         }
     }
 
-    /// Reads more reply bytes; `Ready(Err)` says why reading stopped. A reply longer than
-    /// --max-reply-bytes, or bytes the memory budget cannot hold, stop it too: a proxy's
-    /// memory must not be what one request asks for.
+    /// Reads more reply bytes into `buf`; `Ready(Err)` says why reading stopped (the
+    /// connection closed or failed, or there is none).
     ///
     /// Goes through `AsyncRead`, which clears the socket's readiness after a short read,
     /// so a drained socket costs no extra `recv` returning EAGAIN.
-    pub fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), FillError>> {
+    pub fn poll_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut BytesMut,
+    ) -> Poll<Result<(), Down>> {
         let Some(stream) = self.stream.as_mut() else {
-            return Poll::Ready(Err(FillError::Connection(self.down.clone())));
+            return Poll::Ready(Err(self.down.clone()));
         };
-        if self.rbuf.len() - self.parsed > self.max_reply {
-            return Poll::Ready(Err(FillError::TooLarge));
-        }
-        if self.rbuf.capacity() - self.rbuf.len() < 4096 {
-            self.rbuf.reserve(16 * 1024);
-        }
-        match tokio_util::io::poll_read_buf(Pin::new(stream), cx, &mut self.rbuf) {
-            Poll::Ready(Ok(0)) => Poll::Ready(Err(FillError::Connection(Down::Closed))),
+        match tokio_util::io::poll_read_buf(Pin::new(stream), cx, buf) {
+            Poll::Ready(Ok(0)) => Poll::Ready(Err(Down::Closed)),
             Poll::Ready(Ok(_)) => {
                 crate::busy_poll::touch();
-                // The buffer's capacity, not its length: that is what the allocator holds.
-                if self.charge.resize(self.rbuf.capacity()) {
-                    Poll::Ready(Ok(()))
-                } else {
-                    Poll::Ready(Err(FillError::OutOfMemory))
-                }
+                Poll::Ready(Ok(()))
             }
-            Poll::Ready(Err(e)) => {
-                Poll::Ready(Err(FillError::Connection(Down::ReadFailed(e.to_string()))))
-            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(Down::ReadFailed(e.to_string()))),
             Poll::Pending => Poll::Pending,
         }
-    }
-
-    /// Drops the current request's replies from the buffer.
-    pub fn finish_request(&mut self) {
-        if self.stream.is_some() {
-            self.rbuf.advance(self.parsed);
-        } else {
-            self.rbuf.clear();
-        }
-        self.parsed = 0;
-        // A large reply's buffer goes back to the allocator, not just to the budget.
-        if self.rbuf.is_empty() && self.rbuf.capacity() > RBUF_KEEP {
-            self.rbuf = BytesMut::with_capacity(16 * 1024);
-        }
-        self.charge.force_resize(if self.rbuf.is_empty() {
-            0
-        } else {
-            self.rbuf.capacity()
-        });
     }
 }
 

@@ -17,6 +17,15 @@ pub struct Job {
     pub conn: Arc<ClientConn<Job>>,
     /// The reply slot reserved on the connection.
     pub seq: u64,
+    /// The request's bytes held against the memory budget until the job is dropped.
+    pub charge: Charge,
+    /// What a worker needs to serve it (the worker's engine sees only this).
+    pub request: Request,
+}
+
+/// A decoded request as a worker serves it: what the servers get, how it is routed
+/// and answered, and when it arrived.
+pub struct Request {
     /// The request as the servers get it (noreply already removed).
     pub frame: Bytes,
     /// Where a multi-key request's keys are in `frame` (empty otherwise).
@@ -37,15 +46,28 @@ pub struct Job {
     /// When it was decoded and queued; a request held behind its connection's write
     /// barrier counts that wait as queue waiting time.
     pub enqueued: Instant,
-    /// The request's bytes held against the memory budget until the job is dropped.
-    pub charge: Charge,
     /// A Redis command's route (its table entry and keys); `spans` then holds the spans
     /// of all its arguments. None for a memcached request.
     pub redis: Option<Route>,
 }
 
+impl Request {
+    /// A write holds its connection's later requests back (see [`Ordered`]).
+    pub fn is_write(&self) -> bool {
+        !self.access.is_read()
+    }
+}
+
+impl std::ops::Deref for Job {
+    type Target = Request;
+
+    fn deref(&self) -> &Request {
+        &self.request
+    }
+}
+
 impl Ordered for Job {
     fn is_write(&self) -> bool {
-        !self.access.is_read()
+        self.request.is_write()
     }
 }

@@ -15,7 +15,7 @@ use tracing::{debug, warn};
 use super::Session;
 use crate::budget::Charge;
 use crate::decode::Forward;
-use crate::job::Job;
+use crate::job::{Job, Request as Served};
 use crate::metrics::OpKind;
 use crate::routing::plan::Access;
 use crate::routing::redis::plan::Route;
@@ -138,9 +138,7 @@ impl Session {
         let assigned = redis.map_or(forward.keys as usize, Route::assigned_keys);
         let rr = self.pool.assign(forward.access, assigned);
         let seq = self.conn.reserve();
-        let job = Job {
-            conn: Arc::clone(&self.conn),
-            seq,
+        let request = Served {
             frame,
             spans,
             pool: Arc::clone(&self.pool),
@@ -153,8 +151,13 @@ impl Session {
             quiet: forward.quiet,
             arrival,
             enqueued: Instant::now(),
-            charge,
             redis,
+        };
+        let job = Job {
+            conn: Arc::clone(&self.conn),
+            seq,
+            charge,
+            request,
         };
         self.conn
             .dispatch(job, !forward.access.is_read(), &self.net.queue);

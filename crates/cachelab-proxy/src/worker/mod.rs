@@ -1,50 +1,37 @@
-//! A worker: the I/O shell that carries out routing plans. It takes the oldest request,
-//! asks the request's pool for a plan ([`crate::routing::plan`]), sends each part to its
-//! server over the worker's own connections, waits for every involved server, lets
-//! another server stand in for a failed part where the plan allows, merges the replies
-//! by the plan's rule ([`crate::routing::merge`]), sends the client reply, records the
-//! request's statistics, and takes the next one.
-//!
-//! With `--pipeline D` (an extension; the default is 1) a worker takes up to D requests
-//! that are already waiting, in queue order, and has them at the servers together: one
-//! write and usually one read per server carry the whole batch. Everything below works
-//! on a batch; by default it holds one request.
+//! A worker: the thin I/O shell around its [`engine::Engine`]. It takes the oldest
+//! request from the FCFS queue (and with `--pipeline D` up to D-1 more that are already
+//! waiting), hands them to the engine, and carries out what the engine asks for: it
+//! owns the server sockets ([`Backend`]: connect with backoff, write, read), waits on
+//! them, on the deadline and on health changes, completes the clients' reply slots,
+//! and writes the statistics samples into the worker's statistics unit, counters and
+//! latency histograms. Every decision (plans, stand-ins, the reply rules, timeouts,
+//! refusals, out-of-step connections, the stage timestamps) is the engine's.
 
 use std::future::poll_fn;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use tokio::sync::watch;
 use tracing::warn;
 
 use crate::backend::Backend;
 use crate::budget::MemoryBudget;
 use crate::counters::Counters;
-use crate::down::{Down, IdleEnd, OutOfStep};
-use crate::health::FailureKind;
+use crate::down::IdleEnd;
 use crate::health::Health;
 use crate::histograms::LatencyUnits;
 use crate::job::Job;
-
-mod compose;
-mod exchange;
-mod finish;
-mod replies;
-
-use crate::log_limit::Window;
-use crate::metrics::OpKind;
 use crate::metrics::WorkerStats;
 use crate::queue::RequestQueue;
-use crate::routing::merge::Outcome as Replicated;
-use crate::routing::plan::{Merge, Plan};
-use crate::routing::redis::plan::plan as redis_plan;
+use crate::routing::plan::ServerId;
 use crate::stats_units::StatsUnits;
-use compose::compose;
 use crossbeam_utils::CachePadded;
-use exchange::{fail_pending, Exchange, State};
-use replies::{idle_closed, poll_replies};
 use std::sync::MutexGuard;
+
+pub mod engine;
+
+use engine::{Action, Count, Engine, EngineSettings, Event, Sample, Warning};
 
 /// What a worker runs with besides its handles.
 #[derive(Debug, Clone, Copy)]
@@ -78,61 +65,32 @@ impl WorkerContext {
     }
 }
 
-/// A request taken from the queue, with what the statistics need of that moment.
-struct Taken {
-    job: Job,
-    dequeued: Instant,
-    queue_len: usize,
-    /// Stand-ins used so far (a part served by a server other than its first choice).
-    failovers: u64,
-}
-
-/// Warnings about replicated requests a worker logs per second; the rest are counted
-/// and the count goes with the next one logged.
-const WARNINGS_PER_SECOND: u32 = 1;
-
 pub struct Worker {
     id: usize,
     ctx: WorkerContext,
+    engine: Engine<Job, Health>,
     /// One connection per server, by server id; grown when a reload adds servers.
     backends: Vec<Backend>,
-    /// Requests taken together (at most `--pipeline`; one by default).
-    batch: Vec<Taken>,
-    /// The frame of each request of the batch, to check replies against.
-    frames: Vec<Bytes>,
-    /// The plan of each request of the batch (reused, not reallocated).
-    plans: Vec<Plan>,
-    /// Per request of the batch and part of its plan, the next candidate to try.
-    cursors: Vec<Vec<usize>>,
-    /// Every message of the batch, in the order it was composed: per server, this is
-    /// the order of the replies on that connection.
-    exchanges: Vec<Exchange>,
-    blocked: Vec<bool>,
-    replicated: Vec<Replicated<Instant>>,
-    /// Per part of the request being finished, the exchange that answered it.
-    part_answers: Vec<Option<usize>>,
-    warnings: Window,
     /// Ejections and restores of servers (see `health`): a worker waiting on a server
     /// that gets ejected stops waiting.
     health_changes: watch::Receiver<u64>,
+    /// The deadline of the engine's current wait.
+    deadline: Instant,
 }
 
 impl Worker {
     pub fn new(id: usize, ctx: WorkerContext) -> Self {
-        let depth = ctx.settings.pipeline;
+        let settings = EngineSettings {
+            pipeline: ctx.settings.pipeline,
+            max_reply_bytes: ctx.settings.max_reply_bytes,
+        };
+        let engine = Engine::new(Arc::clone(&ctx.health), Arc::clone(&ctx.budget), settings);
         let mut worker = Worker {
             id,
+            engine,
             backends: Vec::new(),
-            batch: Vec::with_capacity(depth),
-            frames: Vec::with_capacity(depth),
-            plans: (0..depth).map(|_| Plan::default()).collect(),
-            cursors: vec![Vec::new(); depth],
-            exchanges: Vec::with_capacity(depth * 8),
-            blocked: Vec::new(),
-            replicated: Vec::with_capacity(8),
-            part_answers: Vec::with_capacity(8),
-            warnings: Window::new(WARNINGS_PER_SECOND),
             health_changes: ctx.health.subscribe(),
+            deadline: Instant::now(),
             ctx,
         };
         worker.grow_backends(worker.ctx.health.len());
@@ -147,22 +105,31 @@ impl Worker {
                 self.id,
                 self.backends.len(),
                 Arc::clone(&self.ctx.health),
-                Arc::clone(&self.ctx.budget),
                 settings.connect_timeout,
                 settings.backoff_max,
-                settings.max_reply_bytes,
             ));
         }
-        self.blocked.resize(self.backends.len(), false);
+    }
+
+    fn backend(&mut self, server: ServerId) -> &mut Backend {
+        if server >= self.backends.len() {
+            self.grow_backends(server + 1);
+        }
+        &mut self.backends[server]
     }
 
     /// Opens the connections to every server (a server that is down is retried later).
     pub async fn connect(&mut self) {
-        for backend in &mut self.backends {
-            if let Err(down) = backend.ensure_connected().await {
-                warn!(worker = self.id, server = %backend.addr, reason = %down,
-                      "server unavailable at start");
-            }
+        for server in 0..self.backends.len() {
+            let event = match self.backends[server].ensure_connected().await {
+                Ok(fresh) => Event::Connected { server, fresh },
+                Err(down) => {
+                    warn!(worker = self.id, server = %self.backends[server].addr,
+                          reason = %down, "server unavailable at start");
+                    Event::Unavailable { server, down }
+                }
+            };
+            self.engine.handle(event, Instant::now());
         }
     }
 
@@ -170,7 +137,6 @@ impl Worker {
     /// waiting, serves them together, and goes back to the queue.
     pub async fn run(mut self) {
         self.connect().await;
-        let depth = self.ctx.settings.pipeline;
         loop {
             // While waiting for work, notice a server closing an idle connection (a
             // restart) now, rather than when the next request finds it dead.
@@ -180,218 +146,181 @@ impl Worker {
                 biased;
                 job = queue.pop(self.id) => job,
                 (server, end) = idle_closed(backends) => {
-                    backends[server].drop_connection(Down::Idle(end));
-                    if end == IdleEnd::UnaskedBytes {
-                        self.ctx.counters[self.id].record_out_of_step();
-                    }
+                    self.engine.handle(Event::IdleClosed { server, end }, Instant::now());
+                    self.carry_out().await;
                     continue;
                 }
             };
             let Some(job) = job else { break };
             self.take(job);
-            while self.batch.len() < depth {
+            while self.engine.has_room() {
                 match self.ctx.queue.try_pop() {
                     Some(job) => self.take(job),
                     None => break,
                 }
             }
-            self.serve_batch().await;
+            self.engine.start(Instant::now());
+            self.carry_out().await;
         }
     }
 
     fn take(&mut self, job: Job) {
-        let index = self.batch.len();
-        let plan = &mut self.plans[index];
-        match job.redis {
-            Some(route) => redis_plan(
-                &job.pool,
-                route,
-                &job.frame,
-                &job.spans,
-                job.rr,
-                &*self.ctx.health,
-                plan,
-            ),
-            None => job.pool.plan(
-                job.access,
-                &job.frame,
-                &job.spans,
-                job.rr,
-                &*self.ctx.health,
-                plan,
-            ),
-        }
-        self.cursors[index].clear();
-        self.cursors[index].resize(plan.parts.len(), 0);
-        let highest = plan.candidates.iter().copied().max().unwrap_or(0);
-        self.frames.push(job.frame.clone());
-        self.batch.push(Taken {
-            job,
-            dequeued: Instant::now(),
-            queue_len: self.ctx.queue.len(),
-            failovers: 0,
-        });
-        if highest >= self.backends.len() {
-            self.grow_backends(self.ctx.health.len().max(highest + 1));
-        }
+        let queue_len = self.ctx.queue.len();
+        self.engine.take(job, Instant::now(), queue_len);
     }
 
-    /// Sends the first attempt of every request of the batch in one write per server,
-    /// reads all the replies, then finishes the requests in order (with stand-ins one
-    /// request at a time where a server failed).
-    async fn serve_batch(&mut self) {
-        self.ctx.counters[self.id].record_batch();
-        self.exchanges.clear();
-        let mut batch = std::mem::take(&mut self.batch);
-        let mut timeout = Duration::ZERO;
-        for (index, taken) in batch.iter_mut().enumerate() {
-            timeout = timeout.max(taken.job.pool.timeout);
-            for part in 0..self.plans[index].parts.len() {
-                self.stage_part(index, taken, part).await;
-            }
-        }
-        self.send_staged().await;
-        self.await_replies(timeout).await;
-        for (index, taken) in batch.drain(..).enumerate() {
-            self.finish(index, taken).await;
-        }
-        self.batch = batch;
-        self.frames.clear();
-        for backend in &mut self.backends {
-            if backend.has_unasked_bytes() {
-                // Every exchange is settled: these bytes answer nothing that was sent.
-                backend.drop_connection(Down::OutOfStep(OutOfStep::Extra));
-                self.ctx.counters[self.id].record_out_of_step();
-            }
-            backend.finish_request();
-        }
-    }
-
-    /// Stages part `part` of request `index` with its next candidate that can be used;
-    /// false if none is left. A part of an all-must-succeed request has one candidate:
-    /// when it cannot be used, a failed exchange stands for its failure.
-    async fn stage_part(&mut self, index: usize, taken: &mut Taken, part: usize) -> bool {
-        let all_must_succeed = self.plans[index].merge() == Merge::AllMustSucceed;
+    /// Carries out the engine's actions, feeding it what comes of them, until it has
+    /// finished the batch (or, between batches, has nothing more to ask).
+    async fn carry_out(&mut self) {
         loop {
-            let cursor = self.cursors[index][part];
-            let Some(&server) = self.plans[index].candidates_of(part).get(cursor) else {
-                return false;
-            };
-            self.cursors[index][part] += 1;
-            if cursor > 0 {
-                taken.failovers += 1;
+            while let Some(action) = self.engine.next_action() {
+                if !self.act(action).await {
+                    return;
+                }
             }
-            if self.backends[server].ensure_connected().await.is_ok() {
-                compose(
-                    &taken.job,
-                    &self.plans[index],
-                    part,
-                    &mut self.backends[server].wbuf,
+            if self.engine.is_idle() {
+                return;
+            }
+            let event = self.wait().await;
+            self.engine.handle(event, Instant::now());
+        }
+    }
+
+    /// Carries out one action; false once the batch is done.
+    async fn act(&mut self, action: Action) -> bool {
+        match action {
+            Action::Connect(server) => {
+                let event = match self.backend(server).ensure_connected().await {
+                    Ok(fresh) => Event::Connected { server, fresh },
+                    Err(down) => Event::Unavailable { server, down },
+                };
+                self.engine.handle(event, Instant::now());
+            }
+            Action::Write { server, idle } => {
+                if server >= self.backends.len() {
+                    self.grow_backends(server + 1);
+                }
+                let sent = self.backends[server]
+                    .send(self.engine.outgoing(server), idle)
+                    .await;
+                let event = match sent {
+                    Ok(reconnected) => Event::Written {
+                        server,
+                        reconnected,
+                    },
+                    Err(down) => Event::WriteFailed { server, down },
+                };
+                self.engine.handle(event, Instant::now());
+            }
+            Action::Await { deadline } => {
+                self.deadline = deadline;
+                self.health_changes.borrow_and_update();
+            }
+            Action::Fail { server, kind, down } => self.backend(server).fail(kind, down),
+            Action::Drop { server, down } => self.backend(server).drop_connection(down),
+            Action::Reply {
+                index,
+                bytes,
+                silent,
+                outcome,
+                failovers,
+            } => {
+                // Counting first means a client that has its reply already sees it in
+                // `stats`.
+                let job = self.engine.job(index);
+                self.ctx.counters[self.id].record(job.op, &outcome, failovers);
+                if silent {
+                    job.conn.complete_silent(job.seq);
+                } else {
+                    job.conn
+                        .complete(job.seq, |out| out.extend_from_slice(&bytes));
+                }
+                job.conn.finished(job.is_write(), &self.ctx.queue);
+                self.engine.handle(Event::Replied, Instant::now());
+            }
+            Action::Sample(sample) => self.record(sample),
+            Action::Count(Count::Batch) => self.ctx.counters[self.id].record_batch(),
+            Action::Count(Count::OutOfStep) => self.ctx.counters[self.id].record_out_of_step(),
+            Action::Warn(Warning::Replication {
+                op,
+                answers,
+                suppressed,
+            }) => {
+                warn!(worker = self.id, op, answers = %answers, suppressed,
+                      "replicated request did not succeed on every server");
+            }
+            Action::Warn(Warning::ReplicasDisagree { op }) => {
+                warn!(
+                    worker = self.id,
+                    op, "incr/decr results differ between replicas"
                 );
-                self.exchanges.push(Exchange {
-                    job: index,
-                    server,
-                    part,
-                    expect: taken.job.expect,
-                    carries_data: taken.job.op == OpKind::Set,
-                    sent: Instant::now(),
-                    result: State::Pending,
-                });
-                return true;
             }
-            if all_must_succeed {
-                let now = Instant::now();
-                self.exchanges.push(Exchange {
-                    job: index,
-                    server,
-                    part,
-                    expect: taken.job.expect,
-                    carries_data: taken.job.op == OpKind::Set,
-                    sent: now,
-                    result: State::Failed { at: now },
-                });
-                return true;
-            }
+            Action::Idle => return false,
         }
+        true
     }
 
-    /// Sends every backend's composed messages; a backend that fails fails its exchanges.
-    async fn send_staged(&mut self) {
-        for server in 0..self.backends.len() {
-            if self.backends[server].wbuf.is_empty() {
-                continue;
-            }
-            let result = self.backends[server].send().await;
-            let now = Instant::now();
-            for ex in self.exchanges.iter_mut().filter(|e| e.server == server) {
-                if matches!(ex.result, State::Pending) {
-                    ex.sent = now;
-                    if result.is_err() {
-                        ex.result = State::Failed { at: now };
+    /// Waits for what the engine waits for: replies, the deadline, a health change.
+    async fn wait(&mut self) -> Event {
+        let deadline = tokio::time::Instant::from_std(self.deadline);
+        let engine = &mut self.engine;
+        let backends = &mut self.backends;
+        let changes = &mut self.health_changes;
+        tokio::select! {
+            biased;
+            (server, result) = poll_fn(|cx| {
+                for (server, backend) in backends.iter_mut().enumerate() {
+                    if !engine.wants_read(server) {
+                        continue;
+                    }
+                    if let Poll::Ready(result) = backend.poll_read(cx, engine.read_buf(server)) {
+                        return Poll::Ready((server, result));
                     }
                 }
-            }
+                Poll::Pending
+            }) => Event::Read { server, result },
+            _ = tokio::time::sleep_until(deadline) => Event::TimerDue,
+            _ = changes.changed() => Event::HealthChanged,
         }
     }
 
-    /// Reads replies from every server with a pending exchange, concurrently, until all
-    /// are answered or failed, or `timeout` passes. Each server's replies are parsed in
-    /// the order its messages were composed, which is the order it answers in. A server
-    /// ejected meanwhile (another worker timed out on it) is given up on at once.
-    async fn await_replies(&mut self, timeout: Duration) {
-        let deadline = tokio::time::Instant::now() + timeout;
-        self.health_changes.borrow_and_update();
-        loop {
-            let backends = &mut self.backends;
-            let exchanges = &mut self.exchanges;
-            let blocked = &mut self.blocked;
-            let changes = &mut self.health_changes;
-            let counters = &self.ctx.counters[self.id];
-            let frames = &self.frames;
-            let all_answered =
-                poll_fn(|cx| poll_replies(cx, backends, exchanges, blocked, frames, counters));
-            let answered = tokio::select! {
-                biased;
-                done = tokio::time::timeout_at(deadline, all_answered) => Some(done.is_ok()),
-                _ = changes.changed() => None,
-            };
-            match answered {
-                Some(true) => return,
-                Some(false) => break,
-                None => {
-                    self.give_up_on_ejected();
-                    if !self
-                        .exchanges
-                        .iter()
-                        .any(|e| matches!(e.result, State::Pending))
-                    {
-                        return;
-                    }
-                }
+    /// Writes a request's sample into the latency histograms and the statistics unit.
+    fn record(&self, sample: Sample) {
+        let Sample {
+            index,
+            op,
+            ts,
+            outcome,
+            queue_len,
+            failovers,
+        } = sample;
+        {
+            let mut latencies = self.ctx.latencies.lock(self.id);
+            latencies.record_response(op, ts.sample().response.round() as u64);
+            for (server, sent, at) in self.engine.server_times(index) {
+                let us = at.saturating_duration_since(sent).as_micros() as u64;
+                latencies.record_server(server, us);
             }
         }
-        for index in 0..self.exchanges.len() {
-            if matches!(self.exchanges[index].result, State::Pending) {
-                let server = self.exchanges[index].server;
-                self.backends[server]
-                    .fail(FailureKind::Timeout, Down::NoReply(timeout.as_millis()));
-                fail_pending(&mut self.exchanges, server);
-            }
+        let mut stats = self.ctx.lock_stats(self.id);
+        stats.queue_len.add(queue_len as f64);
+        stats.failovers += failovers;
+        stats.record(op, &ts, outcome);
+        for (server, sent, at) in self.engine.server_times(index) {
+            stats.record_server(op, server, sent, at);
         }
     }
+}
 
-    /// Fails the pending exchanges with servers that are now ejected; their connections
-    /// close, since the replies still owed on them would arrive out of step.
-    fn give_up_on_ejected(&mut self) {
-        for server in 0..self.backends.len() {
-            let waiting = self
-                .exchanges
-                .iter()
-                .any(|e| e.server == server && matches!(e.result, State::Pending));
-            if waiting && self.ctx.health.is_ejected(server) {
-                self.backends[server].drop_connection(Down::EjectedWhileWaiting);
-                fail_pending(&mut self.exchanges, server);
+/// Ready with (server, why) when one of the idle connections must be closed.
+async fn idle_closed(backends: &mut [Backend]) -> (usize, IdleEnd) {
+    poll_fn(|cx| {
+        for (server, backend) in backends.iter_mut().enumerate() {
+            if let Poll::Ready(end) = backend.poll_idle_closed(cx) {
+                return Poll::Ready((server, end));
             }
         }
-    }
+        Poll::Pending
+    })
+    .await
 }

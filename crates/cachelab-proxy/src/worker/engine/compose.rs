@@ -2,9 +2,9 @@
 //! write for the other replicas, and which replies quiet mode leaves out.
 
 use bytes::BytesMut;
-use cachelab_protocol::{parse_request, Expect, Limits, Reply, Request};
+use cachelab_protocol::{parse_request, Expect, Limits, Reply, Request as Parsed};
 
-use crate::job::Job;
+use crate::job::Request;
 use crate::routing::plan::{Access, PartKeys, Plan};
 use crate::routing::redis::plan as redis;
 use crate::routing::spans::KeySpans;
@@ -17,7 +17,7 @@ const REPARSE: Limits = Limits {
 };
 
 /// Whether quiet mode leaves this reply out (a quiet meta command's miss or success).
-pub(super) fn quiet_drops(job: &Job, reply: Reply) -> bool {
+pub(super) fn quiet_drops(job: &Request, reply: Reply) -> bool {
     match (job.quiet, reply) {
         (Some(cmd), Reply::Meta(status)) => cmd.quiet_drops(status),
         _ => false,
@@ -29,7 +29,7 @@ pub(super) fn quiet_drops(job: &Job, reply: Reply) -> bool {
 /// it gets; None for a frame that is not a compare-and-swap.
 pub(super) fn compose_unconditional(frame: &[u8], out: &mut BytesMut) -> Option<Expect> {
     match parse_request(frame, &REPARSE) {
-        Ok((Request::Store(store), _)) => {
+        Ok((Parsed::Store(store), _)) => {
             let set = cachelab_protocol::Store {
                 op: cachelab_protocol::StoreOp::Set,
                 cas_unique: None,
@@ -39,7 +39,7 @@ pub(super) fn compose_unconditional(frame: &[u8], out: &mut BytesMut) -> Option<
             set.compose(out);
             Some(Expect::Store)
         }
-        Ok((Request::Meta(meta), _)) => {
+        Ok((Parsed::Meta(meta), _)) => {
             meta.compose_unconditional(out);
             Some(Expect::Meta)
         }
@@ -50,7 +50,7 @@ pub(super) fn compose_unconditional(frame: &[u8], out: &mut BytesMut) -> Option<
 /// Writes part `part` of `job`'s plan, as its server gets it, into `out`: the frame as
 /// received, or a `get`/`gets` of the part's keys (for a Redis command, the command
 /// with the part's keys).
-pub(super) fn compose(job: &Job, plan: &Plan, part: usize, out: &mut BytesMut) {
+pub(super) fn compose(job: &Request, plan: &Plan, part: usize, out: &mut BytesMut) {
     match job.redis {
         Some(route) if plan.parts[part].keys != PartKeys::Whole => {
             redis::compose_part(&job.frame, &job.spans, route, &plan.key_parts, part, out)
@@ -97,7 +97,7 @@ mod tests {
     use crate::routing::plan::Part;
 
     fn get(frame: &[u8]) -> KeySpans {
-        let Ok((Request::Get(get), _)) = parse_request(frame, &Limits::default()) else {
+        let Ok((Parsed::Get(get), _)) = parse_request(frame, &Limits::default()) else {
             panic!("not a get");
         };
         KeySpans::of(frame, get.keys.iter())

@@ -53,8 +53,8 @@ pub(super) struct Exchange {
     pub(super) result: State,
 }
 
-pub(super) fn fail_pending(exchanges: &mut [Exchange], server: usize) {
-    let now = Instant::now();
+/// Fails the pending exchanges with `server`, at `now`.
+pub(super) fn fail_pending(exchanges: &mut [Exchange], server: usize, now: Instant) {
     for ex in exchanges.iter_mut().filter(|e| e.server == server) {
         if matches!(ex.result, State::Pending) {
             ex.result = State::Failed { at: now };
@@ -157,7 +157,7 @@ mod tests {
             ex(1, 0, t0, done(t0)),
             ex(1, 1, t0, State::Pending),
         ];
-        fail_pending(&mut exchanges, 0);
+        fail_pending(&mut exchanges, 0, t0);
         assert!(matches!(exchanges[0].result, State::Failed { .. }));
         assert!(matches!(exchanges[1].result, State::Done { .. }));
         assert!(matches!(exchanges[2].result, State::Pending));

@@ -1,0 +1,140 @@
+//! Reading the servers' replies to a batch: each server's replies are parsed in the
+//! order its messages went out, and a reply that shows the connection out of step
+//! closes it so that nobody gets a reply meant for another request.
+
+use std::time::Instant;
+
+use cachelab_protocol::{parse_reply, Reply, ReplyError};
+
+use super::exchange::{fail_pending, refusal_line, State};
+use super::{Action, Count, Engine, ServerHealth};
+use crate::down::{Down, OutOfStep};
+use crate::job::Request;
+use crate::routing::answers::values_answer_request;
+use crate::routing::plan::ServerId;
+
+impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
+    /// One pass over the pending exchanges: parses what has arrived, notes the servers
+    /// more bytes are wanted from. True while an exchange is pending.
+    pub(super) fn parse_replies(&mut self, now: Instant) -> bool {
+        self.blocked.iter_mut().for_each(|b| *b = false);
+        let mut pending = false;
+        for index in 0..self.exchanges.len() {
+            if !matches!(self.exchanges[index].result, State::Pending) {
+                continue;
+            }
+            let server = self.exchanges[index].server;
+            if self.blocked[server] {
+                pending = true;
+                continue;
+            }
+            let conn = &mut self.conns[server];
+            match parse_reply(&conn.rbuf[conn.parsed..], self.exchanges[index].expect) {
+                Ok((reply, len)) => {
+                    let ex = &self.exchanges[index];
+                    let foreign = matches!(reply, Reply::Values { hits, body_len } if hits > 0
+                    && !values_answer_request(
+                        &self.frames[ex.job],
+                        &conn.rbuf[conn.parsed..conn.parsed + body_len],
+                    ));
+                    let step = if foreign {
+                        Some(Relay::Nothing)
+                    } else {
+                        out_of_step(reply, ex.carries_data)
+                    };
+                    if step != Some(Relay::Nothing) {
+                        self.exchanges[index].result = State::Done {
+                            reply,
+                            offset: conn.parsed,
+                            len,
+                            at: now,
+                        };
+                        conn.parsed += len;
+                        self.health.report_success(server);
+                    }
+                    if step.is_some() {
+                        // Whatever follows on this connection may answer something
+                        // else: close it, and let the requests after this one fail over.
+                        self.drop_connection(
+                            server,
+                            Down::OutOfStep(if foreign {
+                                OutOfStep::Foreign
+                            } else {
+                                OutOfStep::ReadDifferently
+                            }),
+                        );
+                        self.actions.push_back(Action::Count(Count::OutOfStep));
+                        fail_pending(&mut self.exchanges, server, now);
+                    }
+                }
+                Err(ReplyError::Incomplete) => {
+                    if conn.rbuf.len() - conn.parsed > self.settings.max_reply_bytes {
+                        // A proxy's memory must not be what one request asks for.
+                        self.refuse(index, true, now);
+                    } else {
+                        self.blocked[server] = true;
+                        pending = true;
+                    }
+                }
+                Err(ReplyError::Malformed(_)) => {
+                    // Not what was asked (a stray reply, or one read out of step): the
+                    // connection goes, but a client's bytes must not eject a server.
+                    self.drop_connection(server, Down::OutOfStep(OutOfStep::Foreign));
+                    self.actions.push_back(Action::Count(Count::OutOfStep));
+                    fail_pending(&mut self.exchanges, server, now);
+                }
+            }
+        }
+        pending
+    }
+
+    /// Bytes arrived from `server`: the buffer's capacity (what the allocator holds) is
+    /// charged to the memory budget; past it, the reply being read is refused.
+    pub(super) fn bytes_read(&mut self, server: ServerId, now: Instant) {
+        let conn = &mut self.conns[server];
+        let capacity = conn.rbuf.capacity();
+        if conn.charge.resize(capacity) {
+            return;
+        }
+        let first = self
+            .exchanges
+            .iter()
+            .position(|ex| ex.server == server && matches!(ex.result, State::Pending));
+        if let Some(index) = first {
+            self.refuse(index, false, now);
+        }
+    }
+
+    /// The reply to exchange `index` cannot be held (too large, or out of memory): the
+    /// request is refused; the rest of the reply is not wanted, so the connection is
+    /// out of step (the server itself is fine).
+    fn refuse(&mut self, index: usize, too_large: bool, now: Instant) {
+        let line = refusal_line(self.exchanges[index].expect, too_large);
+        self.exchanges[index].result = State::Refused { at: now, line };
+        let server = self.exchanges[index].server;
+        self.drop_connection(server, Down::ReplyRefused);
+        fail_pending(&mut self.exchanges, server, now);
+    }
+}
+
+/// What to do with a reply that shows the server framed the request differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Relay {
+    /// The reply is the request's own (the first line the server wrote for it).
+    Reply,
+    /// The reply may belong to an earlier request: nobody gets it.
+    Nothing,
+}
+
+/// Whether `reply` shows the connection is out of step, and whose it is. The proxy
+/// forwards only commands the server knows, framed as the server frames them, so
+/// `ERROR` means the server read something other than what was sent (it may even be
+/// left over from an earlier request); a `CLIENT_ERROR` to a request with a data block
+/// means the server may read that block as commands, each with a reply of its own.
+fn out_of_step(reply: Reply, carries_data: bool) -> Option<Relay> {
+    match reply {
+        Reply::Error => Some(Relay::Nothing),
+        Reply::ClientError if carries_data => Some(Relay::Reply),
+        _ => None,
+    }
+}
