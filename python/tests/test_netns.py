@@ -122,10 +122,15 @@ def test_a_real_unprivileged_user_gets_one_line_and_exit_1():
 def _start_harness(tmp_path) -> subprocess.Popen:
     (tmp_path / "e.toml").write_text(GETS_4K.format(mbit=20, delay=0, servers=1,
                                                     run_time=20))
+    # SIGINT back to its default in the harness: a shell without job control starts its
+    # background commands (a CI script's `make test &`, say) with SIGINT ignored, and
+    # Python then installs no KeyboardInterrupt handler, so the test's Ctrl-C would do
+    # nothing and the run would finish normally.
     return subprocess.Popen([sys.executable, "-m", "cachelab.cli", "run",
                              str(tmp_path / "e.toml"), "--out", str(tmp_path / "out"),
                              "--no-report"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _wait_for_load(tmp_path, harness: subprocess.Popen) -> None:
