@@ -296,6 +296,23 @@ def median_of(runs: list[Measure]) -> dict:
                "repetitions": [asdict(r) for r in runs]})
 
 
+def interleaved(targets: list[Target], workload: list[str], rate: int | None, repeats: int,
+                run_time: float, workdir: Path) -> dict:
+    """One case's row: every target measured `repeats` times, interleaved (A B C A B C
+    ...), each field's median with the repetitions kept (median_of)."""
+    runs: dict[str, list[Measure]] = {t.name: [] for t in targets}
+    for _ in range(repeats):
+        for t in targets:
+            runs[t.name].append(measure(t, workload, rate, run_time, workdir))
+    return {n: median_of(r) for n, r in runs.items()}
+
+
+def stop_all(targets: list[Target]) -> None:
+    for t in targets:
+        if t.proc:
+            stop(t.proc)
+
+
 def ratio(a, b):
     return a / b if a is not None and b not in (None, 0) else None
 
@@ -346,18 +363,13 @@ def main() -> None:
             try:
                 for case in (c for c in cases if c.backends == backends):
                     populate(servers.ports, case.value, workdir)
-                    runs: dict[str, list[Measure]] = {t.name: [] for t in targets}
-                    for _ in range(args.repeats):
-                        for t in targets:  # interleaved: A B C A B C ...
-                            runs[t.name].append(measure(t, load_argv(case), case.rate,
-                                                           args.run_time, workdir))
-                    row = {"case": asdict(case)} | {n: median_of(r) for n, r in runs.items()}
+                    row = {"case": asdict(case)} | interleaved(
+                        targets, load_argv(case), case.rate, args.repeats, args.run_time,
+                        workdir)
                     results.append(row)
                     print_row(row)
             finally:
-                for t in targets:
-                    if t.proc:
-                        stop(t.proc)
+                stop_all(targets)
                 servers.close()
     verdicts = issue14_targets(results)
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -45,17 +45,16 @@ from proxy_bench import (
     PROXY_CPU,
     RESULTS,
     SERVER_CPU,
-    Measure,
     Target,
     fmt_median,
-    measure,
-    median_of,
+    interleaved,
     per_rep,
     pinned,
     start_cachelab,
     start_cachelab_shard,
     start_twemproxy,
     stop,
+    stop_all,
 )
 
 OPEN_RATE = 20_000  # requests/s in total, open loop
@@ -149,18 +148,13 @@ def main() -> None:
                     targets.insert(0, Target("direct", None, servers.ports[0]))
                 servers.populate(workdir)
                 for case in (c for c in cases if c.backends == backends):
-                    runs: dict[str, list[Measure]] = {t.name: [] for t in targets}
-                    for _ in range(args.repeats):
-                        for t in targets:  # interleaved: A B C A B C ...
-                            runs[t.name].append(measure(t, case.workload(), case.rate,
-                                                        args.run_time, workdir))
-                    row = {"case": asdict(case)} | {n: median_of(r) for n, r in runs.items()}
+                    row = {"case": asdict(case)} | interleaved(
+                        targets, case.workload(), case.rate, args.repeats, args.run_time,
+                        workdir)
                     results.append(row)
                     print_row(row)
             finally:
-                for t in targets:
-                    if t.proc:
-                        stop(t.proc)
+                stop_all(targets)
                 servers.close()
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "redis-latest.json"
