@@ -28,6 +28,8 @@ pub mod plan;
 pub mod redis;
 pub mod ring;
 pub mod spans;
+#[cfg(test)]
+mod test_support;
 
 /// What a pool's clients and servers speak: memcached's text protocol, or RESP2 (a
 /// Redis pool, whose commands are routed by [`redis`]).

@@ -179,47 +179,19 @@ fn single_key(frame: &[u8]) -> std::borrow::Cow<'_, [u8]> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{tagged, PoolServer};
+    use super::super::tagged;
     use super::*;
     use crate::routing::hash::Hash;
-    use crate::routing::ring::{Distribution, Member};
+    use crate::routing::ring::Distribution;
+    use crate::routing::test_support::{none, servers, Ejected};
     use cachelab_protocol::{parse_request, Limits, Request};
     use std::collections::HashSet;
-    use std::net::SocketAddr;
     use std::time::Duration;
-
-    struct Ejected(HashSet<ServerId>);
-
-    impl Alive for Ejected {
-        fn is_ejected(&self, server: ServerId) -> bool {
-            self.0.contains(&server)
-        }
-    }
-
-    fn none() -> Ejected {
-        Ejected(HashSet::new())
-    }
-
-    fn servers(n: usize) -> Vec<PoolServer> {
-        (0..n)
-            .map(|i| {
-                let addr: SocketAddr = format!("127.0.0.1:{}", 21000 + i).parse().unwrap();
-                PoolServer {
-                    id: 10 + i,
-                    addr: addr.into(),
-                    member: Member {
-                        name: addr.to_string(),
-                        weight: 1,
-                    },
-                }
-            })
-            .collect()
-    }
 
     fn shard(n: usize, replicas: usize, auto_eject: bool) -> Pool {
         Pool::new(
             "p".into(),
-            servers(n),
+            servers(n, 21000),
             Mode::Shard { replicas },
             Hash::Fnv1a64,
             None,
@@ -243,7 +215,7 @@ mod tests {
 
     #[test]
     fn gets_and_cas_of_a_key_go_to_its_primary_whatever_the_rotation() {
-        let pool = Pool::replicate(servers(3), false, Duration::from_secs(1));
+        let pool = Pool::replicate(servers(3, 21000), false, Duration::from_secs(1));
         let primary = pool.key_replicas(b"k").next().unwrap();
         for _ in 0..4 {
             let gets = planned(&pool, Access::ReadCas, b"gets k\r\n", 1, &none());
@@ -268,7 +240,7 @@ mod tests {
 
     #[test]
     fn an_ejected_primary_hands_its_keys_to_the_next_server_in_their_order() {
-        let pool = Pool::replicate(servers(3), false, Duration::from_secs(1));
+        let pool = Pool::replicate(servers(3, 21000), false, Duration::from_secs(1));
         let order: Vec<ServerId> = pool.key_replicas(b"k").collect();
         let ejected = Ejected([order[0]].into_iter().collect());
         let cas = planned(
@@ -290,7 +262,7 @@ mod tests {
 
     #[test]
     fn a_multi_key_gets_asks_each_key_at_its_primary() {
-        let pool = Pool::replicate(servers(3), false, Duration::from_secs(1));
+        let pool = Pool::replicate(servers(3, 21000), false, Duration::from_secs(1));
         let keys = [&b"a"[..], b"b", b"c", b"d", b"e"];
         let plan = planned(&pool, Access::ReadCas, b"gets a b c d e\r\n", 5, &none());
         assert_eq!(plan.merge(), Merge::ByKey);
@@ -322,7 +294,7 @@ mod tests {
 
     #[test]
     fn replicate_reads_rotate_and_fail_over_to_every_other_server() {
-        let pool = Pool::replicate(servers(3), false, Duration::from_secs(1));
+        let pool = Pool::replicate(servers(3, 21000), false, Duration::from_secs(1));
         let firsts: Vec<ServerId> = (0..4)
             .map(|_| planned(&pool, Access::Read, b"get k\r\n", 1, &none()).candidates_of(0)[0])
             .collect();
@@ -334,7 +306,7 @@ mod tests {
 
     #[test]
     fn replicate_writes_go_to_every_server_with_the_reply_rule() {
-        let pool = Pool::replicate(servers(3), false, Duration::from_secs(1));
+        let pool = Pool::replicate(servers(3, 21000), false, Duration::from_secs(1));
         let plan = planned(&pool, Access::Write, b"set k 0 0 1\r\nv\r\n", 1, &none());
         assert_eq!(plan.merge(), Merge::AllMustSucceed);
         let targets: Vec<ServerId> = (0..3).map(|p| plan.candidates_of(p)[0]).collect();
@@ -347,7 +319,7 @@ mod tests {
 
     #[test]
     fn a_split_multi_get_takes_consecutive_parts_three_two_two() {
-        let pool = Pool::replicate(servers(3), true, Duration::from_secs(1));
+        let pool = Pool::replicate(servers(3, 21000), true, Duration::from_secs(1));
         let plan = planned(&pool, Access::Read, b"get a b c d e f g\r\n", 7, &none());
         assert_eq!(plan.merge(), Merge::Concat);
         let parts: Vec<PartKeys> = plan.parts.iter().map(|p| p.keys).collect();

@@ -183,45 +183,16 @@ pub fn compose_part(
 mod tests {
     use super::*;
     use crate::routing::hash::Hash;
-    use crate::routing::plan::PoolServer;
     use crate::routing::redis::commands::{classify, key_args, Kind};
-    use crate::routing::ring::{Distribution, Member};
+    use crate::routing::ring::Distribution;
+    use crate::routing::test_support::{none, servers, Ejected};
     use cachelab_protocol::resp::{compose_command, parse_command, RespLimits};
-    use std::collections::HashSet;
     use std::time::Duration;
-
-    struct Ejected(HashSet<ServerId>);
-
-    impl Alive for Ejected {
-        fn is_ejected(&self, server: ServerId) -> bool {
-            self.0.contains(&server)
-        }
-    }
-
-    fn none() -> Ejected {
-        Ejected(HashSet::new())
-    }
-
-    fn servers(n: usize) -> Vec<PoolServer> {
-        (0..n)
-            .map(|i| PoolServer {
-                id: 10 + i,
-                addr: format!("127.0.0.1:{}", 7000 + i)
-                    .parse::<std::net::SocketAddr>()
-                    .unwrap()
-                    .into(),
-                member: Member {
-                    name: format!("127.0.0.1:{}", 7000 + i),
-                    weight: 1,
-                },
-            })
-            .collect()
-    }
 
     fn shard(n: usize, auto_eject: bool) -> Pool {
         Pool::new(
             "r".into(),
-            servers(n),
+            servers(n, 7000),
             Mode::Shard { replicas: 1 },
             Hash::Fnv1a64,
             Some(*b"{}"),
@@ -282,7 +253,7 @@ mod tests {
 
     #[test]
     fn replicate_writes_go_to_every_server_and_all_must_succeed() {
-        let pool = Pool::replicate(servers(3), false, Duration::from_secs(1));
+        let pool = Pool::replicate(servers(3, 7000), false, Duration::from_secs(1));
         for args in [
             &["SET", "k", "v"][..],
             &["DEL", "a", "b"],
@@ -296,7 +267,7 @@ mod tests {
 
     #[test]
     fn replicate_reads_rotate_over_the_servers_with_the_others_standing_in() {
-        let pool = Pool::replicate(servers(3), false, Duration::from_secs(1));
+        let pool = Pool::replicate(servers(3, 7000), false, Duration::from_secs(1));
         let firsts: Vec<ServerId> = (0..4)
             .map(|_| {
                 let (p, _) = planned(&pool, &["GET", "k"], &none());
@@ -310,7 +281,7 @@ mod tests {
 
     #[test]
     fn a_sharded_mget_in_a_replicate_pool_is_cut_into_runs_of_keys() {
-        let pool = Pool::replicate(servers(3), true, Duration::from_secs(1));
+        let pool = Pool::replicate(servers(3, 7000), true, Duration::from_secs(1));
         let (p, d) = planned(&pool, &["MGET", "a", "b", "c", "d"], &none());
         assert_eq!(p.merge(), Merge::Resp(RespMerge::Values));
         assert_eq!(p.key_parts, vec![0, 0, 1, 2]);

@@ -211,22 +211,10 @@ mod tests {
     use crate::routing::plan::{Mode, PoolServer, ReadPolicy};
     use crate::routing::redis::commands::{classify, key_args, Kind};
     use crate::routing::ring::{Distribution, Member};
+    use crate::routing::test_support::{none, Ejected};
     use cachelab_protocol::parse_resp_reply;
     use std::borrow::Cow;
-    use std::collections::HashSet;
     use std::time::Duration;
-
-    struct Ejected(HashSet<ServerId>);
-
-    impl Alive for Ejected {
-        fn is_ejected(&self, server: ServerId) -> bool {
-            self.0.contains(&server)
-        }
-    }
-
-    fn none() -> Ejected {
-        Ejected(HashSet::new())
-    }
 
     fn pool(n: usize, tag: Option<[u8; 2]>, auto_eject: bool) -> Pool {
         let servers = (0..n)
