@@ -19,7 +19,8 @@ use tracing::{info, warn};
 
 use crate::down::{Down, IdleEnd};
 use crate::endpoint::Endpoint;
-use crate::health::{FailureKind, Health, BACKOFF_INITIAL};
+use crate::health::{FailureKind, Health};
+use crate::reconnect::Reconnect;
 use crate::server_stream::ServerStream;
 
 pub struct Backend {
@@ -28,15 +29,10 @@ pub struct Backend {
     pub index: usize,
     pub addr: Endpoint,
     health: Arc<Health>,
-    /// `Health::restores` when this connection last failed.
-    restores_seen: u64,
     stream: Option<ServerStream>,
-    backoff: Duration,
-    retry_at: Option<Instant>,
-    /// Why the server is down, for the SERVER_ERROR line.
-    down: Down,
+    /// When to try again after a failure, and why the server is down.
+    retry: Reconnect,
     connect_timeout: Duration,
-    backoff_max: Duration,
 }
 
 impl Backend {
@@ -52,13 +48,9 @@ impl Backend {
             index,
             addr: health.addr(index).clone(),
             health,
-            restores_seen: 0,
             stream: None,
-            backoff: BACKOFF_INITIAL,
-            retry_at: None,
-            down: Down::NotConnectedYet,
+            retry: Reconnect::new(backoff_max),
             connect_timeout,
-            backoff_max,
         }
     }
 
@@ -68,7 +60,7 @@ impl Backend {
 
     /// Why the server cannot be used now (or why it last could not).
     pub fn down(&self) -> &Down {
-        &self.down
+        &self.retry.down
     }
 
     /// Connects if down and the retry time has come; Ok(true) when a new connection was
@@ -83,20 +75,16 @@ impl Backend {
         if self.stream.is_some() {
             return Ok(false);
         }
-        let restored = self.health.restores(self.index) != self.restores_seen;
-        if !restored && self.retry_at.is_some_and(|at| Instant::now() < at) {
-            return Err(self.down.clone());
-        }
+        self.retry
+            .may_attempt(Instant::now(), self.health.restores(self.index))?;
         let connector = self.health.connector(self.index);
         let attempt = tokio::time::timeout(self.connect_timeout, connector.connect());
         match attempt.await {
             Ok(Ok(stream)) => {
-                if self.retry_at.is_some() {
+                if self.retry.connected() {
                     info!(worker = self.worker, server = %self.addr, "reconnected to server");
                 }
                 self.stream = Some(stream);
-                self.retry_at = None;
-                self.backoff = BACKOFF_INITIAL;
                 Ok(true)
             }
             Ok(Err(e)) => {
@@ -111,12 +99,10 @@ impl Backend {
 
     /// Reports the failure to the shared health and waits out the backoff; returns it.
     fn schedule_retry(&mut self, kind: FailureKind, down: Down) -> Down {
-        self.retry_at = Some(Instant::now() + self.backoff);
-        self.backoff = (self.backoff * 2).min(self.backoff_max);
-        self.restores_seen = self.health.restores(self.index);
+        let restores = self.health.restores(self.index);
         self.health
             .report_failure(self.index, kind, &down.to_string());
-        self.down = down.clone();
+        self.retry.failed(Instant::now(), restores, down.clone());
         down
     }
 
@@ -138,7 +124,7 @@ impl Backend {
             info!(worker = self.worker, server = %self.addr, reason = %down,
                   "server connection closed");
         }
-        self.down = down;
+        self.retry.down = down;
     }
 
     /// Ready when the idle connection must go: the server closed it (EOF or reset), or
@@ -169,7 +155,7 @@ impl Backend {
             reconnected = true;
         }
         let Some(stream) = self.stream.as_mut() else {
-            return Err(self.down.clone());
+            return Err(self.retry.down.clone());
         };
         if let Err(first) = write_flushed(stream, buf).await {
             info!(worker = self.worker, server = %self.addr, error = %first,
@@ -211,7 +197,7 @@ impl Backend {
         buf: &mut BytesMut,
     ) -> Poll<Result<(), Down>> {
         let Some(stream) = self.stream.as_mut() else {
-            return Poll::Ready(Err(self.down.clone()));
+            return Poll::Ready(Err(self.retry.down.clone()));
         };
         match tokio_util::io::poll_read_buf(Pin::new(stream), cx, buf) {
             Poll::Ready(Ok(0)) => Poll::Ready(Err(Down::Closed)),

@@ -67,10 +67,16 @@ pub fn window_us() -> u64 {
     WINDOW_US.load(Ordering::Relaxed)
 }
 
+/// Records the window of a shell that busy-polls by itself (the event loop), for
+/// `stats` and the metrics.
+pub fn announce(window: Duration) {
+    WINDOW_US.store((window.as_micros() as u64).max(1), Ordering::Relaxed);
+}
+
 /// Spins for `window` after each burst of reads, until the runtime ends. Spawn it once.
 pub async fn spin(window: Duration) {
     // At least 1: zero means off to `touch`.
-    WINDOW_US.store((window.as_micros() as u64).max(1), Ordering::Relaxed);
+    announce(window);
     loop {
         ASLEEP.store(true, Ordering::Relaxed);
         // A read between the store and this await leaves a permit: no wake-up is lost.

@@ -357,6 +357,18 @@ impl<R: Ordered> ClientConn<R> {
         }
     }
 
+    /// Flushes a blocked outbox now that the socket is writable (the event loop's
+    /// counterpart of [`ClientConn::flush_when_blocked`]); true if it is still blocked.
+    pub fn flush_blocked(&self) -> bool {
+        let mut ob = self.lock();
+        if ob.blocked {
+            ob.blocked = false;
+            self.flush_locked(&mut ob);
+            ob.settle();
+        }
+        ob.blocked
+    }
+
     /// Sends FIN after the replies already written (the read side stays open).
     pub fn shutdown_write(&self) {
         self.stream.shutdown_write();

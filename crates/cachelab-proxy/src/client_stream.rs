@@ -19,6 +19,7 @@ use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::{tcp, unix, TcpStream};
 
 use crate::endpoint::Accepted;
+use crate::mio_socket::MioSocket;
 use crate::tls::ListenerTls;
 
 /// How long a client may take to complete its TLS handshake.
@@ -119,6 +120,8 @@ pub enum ClientWriter {
     Tcp(tcp::OwnedWriteHalf),
     Unix(unix::OwnedWriteHalf),
     Tls(Arc<TlsShared>),
+    /// A socket of the event loop ([`crate::evloop`]), which also reads it.
+    Loop(Arc<MioSocket>),
 }
 
 impl From<tcp::OwnedWriteHalf> for ClientWriter {
@@ -133,6 +136,7 @@ impl ClientWriter {
         match self {
             ClientWriter::Tcp(w) => w.try_write(buf),
             ClientWriter::Unix(w) => w.try_write(buf),
+            ClientWriter::Loop(s) => s.write(buf),
             ClientWriter::Tls(shared) => {
                 let mut session = shared.lock();
                 // Older records first; while they wait, take no more plaintext.
@@ -153,7 +157,7 @@ impl ClientWriter {
     /// are left (always, without TLS).
     pub fn flush_backlog(&self) -> io::Result<bool> {
         match self {
-            ClientWriter::Tcp(_) | ClientWriter::Unix(_) => Ok(true),
+            ClientWriter::Tcp(_) | ClientWriter::Unix(_) | ClientWriter::Loop(_) => Ok(true),
             ClientWriter::Tls(shared) => flush_tls(&shared.socket, &mut shared.lock()),
         }
     }
@@ -164,6 +168,9 @@ impl ClientWriter {
             ClientWriter::Tcp(w) => w.writable().await,
             ClientWriter::Unix(w) => w.writable().await,
             ClientWriter::Tls(shared) => shared.socket.writable().await,
+            // The event loop waits for writability itself and calls
+            // `ClientConn::flush_blocked`; nothing awaits this.
+            ClientWriter::Loop(_) => Err(io::ErrorKind::Unsupported.into()),
         }
     }
 
@@ -172,6 +179,7 @@ impl ClientWriter {
         let fd = match self {
             ClientWriter::Tcp(w) => w.as_ref().as_raw_fd(),
             ClientWriter::Unix(w) => w.as_ref().as_raw_fd(),
+            ClientWriter::Loop(s) => s.as_raw_fd(),
             ClientWriter::Tls(shared) => {
                 let mut session = shared.lock();
                 session.send_close_notify();

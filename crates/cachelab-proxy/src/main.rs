@@ -50,9 +50,14 @@ fn serve(config: Config, pid_file: Option<&std::path::Path>) -> anyhow::Result<(
     // One thread needs no work stealing: the single-threaded scheduler does less per
     // wake-up, which is most of a proxy's own CPU time. By default one thread per CPU we
     // may run on (taskset and cgroup limits count), so a proxy pinned to one CPU gets it.
-    let threads = config.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-    });
+    // With the event loop, the runtime serves only the control plane: one thread.
+    let threads = if config.uses_loop() {
+        1
+    } else {
+        config.threads.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        })
+    };
     let mut runtime = if threads == 1 {
         tokio::runtime::Builder::new_current_thread()
     } else {
@@ -82,7 +87,12 @@ fn serve(config: Config, pid_file: Option<&std::path::Path>) -> anyhow::Result<(
                 })?;
             listeners.push(listener);
         }
-        let busy_poll = config.busy_poll;
+        // The event loop busy-polls itself; the tokio shell needs the spinner task.
+        let busy_poll = if config.uses_loop() {
+            std::time::Duration::ZERO
+        } else {
+            config.busy_poll
+        };
         let ready = server::start(listeners, config).await?;
         // The first stdout lines tell scripts and tests where we listen (useful with
         // port 0): one per listener, in the configuration's order, printed only now that

@@ -111,9 +111,17 @@ pub struct Args {
     #[arg(long, default_value_t = DEFAULT_PIPELINE, value_name = "DEPTH")]
     pub pipeline: usize,
 
-    /// Runtime threads for the net layer and workers (default: one per CPU).
+    /// Runtime threads for the net layer and workers of the tokio shell (default: one
+    /// per CPU). The event loop is one thread; the runtime then serves only signals,
+    /// reload, metrics and statistics, on one thread.
     #[arg(long)]
     pub threads: Option<usize>,
+
+    /// What drives the engine: `loop`, one event-loop thread that owns every socket
+    /// (no task per connection or worker); `tokio`, a task per client connection and
+    /// per worker; `auto`, the loop unless TLS is configured (served by tokio only).
+    #[arg(long, value_enum, default_value_t = Shell::Auto)]
+    pub shell: Shell,
 
     /// After each read from a client or a server, keep one runtime thread spinning this
     /// many microseconds instead of sleeping, so the next request or reply is read as it
@@ -222,6 +230,15 @@ pub struct Args {
     /// only this one.
     #[arg(long, value_name = "N", conflicts_with = "config")]
     pub redis_db: Option<u32>,
+}
+
+/// `--shell`'s values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shell {
+    Auto,
+    #[value(alias = "mio")]
+    Loop,
+    Tokio,
 }
 
 /// `--protocol`'s values.

@@ -13,7 +13,7 @@ pub mod spec;
 pub mod toml;
 pub mod yaml;
 
-pub use args::Args;
+pub use args::{Args, Shell};
 pub use spec::{ketama_name, ListenerSpec, PoolSpec, ServerSpec};
 
 use std::collections::HashSet;
@@ -98,6 +98,8 @@ pub struct Config {
     pub config_file: Option<PathBuf>,
     pub pipeline: usize,
     pub threads: Option<usize>,
+    /// `--shell` as given; [`Config::uses_loop`] resolves `auto`.
+    pub shell: Shell,
     /// `--busy-poll-us`; zero: off.
     pub busy_poll: Duration,
     pub stats_file: Option<PathBuf>,
@@ -124,6 +126,23 @@ pub struct Config {
 pub const SPARE_DESCRIPTORS: u64 = 64;
 
 impl Config {
+    /// Whether the event loop ([`crate::evloop`]) serves, rather than tokio tasks: asked
+    /// for, or `auto` and no TLS anywhere (the loop has no TLS yet).
+    pub fn uses_loop(&self) -> bool {
+        match self.shell {
+            Shell::Loop => true,
+            Shell::Tokio => false,
+            Shell::Auto => !self.has_tls(),
+        }
+    }
+
+    /// Whether any listener serves TLS or any pool reaches its servers over TLS.
+    pub fn has_tls(&self) -> bool {
+        self.listeners
+            .iter()
+            .any(|l| l.tls.is_some() || l.pool.server_tls.is_some())
+    }
+
     /// File descriptors the proxy may need at once: every client connection, every
     /// worker's connection to every server, and `SPARE_DESCRIPTORS`.
     pub fn descriptors_needed(&self) -> u64 {
@@ -162,6 +181,7 @@ impl Config {
             config_file: None,
             pipeline: DEFAULT_PIPELINE,
             threads: None,
+            shell: Shell::Auto,
             busy_poll: Duration::ZERO,
             stats_file: None,
             stats_window: Duration::from_secs_f64(DEFAULT_STATS_WINDOW_SECS),
@@ -289,7 +309,7 @@ impl TryFrom<&Args> for Config {
                 return Err(ConfigError::Zero(name));
             }
         }
-        Ok(Config {
+        let config = Config {
             listen: listeners[0].listen.clone(),
             workers: args.workers,
             servers,
@@ -298,6 +318,7 @@ impl TryFrom<&Args> for Config {
             config_file: args.config.clone(),
             pipeline: args.pipeline,
             threads: args.threads,
+            shell: args.shell,
             busy_poll: Duration::from_micros(args.busy_poll_us),
             stats_file: args.stats_file.clone(),
             stats_window: seconds(args.stats_window, "stats-window")?,
@@ -326,7 +347,13 @@ impl TryFrom<&Args> for Config {
                 .ok()
                 .filter(|m| *m <= 0o777)
                 .ok_or_else(|| ConfigError::BadMode(args.unix_socket_mode.clone()))?,
-        })
+        };
+        if config.shell == Shell::Loop && config.has_tls() {
+            return Err(ConfigError::Unsupported(
+                "--shell loop serves no TLS yet: use --shell tokio (or auto) with TLS",
+            ));
+        }
+        Ok(config)
     }
 }
 

@@ -58,9 +58,9 @@ const LOGGED_ERRORS: u64 = 10;
 /// How long a closing connection keeps reading (and dropping) client input.
 const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Why the connection task stopped reading.
+/// Why a client connection stopped reading.
 #[derive(Debug)]
-enum End {
+pub enum End {
     Quit,
     Eof,
     Shutdown,
@@ -76,46 +76,40 @@ pub async fn serve(
     slot: Arc<PoolSlot>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let pool = slot.current();
-    let mut session = Session {
-        conn: Arc::clone(&conn),
-        reader: reader.into(),
-        net: Arc::clone(&net),
-        generation: slot.generation(),
-        protocol: pool.protocol,
-        pool,
-        slot,
-        decoder: Decoder::default(),
-        resp: RespDecoder::default(),
-        rbuf: BytesMut::with_capacity(16 * 1024),
-        errors: 0,
-        paused: false,
-    };
-    let end = session.read_loop(&mut stop).await;
-    match &end {
-        End::Eof if !session.rbuf.is_empty() && !session.decoder.is_discarding() => {
-            info!(conn = conn.id, peer = %conn.peer, bytes = session.rbuf.len(),
-                  "client closed the connection in the middle of a request; partial request dropped");
-        }
-        End::Error(e) => {
-            debug!(conn = conn.id, peer = %conn.peer, error = %e, "client read failed")
-        }
-        End::Idle => {
-            debug!(conn = conn.id, peer = %conn.peer, "closing a connection idle past --idle-timeout")
-        }
-        _ => {}
-    }
+    let mut reader = reader.into();
+    let mut session = Session::new(Arc::clone(&conn), Arc::clone(&net), slot);
+    let end = session.read_loop(&mut reader, &mut stop).await;
+    session.log_end(&end);
     // Answer everything already received, then close gracefully.
     conn.drain().await;
     conn.shutdown_write();
-    if !matches!(end, End::Eof | End::Error(_) | End::Dead | End::Idle) {
-        session.linger().await;
+    if end.lingers() {
+        linger(&mut reader).await;
     }
-    if session.errors > LOGGED_ERRORS {
-        warn!(conn = conn.id, peer = %conn.peer, bad_requests = session.errors,
-              "connection closed after many bad requests");
+    session.close();
+}
+
+impl End {
+    /// Whether the client may still be sending: closing with unread input makes the
+    /// kernel reset the connection, which can destroy replies still in flight.
+    pub fn lingers(&self) -> bool {
+        !matches!(self, End::Eof | End::Error(_) | End::Dead | End::Idle)
     }
-    net.net.curr_connections.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Reads and drops what the client still sends until it closes or LINGER passes.
+/// Closing a socket with unread input makes the kernel send RST, which can destroy
+/// replies still in flight to the client; lingering like this avoids that.
+async fn linger(reader: &mut ClientReader) {
+    let mut scratch = [0u8; 4096];
+    let _ = tokio::time::timeout(LINGER, async {
+        while let Ok(n) = reader.read(&mut scratch).await {
+            if n == 0 {
+                return;
+            }
+        }
+    })
+    .await;
 }
 
 /// Sleeps until `at`, or forever.
@@ -126,9 +120,10 @@ async fn sleep_until_some(at: Option<tokio::time::Instant>) {
     }
 }
 
-struct Session {
+/// A client connection's decoding state, without its socket: the tokio shell's task
+/// ([`serve`]) and the event loop ([`crate::evloop`]) feed it the bytes they read.
+pub struct Session {
     conn: Arc<ClientConn<Job>>,
-    reader: ClientReader,
     net: Arc<NetContext>,
     /// The listener's pool as of `generation`; refreshed when a reload bumps it.
     slot: Arc<PoolSlot>,
@@ -158,84 +153,161 @@ enum Decoded {
 }
 
 impl Session {
-    async fn read_loop(&mut self, stop: &mut watch::Receiver<bool>) -> End {
-        let limits = ClientLimits {
+    pub fn new(conn: Arc<ClientConn<Job>>, net: Arc<NetContext>, slot: Arc<PoolSlot>) -> Self {
+        let pool = slot.current();
+        Session {
+            conn,
+            net,
+            generation: slot.generation(),
+            protocol: pool.protocol,
+            pool,
+            slot,
+            decoder: Decoder::default(),
+            resp: RespDecoder::default(),
+            rbuf: BytesMut::with_capacity(16 * 1024),
+            errors: 0,
+            paused: false,
+        }
+    }
+
+    pub fn conn(&self) -> &Arc<ClientConn<Job>> {
+        &self.conn
+    }
+
+    /// The per-client limits of admission ([`crate::admission`]).
+    pub fn limits(&self) -> ClientLimits {
+        ClientLimits {
             max_inflight: self.net.settings.max_inflight,
             max_pending_bytes: self.net.settings.max_pending_bytes,
-        };
+        }
+    }
+
+    /// Whether more may be read now: Ok(false) while the client may not have another
+    /// request dispatched (a completion is to be waited for; [`ClientConn::must_wait`]
+    /// arms its wake-up), after decoding what a pause left in the buffer.
+    pub fn may_read(&mut self) -> Result<bool, End> {
+        let limits = self.limits();
+        loop {
+            if self.conn.is_dead() {
+                return Err(End::Dead);
+            }
+            if self.conn.must_wait(limits) {
+                self.net.net.client_pauses.fetch_add(1, Ordering::Relaxed);
+                return Ok(false);
+            }
+            if !self.paused {
+                return Ok(true);
+            }
+            // What was read before the pause arrives now, as if it had waited unread
+            // in the socket (the client's own backlog, not the proxy's).
+            match self.decode_all(Instant::now(), limits) {
+                Decoded::Quit => return Err(End::Quit),
+                Decoded::Paused | Decoded::All => {}
+            }
+        }
+    }
+
+    /// The buffer to read into, with room for at least 4 KiB more.
+    pub fn read_buf(&mut self) -> &mut BytesMut {
+        if self.rbuf.capacity() - self.rbuf.len() < 4096 {
+            self.rbuf.reserve(16 * 1024);
+        }
+        &mut self.rbuf
+    }
+
+    /// Decodes what a read that completed at `arrival` brought.
+    pub fn after_read(&mut self, arrival: Instant) -> Result<(), End> {
+        crate::busy_poll::touch();
+        match self.decode_all(arrival, self.limits()) {
+            Decoded::Quit => Err(End::Quit),
+            Decoded::Paused | Decoded::All => Ok(()),
+        }
+    }
+
+    /// Idle: nothing in flight (only then does the idle timeout run).
+    pub fn is_idle(&self) -> bool {
+        self.conn.in_flight() == 0
+    }
+
+    pub fn log_end(&self, end: &End) {
+        let conn = &self.conn;
+        match end {
+            End::Eof if !self.rbuf.is_empty() && !self.decoder.is_discarding() => {
+                info!(conn = conn.id, peer = %conn.peer, bytes = self.rbuf.len(),
+                      "client closed the connection in the middle of a request; partial request dropped");
+            }
+            End::Error(e) => {
+                debug!(conn = conn.id, peer = %conn.peer, error = %e, "client read failed")
+            }
+            End::Idle => {
+                debug!(conn = conn.id, peer = %conn.peer, "closing a connection idle past --idle-timeout")
+            }
+            _ => {}
+        }
+    }
+
+    /// The connection is gone: its last log line and the connection count.
+    pub fn close(&self) {
+        if self.errors > LOGGED_ERRORS {
+            warn!(conn = self.conn.id, peer = %self.conn.peer, bad_requests = self.errors,
+                  "connection closed after many bad requests");
+        }
+        self.net
+            .net
+            .curr_connections
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+
+    async fn read_loop(
+        &mut self,
+        reader: &mut ClientReader,
+        stop: &mut watch::Receiver<bool>,
+    ) -> End {
         let idle_timeout = self.net.settings.idle_timeout;
         let mut last_read = tokio::time::Instant::now();
         loop {
             if *stop.borrow() {
                 return End::Shutdown;
             }
-            if self.conn.is_dead() {
-                return End::Dead;
-            }
             // Runs to completion (never inside select!), so a flush is never abandoned
             // half-way with the outbox marked blocked.
             self.conn.flush_when_blocked().await;
-            if self.conn.must_wait(limits) {
-                self.net.net.client_pauses.fetch_add(1, Ordering::Relaxed);
-                tokio::select! {
-                    _ = self.conn.woken() => {}
-                    _ = stop.changed() => return End::Shutdown,
+            match self.may_read() {
+                Err(end) => return end,
+                Ok(false) => {
+                    tokio::select! {
+                        _ = self.conn.woken() => {}
+                        _ = stop.changed() => return End::Shutdown,
+                    }
+                    continue;
                 }
-                continue;
-            }
-            if self.paused {
-                // What was read before the pause arrives now, as if it had waited
-                // unread in the socket (the client's own backlog, not the proxy's).
-                match self.decode_all(Instant::now(), limits) {
-                    Decoded::Quit => return End::Quit,
-                    Decoded::Paused => continue,
-                    Decoded::All => {}
-                }
-            }
-            if self.rbuf.capacity() - self.rbuf.len() < 4096 {
-                self.rbuf.reserve(16 * 1024);
+                Ok(true) => {}
             }
             // `read_buf` is cancel-safe, and clears the socket's readiness after a short
             // read, so a drained socket costs no extra `recv` returning EAGAIN.
-            // Idle: nothing in flight, and nothing read for the timeout.
             let idle_at = idle_timeout
-                .filter(|_| self.conn.in_flight() == 0)
+                .filter(|_| self.is_idle())
                 .map(|t| last_read + t);
+            self.read_buf();
+            let (conn, rbuf) = (&self.conn, &mut self.rbuf);
             let read = tokio::select! {
                 biased;
                 _ = stop.changed() => return End::Shutdown,
-                _ = self.conn.woken() => continue,
-                read = self.reader.read_buf(&mut self.rbuf) => read,
+                _ = conn.woken() => continue,
+                read = reader.read_buf(rbuf) => read,
                 _ = sleep_until_some(idle_at) => return End::Idle,
             };
             match read {
                 Ok(0) => return End::Eof,
                 Ok(_) => {
-                    crate::busy_poll::touch();
                     last_read = tokio::time::Instant::now();
-                    let arrival = Instant::now();
-                    if self.decode_all(arrival, limits) == Decoded::Quit {
-                        return End::Quit;
+                    if let Err(end) = self.after_read(Instant::now()) {
+                        return end;
                     }
                 }
                 Err(e) => return End::Error(e),
             }
         }
-    }
-
-    /// Reads and drops what the client still sends until it closes or LINGER passes.
-    /// Closing a socket with unread input makes the kernel send RST, which can destroy
-    /// replies still in flight to the client; lingering like this avoids that.
-    async fn linger(&mut self) {
-        let mut scratch = [0u8; 4096];
-        let _ = tokio::time::timeout(LINGER, async {
-            while let Ok(n) = self.reader.read(&mut scratch).await {
-                if n == 0 {
-                    return;
-                }
-            }
-        })
-        .await;
     }
 
     /// Handles every complete request in the buffer, stopping before a request to

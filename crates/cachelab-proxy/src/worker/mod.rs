@@ -30,8 +30,9 @@ use crossbeam_utils::CachePadded;
 use std::sync::MutexGuard;
 
 pub mod engine;
+pub mod outputs;
 
-use engine::{Action, Count, Engine, EngineSettings, Event, Sample, Warning};
+use engine::{Action, Engine, EngineSettings, Event};
 
 /// What a worker runs with besides its handles.
 #[derive(Debug, Clone, Copy)]
@@ -188,6 +189,9 @@ impl Worker {
 
     /// Carries out one action; false once the batch is done.
     async fn act(&mut self, action: Action) -> bool {
+        let Some(action) = outputs::apply(self.id, &self.ctx, &mut self.engine, action) else {
+            return true;
+        };
         match action {
             Action::Connect(server) => {
                 let event = match self.backend(server).ensure_connected().await {
@@ -218,44 +222,10 @@ impl Worker {
             }
             Action::Fail { server, kind, down } => self.backend(server).fail(kind, down),
             Action::Drop { server, down } => self.backend(server).drop_connection(down),
-            Action::Reply {
-                index,
-                bytes,
-                silent,
-                outcome,
-                failovers,
-            } => {
-                // Counting first means a client that has its reply already sees it in
-                // `stats`.
-                let job = self.engine.job(index);
-                self.ctx.counters[self.id].record(job.op, &outcome, failovers);
-                if silent {
-                    job.conn.complete_silent(job.seq);
-                } else {
-                    job.conn
-                        .complete(job.seq, |out| out.extend_from_slice(&bytes));
-                }
-                job.conn.finished(job.is_write(), &self.ctx.queue);
-                self.engine.handle(Event::Replied, Instant::now());
-            }
-            Action::Sample(sample) => self.record(sample),
-            Action::Count(Count::Batch) => self.ctx.counters[self.id].record_batch(),
-            Action::Count(Count::OutOfStep) => self.ctx.counters[self.id].record_out_of_step(),
-            Action::Warn(Warning::Replication {
-                op,
-                answers,
-                suppressed,
-            }) => {
-                warn!(worker = self.id, op, answers = %answers, suppressed,
-                      "replicated request did not succeed on every server");
-            }
-            Action::Warn(Warning::ReplicasDisagree { op }) => {
-                warn!(
-                    worker = self.id,
-                    op, "incr/decr results differ between replicas"
-                );
-            }
             Action::Idle => return false,
+            Action::Reply { .. } | Action::Sample(_) | Action::Count(_) | Action::Warn(_) => {
+                unreachable!("carried out by outputs::apply")
+            }
         }
         true
     }
@@ -281,33 +251,6 @@ impl Worker {
             }) => Event::Read { server, result },
             _ = tokio::time::sleep_until(deadline) => Event::TimerDue,
             _ = changes.changed() => Event::HealthChanged,
-        }
-    }
-
-    /// Writes a request's sample into the latency histograms and the statistics unit.
-    fn record(&self, sample: Sample) {
-        let Sample {
-            index,
-            op,
-            ts,
-            outcome,
-            queue_len,
-            failovers,
-        } = sample;
-        {
-            let mut latencies = self.ctx.latencies.lock(self.id);
-            latencies.record_response(op, ts.sample().response.round() as u64);
-            for (server, sent, at) in self.engine.server_times(index) {
-                let us = at.saturating_duration_since(sent).as_micros() as u64;
-                latencies.record_server(server, us);
-            }
-        }
-        let mut stats = self.ctx.lock_stats(self.id);
-        stats.queue_len.add(queue_len as f64);
-        stats.failovers += failovers;
-        stats.record(op, &ts, outcome);
-        for (server, sent, at) in self.engine.server_times(index) {
-            stats.record_server(op, server, sent, at);
         }
     }
 }

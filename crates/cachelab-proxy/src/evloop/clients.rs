@@ -1,0 +1,253 @@
+//! The event loop's client connections: accepting (with the connection limit), reading
+//! into each connection's [`Session`], which decodes and queues, and closing gracefully
+//! (answer what was received, FIN, then read and drop what the client still sends for a
+//! while so that a reset cannot destroy replies in flight).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::{Interest, Registry, Token};
+use tracing::{error, warn};
+
+use crate::client::ClientConn;
+use crate::client_stream::ClientWriter;
+use crate::connection::{End, NetContext, Session};
+use crate::endpoint::Peer;
+use crate::mio_socket::{MioSocket, ReadOutcome};
+use crate::observed::PoolSlot;
+
+/// How long a closing connection keeps reading (and dropping) client input.
+const LINGER: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Open,
+    /// Stopped reading; answering what was received. `linger` once written.
+    Draining {
+        linger: bool,
+    },
+    /// Replies written and FIN sent; dropping input until EOF or the time.
+    Lingering {
+        until: Instant,
+    },
+}
+
+pub struct Client {
+    socket: Arc<MioSocket>,
+    session: Session,
+    phase: Phase,
+    /// A readable event has not been read to exhaustion yet (edge-triggered).
+    readable: bool,
+    /// The peer closed its side: read until EOF whatever a short read says (no
+    /// further edge will come).
+    hup: bool,
+    /// Reading stopped until a reply of this client completes.
+    waiting: bool,
+    last_read: Instant,
+}
+
+/// What became of a client after an event: keep it, or it is gone.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Fate {
+    Keep,
+    Gone,
+}
+
+impl Client {
+    pub fn accept(
+        mut socket: MioSocket,
+        peer: Peer,
+        id: u64,
+        token: Token,
+        registry: &Registry,
+        net: &Arc<NetContext>,
+        slot: Arc<PoolSlot>,
+    ) -> std::io::Result<Client> {
+        registry.register(&mut socket, token, Interest::READABLE | Interest::WRITABLE)?;
+        let socket = Arc::new(socket);
+        let conn = Arc::new(ClientConn::new(
+            id,
+            peer,
+            ClientWriter::Loop(Arc::clone(&socket)),
+            Arc::clone(&net.budget),
+        ));
+        Ok(Client {
+            socket,
+            session: Session::new(conn, Arc::clone(net), slot),
+            phase: Phase::Open,
+            readable: false,
+            hup: false,
+            waiting: false,
+            last_read: Instant::now(),
+        })
+    }
+
+    pub fn id(&self) -> u64 {
+        self.session.conn().id
+    }
+
+    /// A socket event.
+    pub fn on_event(
+        &mut self,
+        readable: bool,
+        hup: bool,
+        writable: bool,
+        registry: &Registry,
+    ) -> Fate {
+        if writable {
+            self.session.conn().flush_blocked();
+        }
+        self.hup |= hup;
+        if readable || hup {
+            self.readable = true;
+        }
+        self.advance(registry)
+    }
+
+    /// One of its replies completed: reading may resume, or the drain may be done.
+    pub fn on_reply(&mut self, registry: &Registry) -> Fate {
+        if self.waiting || self.phase != Phase::Open {
+            self.advance(registry)
+        } else {
+            Fate::Keep
+        }
+    }
+
+    fn advance(&mut self, registry: &Registry) -> Fate {
+        match self.phase {
+            Phase::Open => match self.read() {
+                Ok(()) => Fate::Keep,
+                Err(end) => self.stop_reading(end, registry),
+            },
+            Phase::Draining { linger } => self.drained(linger, registry),
+            Phase::Lingering { until } => self.linger(until, registry),
+        }
+    }
+
+    /// Reads and decodes while the client may have more dispatched.
+    fn read(&mut self) -> Result<(), End> {
+        loop {
+            self.waiting = !self.session.may_read()?;
+            if self.waiting || !self.readable {
+                return Ok(());
+            }
+            let outcome = self.socket.read_into(self.session.read_buf());
+            match outcome {
+                Ok(ReadOutcome::Data { drained, .. }) => {
+                    let now = Instant::now();
+                    self.last_read = now;
+                    self.readable = !drained || self.hup;
+                    self.session.after_read(now)?;
+                }
+                Ok(ReadOutcome::WouldBlock) => {
+                    self.readable = false;
+                    return Ok(());
+                }
+                Ok(ReadOutcome::Eof) => return Err(End::Eof),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(End::Error(e)),
+            }
+        }
+    }
+
+    /// Stops reading: answers what was received, then closes.
+    pub fn stop_reading(&mut self, end: End, registry: &Registry) -> Fate {
+        self.session.log_end(&end);
+        let linger = end.lingers();
+        self.phase = Phase::Draining { linger };
+        self.drained(linger, registry)
+    }
+
+    fn drained(&mut self, linger: bool, registry: &Registry) -> Fate {
+        let conn = self.session.conn();
+        if !conn.is_drained() {
+            return Fate::Keep;
+        }
+        conn.shutdown_write();
+        if !linger {
+            return self.close(registry);
+        }
+        let until = Instant::now() + LINGER;
+        self.phase = Phase::Lingering { until };
+        self.readable = true;
+        self.linger(until, registry)
+    }
+
+    fn linger(&mut self, until: Instant, registry: &Registry) -> Fate {
+        let mut scratch = [0u8; 4096];
+        while self.readable {
+            match self.socket.read_scratch(&mut scratch) {
+                Ok(0) => return self.close(registry),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => self.readable = false,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return self.close(registry),
+            }
+        }
+        if Instant::now() >= until {
+            return self.close(registry);
+        }
+        Fate::Keep
+    }
+
+    fn close(&mut self, registry: &Registry) -> Fate {
+        // By descriptor: the connection's writer shares the socket, and a request still
+        // at a worker keeps it open; its events must not reach the token's next owner.
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&*self.socket);
+        let _ = registry.deregister(&mut mio::unix::SourceFd(&fd));
+        self.session.close();
+        Fate::Gone
+    }
+
+    /// When time must be checked for this client: the end of its linger, or of its
+    /// idle timeout.
+    pub fn deadline(&self, idle_timeout: Option<Duration>) -> Option<Instant> {
+        match self.phase {
+            Phase::Lingering { until } => Some(until),
+            Phase::Open => idle_timeout
+                .filter(|_| self.session.is_idle())
+                .map(|t| self.last_read + t),
+            Phase::Draining { .. } => None,
+        }
+    }
+
+    /// Time passed: an idle connection is closed, a linger ends.
+    pub fn on_time(
+        &mut self,
+        now: Instant,
+        idle_timeout: Option<Duration>,
+        registry: &Registry,
+    ) -> Fate {
+        match self.phase {
+            Phase::Lingering { until } if now >= until => self.close(registry),
+            Phase::Open if self.deadline(idle_timeout).is_some_and(|at| now >= at) => {
+                self.stop_reading(End::Idle, registry)
+            }
+            _ => Fate::Keep,
+        }
+    }
+
+    /// Shutdown: stop reading, answer what was received.
+    pub fn shut_down(&mut self, registry: &Registry) -> Fate {
+        if self.phase == Phase::Open {
+            return self.stop_reading(End::Shutdown, registry);
+        }
+        Fate::Keep
+    }
+}
+
+/// Answers a connection past the limit as memcached does, and closes it.
+pub fn refuse(socket: MioSocket, net: &NetContext, peer: &Peer, limit: usize) {
+    let refused = net.net.rejected_connections.fetch_add(1, Ordering::Relaxed);
+    if refused.is_multiple_of(1000) {
+        warn!(%peer, limit, refused = refused + 1, "too many open connections: refusing");
+    }
+    let _ = socket.write(b"ERROR Too many open connections\r\n");
+    socket.shutdown_write();
+}
+
+/// An accept error (typically out of file descriptors): logged; the loop retries later.
+pub fn accept_failed(e: &std::io::Error) {
+    error!(error = %e, "accept failed");
+}

@@ -1,0 +1,445 @@
+//! The event-loop shell: one thread that owns the client sockets, the FCFS queue's
+//! consumers (the W workers, each an [`Engine`](crate::worker::engine::Engine) with its
+//! server connections) and every timer, on one `mio::Poll`. No task per connection or
+//! per worker: a request goes from its client's read to its server's write, and its
+//! reply from the server's read to the client's write, inside one loop turn each,
+//! without a wake-up between threads or tasks.
+//!
+//! The control plane stays on the tokio runtime (signals, reload, the metrics endpoint,
+//! the statistics writer, the health probes); it reaches the loop through [`Control`]:
+//! a stop request and a [`mio::Waker`]. Health is shared by the whole process.
+//!
+//! Chosen over the tokio shell by measurement (docs/performance.md): the same engine,
+//! decoding and reply slots, minus a task wake-up and poll per hop.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::net::{TcpListener, UnixListener};
+use mio::{Events, Interest, Poll, Token, Waker};
+use slab::Slab;
+use tracing::warn;
+
+use crate::connection::NetContext;
+use crate::endpoint::{Peer, UnlinkOnDrop};
+use crate::mio_socket::MioSocket;
+use crate::observed::PoolSlot;
+use crate::worker::engine::{Engine, EngineSettings};
+use crate::worker::WorkerContext;
+
+mod clients;
+mod server_link;
+mod worker_slot;
+
+use clients::{Client, Fate};
+use worker_slot::WorkerSlot;
+
+const WAKER: Token = Token(0);
+/// Listener `i` is `Token(LISTENER_BASE + i)`.
+const LISTENER_BASE: usize = 1;
+/// Client `key` is `Token(CLIENT_BASE + key)`.
+const CLIENT_BASE: usize = 1 << 32;
+/// Worker `w`'s connection to server `s`: see [`worker_slot::server_token`].
+const SERVER_BASE: usize = 1 << 48;
+
+/// A listener handed to the loop, with the pool its clients use.
+pub enum LoopListener {
+    Tcp(TcpListener),
+    Unix(UnixListener, UnlinkOnDrop),
+}
+
+impl LoopListener {
+    /// Takes a listener off the tokio runtime (called on it) for the loop.
+    pub fn from_listener(listener: crate::endpoint::Listener) -> io::Result<LoopListener> {
+        use crate::endpoint::Listener;
+        match listener {
+            Listener::Tcp(l) => {
+                let std = l.into_std()?;
+                std.set_nonblocking(true)?;
+                Ok(LoopListener::Tcp(TcpListener::from_std(std)))
+            }
+            Listener::Unix(l, unlink) => {
+                let std = l.into_std()?;
+                std.set_nonblocking(true)?;
+                Ok(LoopListener::Unix(UnixListener::from_std(std), unlink))
+            }
+        }
+    }
+}
+
+/// What the loop runs with.
+pub struct LoopSettings {
+    pub max_connections: usize,
+    pub idle_timeout: Option<Duration>,
+    /// `--busy-poll-us`: keep polling without sleeping this long after a read.
+    pub busy_poll: Duration,
+    pub workers: usize,
+    pub pipeline: usize,
+    pub max_reply_bytes: usize,
+}
+
+const RUN: u8 = 0;
+const DRAIN: u8 = 1;
+const ABORT: u8 = 2;
+
+/// The control plane's handle on a running loop.
+#[derive(Clone)]
+pub struct Control {
+    waker: Arc<Waker>,
+    state: Arc<AtomicU8>,
+}
+
+impl Control {
+    /// Stops accepting and reading, answers what was received, then ends the loop.
+    pub fn drain(&self) {
+        self.state.store(DRAIN, Ordering::Release);
+        let _ = self.waker.wake();
+    }
+
+    /// Ends the loop now (the drain timeout passed).
+    pub fn abort(&self) {
+        self.state.store(ABORT, Ordering::Release);
+        let _ = self.waker.wake();
+    }
+
+    /// Makes the loop look at the shared health now (a probe ejected or restored a
+    /// server).
+    pub fn wake(&self) {
+        let _ = self.waker.wake();
+    }
+}
+
+pub struct EventLoop {
+    poll: Poll,
+    listeners: Vec<(LoopListener, Arc<PoolSlot>)>,
+    clients: Slab<Client>,
+    /// Client connection id to slab key, for the replies the workers complete.
+    by_id: HashMap<u64, usize>,
+    workers: Vec<WorkerSlot>,
+    net: Arc<NetContext>,
+    ctx: WorkerContext,
+    settings: LoopSettings,
+    state: Arc<AtomicU8>,
+    health_seen: tokio::sync::watch::Receiver<u64>,
+    next_id: u64,
+    /// Where the search for an idle worker starts.
+    next_worker: usize,
+    /// When the loop last read anything (busy-polling keeps polling after it).
+    last_read: Instant,
+    accept_paused_until: Option<Instant>,
+}
+
+impl EventLoop {
+    pub fn new(
+        listeners: Vec<(LoopListener, Arc<PoolSlot>)>,
+        net: Arc<NetContext>,
+        ctx: WorkerContext,
+        settings: LoopSettings,
+    ) -> io::Result<(EventLoop, Control)> {
+        if !settings.busy_poll.is_zero() {
+            crate::busy_poll::announce(settings.busy_poll);
+        }
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let state = Arc::new(AtomicU8::new(RUN));
+        let mut listeners = listeners;
+        for (i, (listener, _)) in listeners.iter_mut().enumerate() {
+            let token = Token(LISTENER_BASE + i);
+            match listener {
+                LoopListener::Tcp(l) => poll.registry().register(l, token, Interest::READABLE)?,
+                LoopListener::Unix(l, _) => {
+                    poll.registry().register(l, token, Interest::READABLE)?
+                }
+            }
+        }
+        let engine_settings = EngineSettings {
+            pipeline: settings.pipeline,
+            max_reply_bytes: settings.max_reply_bytes,
+        };
+        let mut workers: Vec<WorkerSlot> = (0..settings.workers)
+            .map(|id| {
+                let engine = Engine::new(
+                    Arc::clone(&ctx.health),
+                    Arc::clone(&ctx.budget),
+                    engine_settings,
+                );
+                WorkerSlot::new(id, &ctx, engine)
+            })
+            .collect();
+        for worker in &mut workers {
+            worker.connect_all(&ctx, poll.registry());
+        }
+        let control = Control {
+            waker,
+            state: Arc::clone(&state),
+        };
+        Ok((
+            EventLoop {
+                poll,
+                listeners,
+                clients: Slab::with_capacity(1024),
+                by_id: HashMap::new(),
+                workers,
+                health_seen: ctx.health.subscribe(),
+                net,
+                ctx,
+                settings,
+                state,
+                next_id: 0,
+                next_worker: 0,
+                last_read: Instant::now(),
+                accept_paused_until: None,
+            },
+            control,
+        ))
+    }
+
+    /// Runs until drained (or aborted).
+    pub fn run(mut self) {
+        let mut events = Events::with_capacity(1024);
+        let mut draining = false;
+        loop {
+            let state = self.state.load(Ordering::Acquire);
+            if state == ABORT {
+                return;
+            }
+            if state == DRAIN && !draining {
+                draining = true;
+                self.start_drain();
+            }
+            if draining
+                && self.clients.is_empty()
+                && self.ctx.queue.is_empty()
+                && self.workers.iter().all(WorkerSlot::is_idle)
+            {
+                return;
+            }
+            let timeout = self.poll_timeout();
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    warn!(error = %e, "event loop: poll failed");
+                }
+                continue;
+            }
+            for event in events.iter() {
+                let token = event.token().0;
+                if token >= SERVER_BASE {
+                    let index = token - SERVER_BASE;
+                    let (w, s) = (index >> 20, index & ((1 << 20) - 1));
+                    let registry = self.poll.registry();
+                    let readable = event.is_readable() || event.is_error();
+                    if readable {
+                        self.last_read = Instant::now();
+                    }
+                    let hup = event.is_read_closed();
+                    self.workers[w].on_event(&self.ctx, registry, s, readable, hup);
+                    self.after_worker(w);
+                } else if token >= CLIENT_BASE {
+                    let key = token - CLIENT_BASE;
+                    let readable = event.is_readable() || event.is_error();
+                    let hup = event.is_read_closed();
+                    if readable {
+                        self.last_read = Instant::now();
+                    }
+                    let writable = event.is_writable() || event.is_write_closed();
+                    if let Some(client) = self.clients.get_mut(key) {
+                        if client.on_event(readable, hup, writable, self.poll.registry())
+                            == Fate::Gone
+                        {
+                            self.remove(key);
+                        }
+                    }
+                } else if token >= LISTENER_BASE {
+                    self.accept(token - LISTENER_BASE, draining);
+                }
+            }
+            self.on_time();
+            if self.health_seen.has_changed().unwrap_or(false) {
+                self.health_seen.borrow_and_update();
+                for w in 0..self.workers.len() {
+                    self.workers[w].on_health_change(&self.ctx, self.poll.registry());
+                    self.after_worker(w);
+                }
+            }
+            self.serve_queue();
+        }
+    }
+
+    /// Hands queued requests to idle workers (requests join the queue when clients'
+    /// bytes are decoded, and when a write barrier lifts).
+    fn serve_queue(&mut self) {
+        loop {
+            if self.ctx.queue.is_empty() {
+                return;
+            }
+            // Idle workers take turns (as they would queue up to wait), so requests
+            // spread over every worker's connections rather than the first one's.
+            let n = self.workers.len();
+            let Some(w) = (0..n)
+                .map(|i| (self.next_worker + i) % n)
+                .find(|&w| self.workers[w].is_idle())
+            else {
+                return;
+            };
+            self.next_worker = (w + 1) % n;
+            self.workers[w].serve_queue(&self.ctx, self.poll.registry());
+            self.after_worker(w);
+        }
+    }
+
+    /// Tells the clients whose replies worker `w` completed.
+    fn after_worker(&mut self, w: usize) {
+        let mut replied = std::mem::take(&mut self.workers[w].replied);
+        for id in replied.drain(..) {
+            let Some(&key) = self.by_id.get(&id) else {
+                continue;
+            };
+            if self.clients[key].on_reply(self.poll.registry()) == Fate::Gone {
+                self.remove(key);
+            }
+        }
+        self.workers[w].replied = replied;
+    }
+
+    fn remove(&mut self, key: usize) {
+        let client = self.clients.remove(key);
+        self.by_id.remove(&client.id());
+    }
+
+    fn accept(&mut self, index: usize, draining: bool) {
+        if draining || self.accept_paused_until.is_some() {
+            return;
+        }
+        loop {
+            let (listener, slot) = &self.listeners[index];
+            let accepted = match listener {
+                LoopListener::Tcp(l) => l.accept().map(|(s, peer)| {
+                    let _ = s.set_nodelay(true);
+                    (MioSocket::Tcp(s), Peer::Tcp(peer))
+                }),
+                LoopListener::Unix(l, _) => {
+                    l.accept().map(|(s, _)| (MioSocket::Unix(s), Peer::Unix))
+                }
+            };
+            let (socket, peer) = match accepted {
+                Ok(pair) => pair,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // Typically out of file descriptors: pause accepting rather than spin.
+                    clients::accept_failed(&e);
+                    self.accept_paused_until = Some(Instant::now() + Duration::from_millis(50));
+                    return;
+                }
+            };
+            if self.clients.len() >= self.settings.max_connections {
+                clients::refuse(socket, &self.net, &peer, self.settings.max_connections);
+                continue;
+            }
+            let slot = Arc::clone(slot);
+            self.next_id += 1;
+            let id = self.next_id;
+            let entry = self.clients.vacant_entry();
+            let key = entry.key();
+            let token = Token(CLIENT_BASE + key);
+            match Client::accept(
+                socket,
+                peer,
+                id,
+                token,
+                self.poll.registry(),
+                &self.net,
+                slot,
+            ) {
+                Ok(client) => {
+                    self.net
+                        .net
+                        .total_connections
+                        .fetch_add(1, Ordering::Relaxed);
+                    self.net
+                        .net
+                        .curr_connections
+                        .fetch_add(1, Ordering::Relaxed);
+                    entry.insert(client);
+                    self.by_id.insert(id, key);
+                }
+                Err(e) => warn!(error = %e, "cannot register a client connection"),
+            }
+        }
+    }
+
+    fn start_drain(&mut self) {
+        for (listener, _) in &mut self.listeners {
+            let _ = match listener {
+                LoopListener::Tcp(l) => self.poll.registry().deregister(l),
+                LoopListener::Unix(l, _) => self.poll.registry().deregister(l),
+            };
+        }
+        // Dropping them closes the sockets (and removes Unix socket files).
+        self.listeners.clear();
+        let keys: Vec<usize> = self.clients.iter().map(|(k, _)| k).collect();
+        for key in keys {
+            if self.clients[key].shut_down(self.poll.registry()) == Fate::Gone {
+                self.remove(key);
+            }
+        }
+    }
+
+    /// How long poll may sleep: until the earliest deadline, or not at all while
+    /// busy-polling.
+    fn poll_timeout(&self) -> Option<Duration> {
+        let now = Instant::now();
+        if !self.settings.busy_poll.is_zero()
+            && now.duration_since(self.last_read) < self.settings.busy_poll
+        {
+            return Some(Duration::ZERO);
+        }
+        let mut earliest = self.accept_paused_until;
+        let mut consider = |at: Option<Instant>| {
+            if let Some(at) = at {
+                earliest = Some(earliest.map_or(at, |e: Instant| e.min(at)));
+            }
+        };
+        for worker in &self.workers {
+            consider(worker.deadline());
+            consider(worker.open_deadline());
+        }
+        for (_, client) in &self.clients {
+            consider(client.deadline(self.settings.idle_timeout));
+        }
+        earliest.map(|at| at.saturating_duration_since(now) + Duration::from_micros(50))
+    }
+
+    fn on_time(&mut self) {
+        let now = Instant::now();
+        if self.accept_paused_until.is_some_and(|at| now >= at) {
+            self.accept_paused_until = None;
+            for i in 0..self.listeners.len() {
+                self.accept(i, false);
+            }
+        }
+        for w in 0..self.workers.len() {
+            let due = self.workers[w].deadline().is_some_and(|d| now >= d)
+                || self.workers[w].open_deadline().is_some_and(|d| now >= d);
+            if due {
+                self.workers[w].on_time(&self.ctx, self.poll.registry(), now);
+                self.after_worker(w);
+            }
+        }
+        let idle = self.settings.idle_timeout;
+        let due: Vec<usize> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.deadline(idle).is_some_and(|d| now >= d))
+            .map(|(k, _)| k)
+            .collect();
+        for key in due {
+            if self.clients[key].on_time(now, idle, self.poll.registry()) == Fate::Gone {
+                self.remove(key);
+            }
+        }
+    }
+}

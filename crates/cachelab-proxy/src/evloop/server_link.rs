@@ -1,0 +1,302 @@
+//! One worker's connection to one server in the event loop: a nonblocking connect, the
+//! greeting a Redis pool's connection sends first (`AUTH`, `SELECT`), then a usable
+//! socket, and the retry policy after a failure ([`Reconnect`]).
+//!
+//! Every step returns at once; what it waits for (writable to finish a connect or a
+//! greeting, readable for the greeting's answer) comes back as the loop's events.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use mio::net::{TcpStream, UnixStream};
+use mio::{Interest, Registry, Token};
+use tracing::{info, warn};
+
+use crate::dialect::Dialect;
+use crate::down::{Down, IdleEnd};
+use crate::endpoint::Endpoint;
+use crate::health::{FailureKind, Health};
+use crate::mio_socket::{MioSocket, ReadOutcome};
+use crate::reconnect::Reconnect;
+use crate::server_stream::ConnectError;
+
+enum State {
+    Closed,
+    /// Connecting, then greeting (`greeting` holds what is left to send, `answer` what
+    /// came back so far), until `deadline`.
+    Opening {
+        socket: MioSocket,
+        deadline: Instant,
+        connected: bool,
+        greeting: Vec<u8>,
+        answer: BytesMut,
+        dialect: Dialect,
+    },
+    Ready(MioSocket),
+}
+
+/// How an opening connection got on.
+#[derive(Debug)]
+pub enum Opened {
+    /// Still connecting or greeting: wait for the socket.
+    Pending,
+    Ready,
+    Failed(Down),
+}
+
+pub struct ServerLink {
+    pub worker: usize,
+    pub server: usize,
+    token: Token,
+    state: State,
+    pub retry: Reconnect,
+    /// A readable event has not been read to exhaustion yet (edge-triggered).
+    pub readable: bool,
+    /// The server closed its side: read until EOF whatever a short read says.
+    pub hup: bool,
+}
+
+impl ServerLink {
+    pub fn new(worker: usize, server: usize, token: Token, backoff_max: Duration) -> Self {
+        ServerLink {
+            worker,
+            server,
+            token,
+            state: State::Closed,
+            retry: Reconnect::new(backoff_max),
+            readable: false,
+            hup: false,
+        }
+    }
+
+    pub fn is_ready(&self) -> bool {
+        matches!(self.state, State::Ready(_))
+    }
+
+    pub fn is_opening(&self) -> bool {
+        matches!(self.state, State::Opening { .. })
+    }
+
+    /// When an opening connection gives up.
+    pub fn deadline(&self) -> Option<Instant> {
+        match &self.state {
+            State::Opening { deadline, .. } => Some(*deadline),
+            _ => None,
+        }
+    }
+
+    pub fn socket(&self) -> Option<&MioSocket> {
+        match &self.state {
+            State::Ready(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Starts connecting, if the retry policy allows it now; Err says why the server
+    /// cannot be used.
+    pub fn open(
+        &mut self,
+        health: &Health,
+        registry: &Registry,
+        now: Instant,
+        timeout: Duration,
+    ) -> Result<Opened, Down> {
+        self.retry.may_attempt(now, health.restores(self.server))?;
+        let connector = health.connector(self.server);
+        if connector.tls.is_some() {
+            // The event loop has no TLS client: a pool with TLS servers is served by
+            // the tokio shell (chosen at start; this is a reload that added TLS).
+            let down = Down::Connect("TLS to servers needs --shell tokio".into());
+            self.failed(health, now, FailureKind::Connection, down.clone());
+            return Err(down);
+        }
+        let socket = match &connector.endpoint {
+            Endpoint::Tcp(addr) => TcpStream::connect(*addr).map(MioSocket::Tcp),
+            Endpoint::Unix(path) => UnixStream::connect(path).map(MioSocket::Unix),
+        };
+        let mut socket = match socket {
+            Ok(s) => s,
+            Err(e) => {
+                let down = Down::Connect(ConnectError::Connect(e).to_string());
+                self.failed(health, now, FailureKind::Connection, down.clone());
+                return Err(down);
+            }
+        };
+        if let Err(e) = registry.register(
+            &mut socket,
+            self.token,
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            let down = Down::Connect(ConnectError::Connect(e).to_string());
+            self.failed(health, now, FailureKind::Connection, down.clone());
+            return Err(down);
+        }
+        self.readable = false;
+        self.hup = false;
+        self.state = State::Opening {
+            socket,
+            deadline: now + timeout,
+            connected: false,
+            greeting: connector.dialect.greeting(),
+            answer: BytesMut::new(),
+            dialect: connector.dialect,
+        };
+        Ok(Opened::Pending)
+    }
+
+    /// Carries an opening connection on after an event (or a deadline) at `now`.
+    pub fn advance(
+        &mut self,
+        health: &Health,
+        registry: &Registry,
+        now: Instant,
+        timeout: Duration,
+    ) -> Opened {
+        let State::Opening {
+            socket,
+            deadline,
+            connected,
+            greeting,
+            answer,
+            dialect,
+        } = &mut self.state
+        else {
+            return Opened::Pending;
+        };
+        let step = (|| -> Result<bool, ConnectError> {
+            if !*connected {
+                match socket.connect_result() {
+                    Ok(()) => *connected = true,
+                    Err(e)
+                        if e.kind() == io::ErrorKind::NotConnected
+                            || e.kind() == io::ErrorKind::WouldBlock =>
+                    {
+                        return Ok(false)
+                    }
+                    Err(e) => return Err(ConnectError::Connect(e)),
+                }
+                if let MioSocket::Tcp(s) = socket {
+                    let _ = s.set_nodelay(true);
+                }
+            }
+            while !greeting.is_empty() {
+                match socket.write(greeting) {
+                    Ok(n) => drop(greeting.drain(..n)),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                    Err(e) => return Err(ConnectError::GreetingIo(e)),
+                }
+            }
+            loop {
+                if dialect.check_greeting(answer)?.is_some() {
+                    return Ok(true);
+                }
+                if answer.capacity() - answer.len() < 512 {
+                    answer.reserve(512);
+                }
+                match socket.read_into(answer) {
+                    Ok(ReadOutcome::Data { .. }) => {}
+                    Ok(ReadOutcome::WouldBlock) => return Ok(false),
+                    Ok(ReadOutcome::Eof) => {
+                        return Err(ConnectError::GreetingIo(
+                            io::ErrorKind::UnexpectedEof.into(),
+                        ))
+                    }
+                    Err(e) => return Err(ConnectError::GreetingIo(e)),
+                }
+            }
+        })();
+        match step {
+            Ok(true) => {
+                let State::Opening { socket, .. } =
+                    std::mem::replace(&mut self.state, State::Closed)
+                else {
+                    unreachable!("matched above")
+                };
+                self.state = State::Ready(socket);
+                if self.retry.connected() {
+                    info!(worker = self.worker, server = %health.addr(self.server), "reconnected to server");
+                }
+                Opened::Ready
+            }
+            Ok(false) if now >= *deadline => {
+                let down = Down::ConnectTimeout(timeout.as_millis());
+                self.close(registry);
+                self.failed(health, now, FailureKind::Timeout, down.clone());
+                Opened::Failed(down)
+            }
+            Ok(false) => Opened::Pending,
+            Err(e) => {
+                let down = Down::Connect(e.to_string());
+                self.close(registry);
+                self.failed(health, now, FailureKind::Connection, down.clone());
+                Opened::Failed(down)
+            }
+        }
+    }
+
+    /// Reports a failure to the shared health and waits out the backoff.
+    fn failed(&mut self, health: &Health, now: Instant, kind: FailureKind, down: Down) {
+        let restores = health.restores(self.server);
+        health.report_failure(self.server, kind, &down.to_string());
+        self.retry.failed(now, restores, down);
+    }
+
+    /// An error on an established connection: closed, counted, retried with backoff.
+    pub fn fail(
+        &mut self,
+        health: &Health,
+        registry: &Registry,
+        now: Instant,
+        kind: FailureKind,
+        down: Down,
+    ) {
+        if self.close(registry) {
+            warn!(worker = self.worker, server = %health.addr(self.server), reason = %down,
+                  "server connection failed; reconnecting with backoff");
+        }
+        self.failed(health, now, kind, down);
+    }
+
+    /// Closed without counting it against the server (ejected, or closed while idle).
+    pub fn drop_connection(&mut self, health: &Health, registry: &Registry, down: Down) {
+        if self.close(registry) {
+            info!(worker = self.worker, server = %health.addr(self.server), reason = %down,
+                  "server connection closed");
+        }
+        self.retry.down = down;
+    }
+
+    /// True if there was a connection.
+    fn close(&mut self, registry: &Registry) -> bool {
+        match std::mem::replace(&mut self.state, State::Closed) {
+            State::Closed => false,
+            State::Opening { mut socket, .. } | State::Ready(mut socket) => {
+                let _ = registry.deregister(&mut socket);
+                self.readable = false;
+                self.hup = false;
+                true
+            }
+        }
+    }
+
+    /// Why an idle connection must go, if the server closed it or sent bytes nobody
+    /// asked for; reads only when a readable event is pending.
+    pub fn idle_end(&mut self) -> Option<IdleEnd> {
+        if !self.readable {
+            return None;
+        }
+        let socket = self.socket()?;
+        let mut probe = [0u8; 64];
+        let end = match socket.read_scratch(&mut probe) {
+            Ok(0) => Some(IdleEnd::Closed),
+            Ok(_) => Some(IdleEnd::UnaskedBytes),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+            Err(_) => Some(IdleEnd::Failed),
+        };
+        if end.is_none() {
+            self.readable = false;
+        }
+        end
+    }
+}

@@ -1,0 +1,499 @@
+//! One worker of the event loop: its engine ([`Engine`]) and its connections to every
+//! server ([`ServerLink`]). The loop hands it requests and socket events; it carries out
+//! the engine's actions without waiting, and remembers what it waits for.
+
+use std::time::Instant;
+
+use mio::{Registry, Token};
+
+use super::server_link::{Opened, ServerLink};
+use crate::down::Down;
+use crate::health::Health;
+use crate::job::Job;
+use crate::mio_socket::ReadOutcome;
+use crate::routing::plan::ServerId;
+use crate::worker::engine::{Action, Engine, Event};
+use crate::worker::{outputs, WorkerContext};
+
+/// What the worker waits for besides replies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Blocked {
+    Nothing,
+    /// [`Action::Connect`] of this server is being carried out.
+    Connect(ServerId),
+    /// [`Action::Write`] of this server: `offset` bytes are out; a connection is being
+    /// opened first if the link is opening.
+    Write {
+        server: ServerId,
+        offset: usize,
+        reconnected: bool,
+        retried: bool,
+    },
+    /// Replies, until the engine's deadline.
+    Await,
+}
+
+pub struct WorkerSlot {
+    pub id: usize,
+    pub engine: Engine<Job, Health>,
+    links: Vec<ServerLink>,
+    blocked: Blocked,
+    deadline: Instant,
+    /// Requests whose replies went to clients during the last step, by connection id.
+    pub replied: Vec<u64>,
+}
+
+/// Where a worker's connection to a server is registered.
+pub fn server_token(base: usize, worker: usize, server: usize) -> Token {
+    Token(base + (worker << 20) + server)
+}
+
+impl WorkerSlot {
+    pub fn new(id: usize, ctx: &WorkerContext, engine: Engine<Job, Health>) -> Self {
+        WorkerSlot {
+            id,
+            engine,
+            links: Vec::new(),
+            blocked: Blocked::Nothing,
+            deadline: Instant::now(),
+            replied: Vec::new(),
+        }
+        .grown(ctx)
+    }
+
+    fn grown(mut self, ctx: &WorkerContext) -> Self {
+        self.grow(ctx, ctx.health.len());
+        self
+    }
+
+    fn grow(&mut self, ctx: &WorkerContext, servers: usize) {
+        while self.links.len() < servers {
+            let server = self.links.len();
+            self.links.push(ServerLink::new(
+                self.id,
+                server,
+                server_token(super::SERVER_BASE, self.id, server),
+                ctx.settings.backoff_max,
+            ));
+        }
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.engine.is_idle() && self.blocked == Blocked::Nothing
+    }
+
+    /// When the worker must be told that time passed: its engine's deadline, or a
+    /// connection attempt's.
+    pub fn deadline(&self) -> Option<Instant> {
+        match self.blocked {
+            Blocked::Await => Some(self.deadline),
+            Blocked::Connect(s) | Blocked::Write { server: s, .. } => self.links[s].deadline(),
+            Blocked::Nothing => None,
+        }
+    }
+
+    /// Takes requests from the queue (the oldest, and with `--pipeline D` up to D-1
+    /// more already waiting) and serves them, until the queue is empty or the worker
+    /// must wait.
+    pub fn serve_queue(&mut self, ctx: &WorkerContext, registry: &Registry) {
+        while self.is_idle() {
+            let Some(job) = ctx.queue.try_pop() else {
+                return;
+            };
+            self.engine.take(job, Instant::now(), ctx.queue.len());
+            while self.engine.has_room() {
+                match ctx.queue.try_pop() {
+                    Some(job) => self.engine.take(job, Instant::now(), ctx.queue.len()),
+                    None => break,
+                }
+            }
+            self.engine.start(Instant::now());
+            self.step(ctx, registry);
+        }
+    }
+
+    /// Opens a connection to every server at start (a server that is down is retried
+    /// when a request needs it).
+    pub fn connect_all(&mut self, ctx: &WorkerContext, registry: &Registry) {
+        let now = Instant::now();
+        for link in &mut self.links {
+            let _ = link.open(&ctx.health, registry, now, ctx.settings.connect_timeout);
+        }
+    }
+
+    /// Feeds an event to the engine and carries out what follows.
+    fn handle(&mut self, ctx: &WorkerContext, registry: &Registry, event: Event) {
+        self.blocked = Blocked::Nothing;
+        self.engine.handle(event, Instant::now());
+        self.step(ctx, registry);
+        if self.blocked == Blocked::Nothing && self.engine.is_waiting() {
+            // Still waiting for other replies, under the deadline already set.
+            self.blocked = Blocked::Await;
+        }
+    }
+
+    /// Carries out the engine's actions until it waits.
+    fn step(&mut self, ctx: &WorkerContext, registry: &Registry) {
+        while let Some(action) = self.engine.next_action() {
+            if let Action::Reply { index, .. } = &action {
+                self.replied.push(self.engine.job(*index).conn.id);
+            }
+            let Some(action) = outputs::apply(self.id, ctx, &mut self.engine, action) else {
+                continue;
+            };
+            match action {
+                Action::Connect(server) => {
+                    if !self.connect(ctx, registry, server) {
+                        return;
+                    }
+                }
+                Action::Write { server, idle } => {
+                    if !self.write(ctx, registry, server, idle) {
+                        return;
+                    }
+                }
+                Action::Await { deadline } => {
+                    self.deadline = deadline;
+                    self.blocked = Blocked::Await;
+                    // Replies that arrived before the engine waited for them.
+                    self.read_pending(ctx, registry);
+                    return;
+                }
+                Action::Fail { server, kind, down } => {
+                    self.grow(ctx, server + 1);
+                    self.links[server].fail(&ctx.health, registry, Instant::now(), kind, down)
+                }
+                Action::Drop { server, down } => {
+                    self.grow(ctx, server + 1);
+                    self.links[server].drop_connection(&ctx.health, registry, down)
+                }
+                Action::Idle => {
+                    self.blocked = Blocked::Nothing;
+                    return;
+                }
+                Action::Reply { .. } | Action::Sample(_) | Action::Count(_) | Action::Warn(_) => {
+                    unreachable!("carried out by outputs::apply")
+                }
+            }
+        }
+    }
+
+    /// [`Action::Connect`]; false if the worker now waits for the connection.
+    fn connect(&mut self, ctx: &WorkerContext, registry: &Registry, server: ServerId) -> bool {
+        self.grow(ctx, server + 1);
+        let health = &ctx.health;
+        let link = &mut self.links[server];
+        let event = if health.is_ejected(server) {
+            let down = Down::Ejected(health.reason(server));
+            link.drop_connection(health, registry, down.clone());
+            Event::Unavailable { server, down }
+        } else if link.is_ready() {
+            Event::Connected {
+                server,
+                fresh: false,
+            }
+        } else {
+            match link.open(
+                health,
+                registry,
+                Instant::now(),
+                ctx.settings.connect_timeout,
+            ) {
+                Ok(_) => {
+                    self.blocked = Blocked::Connect(server);
+                    return false;
+                }
+                Err(down) => Event::Unavailable { server, down },
+            }
+        };
+        self.engine.handle(event, Instant::now());
+        true
+    }
+
+    /// [`Action::Write`]: first checks that a connection idle since its last use was
+    /// not closed by the server (it would swallow the bytes) and replaces it if so.
+    fn write(
+        &mut self,
+        ctx: &WorkerContext,
+        registry: &Registry,
+        server: ServerId,
+        idle: bool,
+    ) -> bool {
+        self.grow(ctx, server + 1);
+        let link = &mut self.links[server];
+        let mut reconnected = false;
+        if idle {
+            if let Some(end) = link.idle_end() {
+                link.drop_connection(&ctx.health, registry, Down::Idle(end));
+                reconnected = true;
+            }
+        }
+        self.blocked = Blocked::Write {
+            server,
+            offset: 0,
+            reconnected,
+            retried: false,
+        };
+        if reconnected {
+            return self.reopen_for_write(ctx, registry, server);
+        }
+        self.write_some(ctx, registry)
+    }
+
+    /// Opens a new connection for the write under way; false if it must be waited for.
+    fn reopen_for_write(
+        &mut self,
+        ctx: &WorkerContext,
+        registry: &Registry,
+        server: ServerId,
+    ) -> bool {
+        let health = &ctx.health;
+        let link = &mut self.links[server];
+        let opened = if health.is_ejected(server) {
+            let down = Down::Ejected(health.reason(server));
+            link.drop_connection(health, registry, down.clone());
+            Err(down)
+        } else {
+            link.open(
+                health,
+                registry,
+                Instant::now(),
+                ctx.settings.connect_timeout,
+            )
+        };
+        match opened {
+            Ok(_) => false,
+            Err(down) => {
+                self.blocked = Blocked::Nothing;
+                self.engine
+                    .handle(Event::WriteFailed { server, down }, Instant::now());
+                true
+            }
+        }
+    }
+
+    /// Writes what the kernel takes of the write under way; false if the worker now
+    /// waits for the socket.
+    fn write_some(&mut self, ctx: &WorkerContext, registry: &Registry) -> bool {
+        let Blocked::Write {
+            server,
+            mut offset,
+            reconnected,
+            retried,
+        } = self.blocked
+        else {
+            return true;
+        };
+        let link = &mut self.links[server];
+        if link.is_opening() {
+            return false;
+        }
+        let Some(socket) = link.socket() else {
+            let down = link.retry.down.clone();
+            self.blocked = Blocked::Nothing;
+            self.engine
+                .handle(Event::WriteFailed { server, down }, Instant::now());
+            return true;
+        };
+        let out = self.engine.outgoing(server);
+        let error = loop {
+            if offset == out.len() {
+                self.blocked = Blocked::Nothing;
+                self.engine.handle(
+                    Event::Written {
+                        server,
+                        reconnected,
+                    },
+                    Instant::now(),
+                );
+                return true;
+            }
+            match socket.write(&out[offset..]) {
+                Ok(n) => offset += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    self.blocked = Blocked::Write {
+                        server,
+                        offset,
+                        reconnected,
+                        retried,
+                    };
+                    return false;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break e,
+            }
+        };
+        let health = &ctx.health;
+        if !retried {
+            // The kernel refused the bytes: the server did not get the request. Once
+            // more, on a fresh connection.
+            tracing::info!(worker = self.id, server = %health.addr(server), error = %error,
+                           "write failed; retrying once on a fresh connection");
+            link.drop_connection(health, registry, Down::WriteRetried);
+            self.blocked = Blocked::Write {
+                server,
+                offset: 0,
+                reconnected: true,
+                retried: true,
+            };
+            return self.reopen_for_write(ctx, registry, server);
+        }
+        let down = Down::WriteFailed(error.to_string());
+        link.fail(
+            health,
+            registry,
+            Instant::now(),
+            crate::health::FailureKind::Connection,
+            down.clone(),
+        );
+        self.blocked = Blocked::Nothing;
+        self.engine
+            .handle(Event::WriteFailed { server, down }, Instant::now());
+        true
+    }
+
+    /// Goes on with the write under way, and with the engine once it is out.
+    fn resume_write(&mut self, ctx: &WorkerContext, registry: &Registry) {
+        if self.write_some(ctx, registry) {
+            self.step(ctx, registry);
+        }
+    }
+
+    /// A socket event on the connection to `server`.
+    pub fn on_event(
+        &mut self,
+        ctx: &WorkerContext,
+        registry: &Registry,
+        server: ServerId,
+        readable: bool,
+        hup: bool,
+    ) {
+        if server >= self.links.len() {
+            return;
+        }
+        let link = &mut self.links[server];
+        link.hup |= hup;
+        if readable || hup {
+            link.readable = true;
+        }
+        if self.links[server].is_opening() {
+            self.advance_open(ctx, registry, server);
+            return;
+        }
+        match self.blocked {
+            Blocked::Write { server: s, .. } if s == server => self.resume_write(ctx, registry),
+            Blocked::Await => self.read_pending(ctx, registry),
+            Blocked::Nothing if self.engine.is_idle() => {
+                // Between batches: a server closing an idle connection (a restart) is
+                // noticed now, rather than when the next request finds it dead.
+                if let Some(end) = self.links[server].idle_end() {
+                    self.handle(ctx, registry, Event::IdleClosed { server, end });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn advance_open(&mut self, ctx: &WorkerContext, registry: &Registry, server: ServerId) {
+        let opened = self.links[server].advance(
+            &ctx.health,
+            registry,
+            Instant::now(),
+            ctx.settings.connect_timeout,
+        );
+        let event = match (opened, self.blocked) {
+            (Opened::Pending, _) => return,
+            (Opened::Ready, Blocked::Connect(s)) if s == server => {
+                self.blocked = Blocked::Nothing;
+                Event::Connected {
+                    server,
+                    fresh: true,
+                }
+            }
+            (Opened::Failed(down), Blocked::Connect(s)) if s == server => {
+                self.blocked = Blocked::Nothing;
+                Event::Unavailable { server, down }
+            }
+            (Opened::Ready, Blocked::Write { server: s, .. }) if s == server => {
+                self.resume_write(ctx, registry);
+                return;
+            }
+            (Opened::Failed(down), Blocked::Write { server: s, .. }) if s == server => {
+                self.blocked = Blocked::Nothing;
+                Event::WriteFailed { server, down }
+            }
+            // A connection opened at start, nobody waiting for it.
+            _ => return,
+        };
+        self.handle(ctx, registry, event);
+    }
+
+    /// Reads every server the engine waits for that has bytes pending.
+    fn read_pending(&mut self, ctx: &WorkerContext, registry: &Registry) {
+        loop {
+            if self.blocked != Blocked::Await {
+                return;
+            }
+            let Some(server) = (0..self.links.len())
+                .find(|&s| self.links[s].readable && self.engine.wants_read(s))
+            else {
+                return;
+            };
+            let link = &mut self.links[server];
+            let result = match link.socket() {
+                None => Err(link.retry.down.clone()),
+                Some(socket) => match socket.read_into(self.engine.read_buf(server)) {
+                    Ok(ReadOutcome::Data { drained, .. }) => {
+                        crate::busy_poll::touch();
+                        link.readable = !drained || link.hup;
+                        Ok(())
+                    }
+                    Ok(ReadOutcome::WouldBlock) => {
+                        link.readable = false;
+                        continue;
+                    }
+                    Ok(ReadOutcome::Eof) => Err(Down::Closed),
+                    Err(e) => Err(Down::ReadFailed(e.to_string())),
+                },
+            };
+            if result.is_err() {
+                link.readable = false;
+            }
+            self.handle(ctx, registry, Event::Read { server, result });
+        }
+    }
+
+    /// Time passed: a deadline of the engine or of a connection attempt.
+    pub fn on_time(&mut self, ctx: &WorkerContext, registry: &Registry, now: Instant) {
+        match self.blocked {
+            Blocked::Await if now >= self.deadline => {
+                self.handle(ctx, registry, Event::TimerDue);
+            }
+            Blocked::Connect(s) | Blocked::Write { server: s, .. }
+                if self.links[s].deadline().is_some_and(|d| now >= d) =>
+            {
+                self.advance_open(ctx, registry, s)
+            }
+            _ => {}
+        }
+        // Connections opened at start that nobody waits for.
+        for s in 0..self.links.len() {
+            if self.links[s].deadline().is_some_and(|d| now >= d) {
+                let _ =
+                    self.links[s].advance(&ctx.health, registry, now, ctx.settings.connect_timeout);
+            }
+        }
+    }
+
+    /// Some server was ejected or restored: a waiting engine re-checks.
+    pub fn on_health_change(&mut self, ctx: &WorkerContext, registry: &Registry) {
+        if self.blocked == Blocked::Await {
+            self.handle(ctx, registry, Event::HealthChanged);
+        }
+    }
+
+    /// The earliest deadline of a connection opened at start that nobody waits for.
+    pub fn open_deadline(&self) -> Option<Instant> {
+        self.links.iter().filter_map(ServerLink::deadline).min()
+    }
+}

@@ -1,0 +1,87 @@
+//! What a worker's engine asks for that touches no socket: a client's reply into its
+//! reply slot, a request's statistics into the worker's units, counters, warnings. Both
+//! shells (the tokio worker task and the event loop) carry these out the same way.
+
+use std::time::Instant;
+
+use tracing::warn;
+
+use super::engine::{Action, Count, Engine, Event, Sample, Warning};
+use super::WorkerContext;
+use crate::health::Health;
+use crate::job::Job;
+
+/// Carries out `action` if it is one of the above (None); returns the others, which
+/// need the shell's sockets or time.
+pub fn apply(
+    id: usize,
+    ctx: &WorkerContext,
+    engine: &mut Engine<Job, Health>,
+    action: Action,
+) -> Option<Action> {
+    match action {
+        Action::Reply {
+            index,
+            bytes,
+            silent,
+            outcome,
+            failovers,
+        } => {
+            // Counting first means a client that has its reply already sees it in
+            // `stats`.
+            let job = engine.job(index);
+            ctx.counters[id].record(job.op, &outcome, failovers);
+            if silent {
+                job.conn.complete_silent(job.seq);
+            } else {
+                job.conn
+                    .complete(job.seq, |out| out.extend_from_slice(&bytes));
+            }
+            job.conn.finished(job.is_write(), &ctx.queue);
+            engine.handle(Event::Replied, Instant::now());
+        }
+        Action::Sample(sample) => record(id, ctx, engine, sample),
+        Action::Count(Count::Batch) => ctx.counters[id].record_batch(),
+        Action::Count(Count::OutOfStep) => ctx.counters[id].record_out_of_step(),
+        Action::Warn(Warning::Replication {
+            op,
+            answers,
+            suppressed,
+        }) => {
+            warn!(worker = id, op, answers = %answers, suppressed,
+                  "replicated request did not succeed on every server");
+        }
+        Action::Warn(Warning::ReplicasDisagree { op }) => {
+            warn!(worker = id, op, "incr/decr results differ between replicas");
+        }
+        other => return Some(other),
+    }
+    None
+}
+
+/// Writes a request's sample into the latency histograms and the statistics unit.
+fn record(id: usize, ctx: &WorkerContext, engine: &Engine<Job, Health>, sample: Sample) {
+    let Sample {
+        index,
+        op,
+        ts,
+        outcome,
+        queue_len,
+        failovers,
+    } = sample;
+    {
+        let mut latencies = ctx.latencies.lock(id);
+        latencies.record_response(op, ts.sample().response.round() as u64);
+        for (server, sent, at) in engine.server_times(index) {
+            let us = at.saturating_duration_since(sent).as_micros() as u64;
+            latencies.record_server(server, us);
+        }
+    }
+    let mut stats = ctx.lock_stats(id);
+    stats.queue_len.add(queue_len as f64);
+    stats.failovers += failovers;
+    stats.record(op, &ts, outcome);
+    for (server, sent, at) in engine.server_times(index) {
+        stats.record_server(op, server, sent, at);
+    }
+}
