@@ -24,6 +24,13 @@ fn with_pipelining_a_killed_server_is_routed_around_and_used_again_after_restart
     killed_server_is_routed_around(PIPELINED);
 }
 
+/// The tokio shell (TLS runs on it) fails over and restores alike.
+#[test]
+fn on_the_tokio_shell_a_killed_server_is_routed_around_and_used_again_after_restart() {
+    let _serial = common::serial();
+    killed_server_is_routed_around(&["--shell", "tokio"]);
+}
+
 fn killed_server_is_routed_around(mode: &[&str]) {
     let mut servers = start_servers(3);
     let mut args = vec!["-t", "4", "--backoff-max", "200", "--server-timeout", "500"];

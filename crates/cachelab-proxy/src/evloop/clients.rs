@@ -200,6 +200,11 @@ impl Client {
         Fate::Gone
     }
 
+    /// Whether it is lingering after its close (dropping input until EOF or the time).
+    pub fn lingers(&self) -> bool {
+        matches!(self.phase, Phase::Lingering { .. })
+    }
+
     /// When time must be checked for this client: the end of its linger, or of its
     /// idle timeout.
     pub fn deadline(&self, idle_timeout: Option<Duration>) -> Option<Instant> {

@@ -32,7 +32,9 @@ use crate::worker::WorkerContext;
 
 mod clients;
 mod server_link;
+mod timers;
 mod worker_slot;
+mod writes;
 
 use clients::{Client, Fate};
 use worker_slot::WorkerSlot;
@@ -125,6 +127,13 @@ pub struct EventLoop {
     state: Arc<AtomicU8>,
     health_seen: tokio::sync::watch::Receiver<u64>,
     next_id: u64,
+    /// Clients lingering after their close (their deadlines count without an idle
+    /// timeout).
+    lingering: Vec<usize>,
+    /// When the next deadline is due, as of the last poll.
+    next_due: Option<Instant>,
+    /// Scratch list of clients whose time came.
+    due_clients: Vec<usize>,
     /// Where the search for an idle worker starts.
     next_worker: usize,
     /// When the loop last read anything (busy-polling keeps polling after it).
@@ -190,6 +199,9 @@ impl EventLoop {
                 state,
                 next_id: 0,
                 next_worker: 0,
+                lingering: Vec::new(),
+                next_due: None,
+                due_clients: Vec::new(),
                 last_read: Instant::now(),
                 accept_paused_until: None,
             },
@@ -246,11 +258,8 @@ impl EventLoop {
                     }
                     let writable = event.is_writable() || event.is_write_closed();
                     if let Some(client) = self.clients.get_mut(key) {
-                        if client.on_event(readable, hup, writable, self.poll.registry())
-                            == Fate::Gone
-                        {
-                            self.remove(key);
-                        }
+                        let fate = client.on_event(readable, hup, writable, self.poll.registry());
+                        self.settle_client(key, fate);
                     }
                 } else if token >= LISTENER_BASE {
                     self.accept(token - LISTENER_BASE, draining);
@@ -297,9 +306,8 @@ impl EventLoop {
             let Some(&key) = self.by_id.get(&id) else {
                 continue;
             };
-            if self.clients[key].on_reply(self.poll.registry()) == Fate::Gone {
-                self.remove(key);
-            }
+            let fate = self.clients[key].on_reply(self.poll.registry());
+            self.settle_client(key, fate);
         }
         self.workers[w].replied = replied;
     }
@@ -307,6 +315,7 @@ impl EventLoop {
     fn remove(&mut self, key: usize) {
         let client = self.clients.remove(key);
         self.by_id.remove(&client.id());
+        self.lingering.retain(|&k| k != key);
     }
 
     fn accept(&mut self, index: usize, draining: bool) {
@@ -382,63 +391,19 @@ impl EventLoop {
         self.listeners.clear();
         let keys: Vec<usize> = self.clients.iter().map(|(k, _)| k).collect();
         for key in keys {
-            if self.clients[key].shut_down(self.poll.registry()) == Fate::Gone {
-                self.remove(key);
-            }
+            let fate = self.clients[key].shut_down(self.poll.registry());
+            self.settle_client(key, fate);
         }
     }
 
-    /// How long poll may sleep: until the earliest deadline, or not at all while
-    /// busy-polling.
-    fn poll_timeout(&self) -> Option<Duration> {
-        let now = Instant::now();
-        if !self.settings.busy_poll.is_zero()
-            && now.duration_since(self.last_read) < self.settings.busy_poll
-        {
-            return Some(Duration::ZERO);
-        }
-        let mut earliest = self.accept_paused_until;
-        let mut consider = |at: Option<Instant>| {
-            if let Some(at) = at {
-                earliest = Some(earliest.map_or(at, |e: Instant| e.min(at)));
-            }
-        };
-        for worker in &self.workers {
-            consider(worker.deadline());
-            consider(worker.open_deadline());
-        }
-        for (_, client) in &self.clients {
-            consider(client.deadline(self.settings.idle_timeout));
-        }
-        earliest.map(|at| at.saturating_duration_since(now) + Duration::from_micros(50))
-    }
-
-    fn on_time(&mut self) {
-        let now = Instant::now();
-        if self.accept_paused_until.is_some_and(|at| now >= at) {
-            self.accept_paused_until = None;
-            for i in 0..self.listeners.len() {
-                self.accept(i, false);
-            }
-        }
-        for w in 0..self.workers.len() {
-            let due = self.workers[w].deadline().is_some_and(|d| now >= d)
-                || self.workers[w].open_deadline().is_some_and(|d| now >= d);
-            if due {
-                self.workers[w].on_time(&self.ctx, self.poll.registry(), now);
-                self.after_worker(w);
-            }
-        }
-        let idle = self.settings.idle_timeout;
-        let due: Vec<usize> = self
-            .clients
-            .iter()
-            .filter(|(_, c)| c.deadline(idle).is_some_and(|d| now >= d))
-            .map(|(k, _)| k)
-            .collect();
-        for key in due {
-            if self.clients[key].on_time(now, idle, self.poll.registry()) == Fate::Gone {
-                self.remove(key);
+    /// Removes a client that is gone; remembers one that lingers (its deadline counts).
+    fn settle_client(&mut self, key: usize, fate: Fate) {
+        match fate {
+            Fate::Gone => self.remove(key),
+            Fate::Keep => {
+                if self.clients[key].lingers() && !self.lingering.contains(&key) {
+                    self.lingering.push(key);
+                }
             }
         }
     }

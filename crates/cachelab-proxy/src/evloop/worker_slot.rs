@@ -17,7 +17,7 @@ use crate::worker::{outputs, WorkerContext};
 
 /// What the worker waits for besides replies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Blocked {
+pub(super) enum Blocked {
     Nothing,
     /// [`Action::Connect`] of this server is being carried out.
     Connect(ServerId),
@@ -36,8 +36,8 @@ enum Blocked {
 pub struct WorkerSlot {
     pub id: usize,
     pub engine: Engine<Job, Health>,
-    links: Vec<ServerLink>,
-    blocked: Blocked,
+    pub(super) links: Vec<ServerLink>,
+    pub(super) blocked: Blocked,
     deadline: Instant,
     /// Requests whose replies went to clients during the last step, by connection id.
     pub replied: Vec<u64>,
@@ -66,7 +66,7 @@ impl WorkerSlot {
         self
     }
 
-    fn grow(&mut self, ctx: &WorkerContext, servers: usize) {
+    pub(super) fn grow(&mut self, ctx: &WorkerContext, servers: usize) {
         while self.links.len() < servers {
             let server = self.links.len();
             self.links.push(ServerLink::new(
@@ -133,7 +133,7 @@ impl WorkerSlot {
     }
 
     /// Carries out the engine's actions until it waits.
-    fn step(&mut self, ctx: &WorkerContext, registry: &Registry) {
+    pub(super) fn step(&mut self, ctx: &WorkerContext, registry: &Registry) {
         while let Some(action) = self.engine.next_action() {
             if let Action::Reply { index, .. } = &action {
                 self.replied.push(self.engine.job(*index).conn.id);
@@ -208,155 +208,6 @@ impl WorkerSlot {
         };
         self.engine.handle(event, Instant::now());
         true
-    }
-
-    /// [`Action::Write`]: first checks that a connection idle since its last use was
-    /// not closed by the server (it would swallow the bytes) and replaces it if so.
-    fn write(
-        &mut self,
-        ctx: &WorkerContext,
-        registry: &Registry,
-        server: ServerId,
-        idle: bool,
-    ) -> bool {
-        self.grow(ctx, server + 1);
-        let link = &mut self.links[server];
-        let mut reconnected = false;
-        if idle {
-            if let Some(end) = link.idle_end() {
-                link.drop_connection(&ctx.health, registry, Down::Idle(end));
-                reconnected = true;
-            }
-        }
-        self.blocked = Blocked::Write {
-            server,
-            offset: 0,
-            reconnected,
-            retried: false,
-        };
-        if reconnected {
-            return self.reopen_for_write(ctx, registry, server);
-        }
-        self.write_some(ctx, registry)
-    }
-
-    /// Opens a new connection for the write under way; false if it must be waited for.
-    fn reopen_for_write(
-        &mut self,
-        ctx: &WorkerContext,
-        registry: &Registry,
-        server: ServerId,
-    ) -> bool {
-        let health = &ctx.health;
-        let link = &mut self.links[server];
-        let opened = if health.is_ejected(server) {
-            let down = Down::Ejected(health.reason(server));
-            link.drop_connection(health, registry, down.clone());
-            Err(down)
-        } else {
-            link.open(
-                health,
-                registry,
-                Instant::now(),
-                ctx.settings.connect_timeout,
-            )
-        };
-        match opened {
-            Ok(_) => false,
-            Err(down) => {
-                self.blocked = Blocked::Nothing;
-                self.engine
-                    .handle(Event::WriteFailed { server, down }, Instant::now());
-                true
-            }
-        }
-    }
-
-    /// Writes what the kernel takes of the write under way; false if the worker now
-    /// waits for the socket.
-    fn write_some(&mut self, ctx: &WorkerContext, registry: &Registry) -> bool {
-        let Blocked::Write {
-            server,
-            mut offset,
-            reconnected,
-            retried,
-        } = self.blocked
-        else {
-            return true;
-        };
-        let link = &mut self.links[server];
-        if link.is_opening() {
-            return false;
-        }
-        let Some(socket) = link.socket() else {
-            let down = link.retry.down.clone();
-            self.blocked = Blocked::Nothing;
-            self.engine
-                .handle(Event::WriteFailed { server, down }, Instant::now());
-            return true;
-        };
-        let out = self.engine.outgoing(server);
-        let error = loop {
-            if offset == out.len() {
-                self.blocked = Blocked::Nothing;
-                self.engine.handle(
-                    Event::Written {
-                        server,
-                        reconnected,
-                    },
-                    Instant::now(),
-                );
-                return true;
-            }
-            match socket.write(&out[offset..]) {
-                Ok(n) => offset += n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    self.blocked = Blocked::Write {
-                        server,
-                        offset,
-                        reconnected,
-                        retried,
-                    };
-                    return false;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => break e,
-            }
-        };
-        let health = &ctx.health;
-        if !retried {
-            // The kernel refused the bytes: the server did not get the request. Once
-            // more, on a fresh connection.
-            tracing::info!(worker = self.id, server = %health.addr(server), error = %error,
-                           "write failed; retrying once on a fresh connection");
-            link.drop_connection(health, registry, Down::WriteRetried);
-            self.blocked = Blocked::Write {
-                server,
-                offset: 0,
-                reconnected: true,
-                retried: true,
-            };
-            return self.reopen_for_write(ctx, registry, server);
-        }
-        let down = Down::WriteFailed(error.to_string());
-        link.fail(
-            health,
-            registry,
-            Instant::now(),
-            crate::health::FailureKind::Connection,
-            down.clone(),
-        );
-        self.blocked = Blocked::Nothing;
-        self.engine
-            .handle(Event::WriteFailed { server, down }, Instant::now());
-        true
-    }
-
-    /// Goes on with the write under way, and with the engine once it is out.
-    fn resume_write(&mut self, ctx: &WorkerContext, registry: &Registry) {
-        if self.write_some(ctx, registry) {
-            self.step(ctx, registry);
-        }
     }
 
     /// A socket event on the connection to `server`.

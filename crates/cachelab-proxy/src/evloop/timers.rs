@@ -1,0 +1,84 @@
+//! The loop's time: how long it may sleep, and what is due when it wakes (a worker's
+//! deadline or connection attempt, a client's idle timeout or linger, accepting again).
+//! Deadlines are found by scanning the W workers (and the clients only with an idle
+//! timeout, or those lingering): no timer wheel, W is small.
+
+use std::time::{Duration, Instant};
+
+use super::EventLoop;
+
+impl EventLoop {
+    /// How long poll may sleep: until the earliest deadline (kept for `on_time`), or
+    /// not at all while busy-polling.
+    pub(super) fn poll_timeout(&mut self) -> Option<Duration> {
+        let now = Instant::now();
+        self.next_due = self.earliest_deadline();
+        if !self.settings.busy_poll.is_zero()
+            && now.duration_since(self.last_read) < self.settings.busy_poll
+        {
+            return Some(Duration::ZERO);
+        }
+        self.next_due
+            .map(|at| at.saturating_duration_since(now) + Duration::from_micros(50))
+    }
+
+    /// The earliest time something is due: a worker's deadline or connection attempt,
+    /// a client's idle timeout or the end of its linger, accepting again.
+    fn earliest_deadline(&self) -> Option<Instant> {
+        let mut earliest = self.accept_paused_until;
+        let mut consider = |at: Option<Instant>| {
+            if let Some(at) = at {
+                earliest = Some(earliest.map_or(at, |e: Instant| e.min(at)));
+            }
+        };
+        for worker in &self.workers {
+            consider(worker.deadline());
+            consider(worker.open_deadline());
+        }
+        let idle = self.settings.idle_timeout;
+        if idle.is_some() {
+            for (_, client) in &self.clients {
+                consider(client.deadline(idle));
+            }
+        } else {
+            for &key in &self.lingering {
+                consider(self.clients.get(key).and_then(|c| c.deadline(idle)));
+            }
+        }
+        earliest
+    }
+
+    pub(super) fn on_time(&mut self) {
+        let now = Instant::now();
+        if self.next_due.is_none_or(|due| now < due) {
+            return;
+        }
+        if self.accept_paused_until.is_some_and(|at| now >= at) {
+            self.accept_paused_until = None;
+            for i in 0..self.listeners.len() {
+                self.accept(i, false);
+            }
+        }
+        for w in 0..self.workers.len() {
+            let due = self.workers[w].deadline().is_some_and(|d| now >= d)
+                || self.workers[w].open_deadline().is_some_and(|d| now >= d);
+            if due {
+                self.workers[w].on_time(&self.ctx, self.poll.registry(), now);
+                self.after_worker(w);
+            }
+        }
+        let idle = self.settings.idle_timeout;
+        let mut due = std::mem::take(&mut self.due_clients);
+        due.extend(
+            self.clients
+                .iter()
+                .filter(|(_, c)| c.deadline(idle).is_some_and(|d| now >= d))
+                .map(|(k, _)| k),
+        );
+        for key in due.drain(..) {
+            let fate = self.clients[key].on_time(now, idle, self.poll.registry());
+            self.settle_client(key, fate);
+        }
+        self.due_clients = due;
+    }
+}
