@@ -6,7 +6,10 @@ kernel mode, printed in clock ticks (USER_HZ, 100 here): over a run of a few sec
 give its CPU time to about 1%. /proc/PID/task/TID/schedstat's first field is each thread's
 time on a CPU in nanoseconds. A process's user time over an interval is taken as its
 schedstat time split in the ratio of the user ticks to all ticks (user_ns), so it is not
-rounded to 10 ms.
+rounded to 10 ms. Checked against perf's timer samples (`perf record -e cpu-clock -p PID`,
+share of samples outside the kernel) over 3 s of closed-loop GETs, 2026-11-27: a user share
+of 25.6% against perf's 23.7% for cachelab-proxy -t 4 --pipeline 16, 3.8% against 3.7% for
+cachelab-floor.
 
 `perf stat` is no better here: this guest has no PMU; `-e user_time` is the rusage of a
 command perf starts, not of `-p PID`; and a counting `cpu-clock:u` ignores the `:u`.
