@@ -1,7 +1,7 @@
 """The middleware against direct memcached and twemproxy, measured side by side.
 
     python bench/proxy_bench.py [--quick] [--repeats N] [--run-time S] [--baseline BIN]
-                                [--backends {1,3} ...]
+                                [--proxy-arg ARG ...] [--compare-shells] [--backends {1,3} ...]
 
 Loopback only, bounded run times. cachelab-proxy runs as a replicate pool (`-m`) in three
 configurations (CACHELAB_MODES; all are printed): "default", the original study's
@@ -10,8 +10,12 @@ configuration the README recommends for speed (PRODUCTION_ARGS), and "busy-poll"
 same spinning 100 us after each read (`--busy-poll-us`); and as a hashing pool
 from the very nutcracker.yml twemproxy runs with ("cachelab-shard": the same servers,
 hash and ketama ring, so both shard keys the same way). `--baseline BIN` adds another
-cachelab-proxy binary in its default mode ("baseline-default", e.g. an older build) to
-show a change's cost. With one backend, "floor" is cachelab-floor (bench/floor): a bare
+cachelab-proxy binary (e.g. an older build) in the production and default modes
+("baseline-production", "baseline-default") to show a change's cost in both.
+`--proxy-arg ARG` (repeatable) is appended to the current binary's command line in its
+modes; `--compare-shells` runs it in those two modes once more per `--shell` value
+("cachelab-production-tokio", "cachelab-default-loop", ...) if its --help has the flag.
+With one backend, "floor" is cachelab-floor (bench/floor): a bare
 single-threaded epoll proxy with no features, the least CPU per request any proxy of
 this kind spends here; its ratios to twemproxy are printed beside T1a and T1b, so a
 target that even the floor misses shows as the platform's, not our code's.
@@ -26,10 +30,13 @@ twemproxy, direct, ...) and repeated; the medians are tabulated and every repeti
 kept in the JSON. Steal time is read from /proc/stat for every run, and a run with more
 than 5% steal is repeated (up to twice). Issue 14's targets are judged on the one-backend
 cases, each on the median over repetitions of the per-repetition ratio (repetition i of
-cachelab against repetition i of twemproxy), with the min-max spread beside it.
+cachelab against repetition i of twemproxy), with the min-max spread beside it; issue
+20's the same way, against the floor (T20a, T20b) and twemproxy (T20c), and T20d on the
+production mode's user time per request (bench/_proc_cpu.py says how it is measured).
 
-Duration: the default (1 backend, 3 repetitions of 4 s, 12 cases, 5 targets) about
-17 minutes; `--backends 1 3` about 10 more; `--quick` (1 repetition of 2 s, 64 B only, so
+Duration: the default (1 backend, 3 repetitions of 4 s, 12 cases, 5 + 4 targets) about
+17 minutes; `--baseline` about 5 more (each configuration added about 2.5), `--compare-shells`
+about 10, `--backends 1 3` about 10; `--quick` (1 repetition of 2 s, 64 B only, so
 its target lines are not verdicts) about a minute.
 
 Writes bench/results/latest.json and prints a table with the ratios cachelab/twemproxy
@@ -41,12 +48,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -58,6 +67,7 @@ from _common import (
     steal_fraction,
     wait_listening,
 )
+from _proc_cpu import sample, user_ns
 from _targets import (
     AT_LEAST,
     AT_MOST,
@@ -80,7 +90,6 @@ KEYS = 10_000
 CLOSED_CLIENTS = 20  # connections of the load generator, closed and open loop alike
 OPEN_RATES = (20_000, 40_000)  # requests/s in total, open loop
 STEAL_LIMIT = 0.05
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def pinned(cpu: str, argv: list[str], **kw) -> subprocess.Popen:
@@ -95,12 +104,6 @@ def stop(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (fields 14 and 15 of /proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 class Servers:
@@ -139,17 +142,25 @@ CACHELAB_MODES = {
 }
 
 
-def start_cachelab(ports: list[int], mode: str, protocol: str = "memcached") -> Target:
+def start_cachelab(ports: list[int], mode: str, protocol: str = "memcached",
+                   extra_args: Sequence[str] = (), binary: Path = BIN / "cachelab-proxy",
+                   name: str | None = None) -> Target:
+    """cachelab-proxy in one of CACHELAB_MODES, `extra_args` appended to its command line;
+    named "cachelab-MODE" unless `name` says otherwise."""
     extra = CACHELAB_MODES[mode]
     if protocol != "memcached":  # the flag is left out for memcached, the default
         extra = ["--protocol", protocol, *extra]
-    proc = pinned(PROXY_CPU, [str(BIN / "cachelab-proxy"), "-p", "0", *extra, "-m",
+    proc = pinned(PROXY_CPU, [str(binary), "-p", "0", *extra, *extra_args, "-m",
                               *[f"127.0.0.1:{p}" for p in ports]],
                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline()
+    if not line:
+        proc.wait()
+        raise BenchError(f"{binary} {' '.join([*extra, *extra_args])} exited at start "
+                         f"(exit code {proc.returncode})")
     port = int(line.rsplit(":", 1)[1])
     wait_listening(port)
-    return Target(f"cachelab-{mode}", proc, port)
+    return Target(name or f"cachelab-{mode}", proc, port)
 
 
 def nutcracker_yml(ports: list[int], workdir: Path, redis: bool = False) -> tuple[Path, int]:
@@ -194,12 +205,58 @@ def start_floor(port: int) -> Target:
     return Target(FLOOR, proc, port)
 
 
-def start_baseline(binary: Path, ports: list[int]) -> Target:
-    proc = pinned(PROXY_CPU, [str(binary), "-p", "0", "-m", *[f"127.0.0.1:{p}" for p in ports]],
-                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    port = int(proc.stdout.readline().rsplit(":", 1)[1])
-    wait_listening(port)
-    return Target("baseline-default", proc, port)
+# The modes run once more for a comparison: the --baseline binary in each
+# ("baseline-MODE"), and with --compare-shells the current binary in each per shell
+# ("cachelab-MODE-SHELL"), so a change's before and after show in both.
+COMPARED_MODES = ("production", "default")
+# --compare-shells: the values of `--shell` when the binary's --help does not list them.
+SHELLS = ("tokio", "mio")
+
+
+def start_baseline(binary: Path, ports: list[int], mode: str) -> Target:
+    return start_cachelab(ports, mode, binary=binary, name=f"baseline-{mode}")
+
+
+def shells_offered(help_text: str) -> tuple[str, ...]:
+    """The values of `--shell` that a cachelab-proxy --help lists, but `auto` (which picks
+    one of the others); SHELLS if it has the flag without a list; none without the flag."""
+    option = re.search(r"^\s*(?:-\w,\s*)?--shell\b(.*?)(?=^\s*-|\Z)", help_text,
+                       re.MULTILINE | re.DOTALL)
+    if option is None:
+        return ()
+    listed = re.search(r"\[possible values: ([^\]]*)\]", option.group(1))
+    if listed is None:
+        return SHELLS
+    return tuple(v for v in (v.strip() for v in listed.group(1).split(",")) if v != "auto")
+
+
+def help_text(binary: Path) -> str:
+    return subprocess.run([str(binary), "--help"], capture_output=True, text=True,
+                          timeout=30).stdout
+
+
+def start_proxies(ports: list[int], workdir: Path, proxy_args: Sequence[str],
+                  shells: Sequence[str], baseline: Path | None) -> list[Target]:
+    """Every proxy measured over `ports` but the floor, in the order they are measured:
+    the baseline binary in COMPARED_MODES, the current binary in each of CACHELAB_MODES
+    with `proxy_args` and in COMPARED_MODES once more per shell of `shells`,
+    cachelab-shard, twemproxy. If one fails to start, those already up are stopped."""
+    targets: list[Target] = []
+    try:
+        for mode in COMPARED_MODES if baseline else ():
+            targets.append(start_baseline(baseline, ports, mode))
+        for mode in CACHELAB_MODES:
+            targets.append(start_cachelab(ports, mode, extra_args=proxy_args))
+        for shell in shells:
+            for mode in COMPARED_MODES:
+                targets.append(start_cachelab(ports, mode, name=f"cachelab-{mode}-{shell}",
+                                              extra_args=[*proxy_args, "--shell", shell]))
+        targets.append(start_cachelab_shard(ports, workdir))
+        targets.append(start_twemproxy(ports, workdir))
+    except BaseException:
+        stop_all(targets)
+        raise
+    return targets
 
 
 @dataclass(frozen=True)
@@ -226,6 +283,10 @@ class Measure:
     steal: float
     send_lag_p99_ms: float | None  # the load generator's own timing error, open loop
     fell_behind: bool | None
+    # The proxy's user-mode time per completed request (_proc_cpu.user_ns), over the same
+    # interval as proxy_cpu_s_per_100k: from just before the load generator starts to
+    # just after it exits, warm-up included in both.
+    proxy_user_ns_per_request: float | None = None
 
 
 def load_argv(case: Case) -> list[str]:
@@ -254,11 +315,13 @@ def load(port: int, workload: list[str], rate: int | None, run_time: float, out:
 def measure(target: Target, workload: list[str], rate: int | None, run_time: float,
             workdir: Path) -> Measure:
     for _attempt in range(3):
-        cpu_before = cpu_seconds(target.proc.pid) if target.proc else 0.0
+        before = sample(target.proc.pid) if target.proc else None
         times_before = cpu_times()
         report = load(target.port, workload, rate, run_time, workdir / "load.json")
         steal = steal_fraction(times_before, cpu_times())
-        cpu = cpu_seconds(target.proc.pid) - cpu_before if target.proc else None
+        after = sample(target.proc.pid) if target.proc else None
+        cpu = after.cpu_seconds - before.cpu_seconds if before and after else None
+        user = user_ns(before, after) if before and after else None
         if steal <= STEAL_LIMIT:
             break
         print(f"  steal {steal:.1%} > {STEAL_LIMIT:.0%}: repeating", file=sys.stderr)
@@ -272,7 +335,8 @@ def measure(target: Target, workload: list[str], rate: int | None, run_time: flo
         proxy_cpu_s_per_100k=(cpu / completed * 1e5) if cpu is not None and completed else None,
         steal=steal,
         send_lag_p99_ms=open_loop["send_lag_ms"]["p99"] if open_loop else None,
-        fell_behind=open_loop["fell_behind"] if open_loop else None)
+        fell_behind=open_loop["fell_behind"] if open_loop else None,
+        proxy_user_ns_per_request=user / completed if user is not None and completed else None)
 
 
 def populate(ports: list[int], value: int, workdir: Path) -> None:
@@ -325,12 +389,24 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true",
                         help="1 repetition of 2 s, 64-byte values only (targets not verdicts)")
     parser.add_argument("--baseline", type=Path, metavar="BIN",
-                        help="another cachelab-proxy binary, run in its default mode")
+                        help="another cachelab-proxy binary (an older build), run in the "
+                             "production and default modes as baseline-production and "
+                             "baseline-default")
+    parser.add_argument("--proxy-arg", action="append", default=[], metavar="ARG",
+                        help="appended to the current cachelab-proxy's command line in its "
+                             "modes (not cachelab-shard's, nor the baseline's); repeat it "
+                             "per word: --proxy-arg=--shell --proxy-arg=tokio")
+    parser.add_argument("--compare-shells", action="store_true",
+                        help="also run the current binary in production and default mode "
+                             "once per value of its --shell (cachelab-MODE-SHELL, e.g. "
+                             "cachelab-production-tokio), if it has the flag")
     parser.add_argument("--backends", type=int, nargs="+", default=[1], choices=[1, 3],
                         help="memcached servers behind the proxies (targets use 1)")
     args = parser.parse_args()
     if args.quick:
         args.repeats, args.run_time = 1, 2.0
+    if args.baseline and not args.baseline.is_file():
+        raise BenchError(f"--baseline {args.baseline}: no such file")
     stay_on(int(LOAD_CPU))  # off the proxy's CPU, whose CPU time and p99 are measured
     for tool in ("taskset", "memcached", "nutcracker"):
         if shutil.which(tool) is None:
@@ -338,6 +414,16 @@ def main() -> None:
     for binary in ("cachelab-load", "cachelab-proxy", "cachelab-floor"):
         if not (BIN / binary).exists():
             raise SystemExit(f"{BIN / binary} missing: run `make build`")
+    shells: tuple[str, ...] = ()
+    if args.compare_shells:
+        if any(a.split("=")[0] == "--shell" for a in args.proxy_arg):
+            raise BenchError("--compare-shells sets --shell itself: leave it out of --proxy-arg")
+        shells = shells_offered(help_text(BIN / "cachelab-proxy"))
+        if shells:
+            print(f"--compare-shells: --shell {', '.join(shells)}")
+        else:
+            print(f"note: {BIN / 'cachelab-proxy'} has no --shell flag (not in its --help): "
+                  "--compare-shells ignored")
     values = [64] if args.quick else [64, 4096]
     loops = [("closed", None), *(("open", rate) for rate in OPEN_RATES)]
     cases = [Case(b, v, mix, loop, rate) for b in args.backends for v in values
@@ -345,22 +431,25 @@ def main() -> None:
     results = []
     print("cachelab-proxy modes: " + "; ".join(
         f"{mode} = {' '.join(extra) or '(defaults)'}" for mode, extra in CACHELAB_MODES.items()))
+    if args.proxy_arg:
+        print(f"current cachelab-proxy's modes with: {' '.join(args.proxy_arg)}")
     print(f"placement: memcached on CPU {SERVER_CPU}, proxy on CPU {PROXY_CPU}, "
           f"load generator on CPU {LOAD_CPU}; {CLOSED_CLIENTS} connections; "
           f"{args.repeats} repetition(s) of {args.run_time:g} s")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(prefix="cachelab-bench-") as tmp:
         workdir = Path(tmp)
         for backends in args.backends:
             servers = Servers(backends)
-            targets = [*(start_cachelab(servers.ports, mode) for mode in CACHELAB_MODES),
-                       start_cachelab_shard(servers.ports, workdir),
-                       start_twemproxy(servers.ports, workdir)]
-            if args.baseline:
-                targets.insert(0, start_baseline(args.baseline, servers.ports))
-            if backends == 1:
-                targets.append(start_floor(servers.ports[0]))
-                targets.insert(0, Target("direct", None, servers.ports[0]))
             try:
+                targets = start_proxies(servers.ports, workdir, args.proxy_arg, shells,
+                                        args.baseline)
+            except BaseException:
+                servers.close()
+                raise
+            try:
+                if backends == 1:
+                    targets.append(start_floor(servers.ports[0]))
+                    targets.insert(0, Target("direct", None, servers.ports[0]))
                 for case in (c for c in cases if c.backends == backends):
                     populate(servers.ports, case.value, workdir)
                     row = {"case": asdict(case)} | interleaved(
@@ -372,25 +461,31 @@ def main() -> None:
                 stop_all(targets)
                 servers.close()
     verdicts = issue14_targets(results)
+    verdicts20 = issue20_targets(results)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "latest.json"
+    # Format 3: issue20_targets, proxy_user_ns_per_request, proxy_args, shells; the
+    # baseline runs in COMPARED_MODES (format 2 ran it once with its own defaults).
     out.write_text(json.dumps({
-        "format": 2, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "repeats": args.repeats,
+        "format": 3, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "repeats": args.repeats,
         "run_time_s": args.run_time, "closed_clients": CLOSED_CLIENTS,
         "open_rates": list(OPEN_RATES),
         "placement": {"memcached": SERVER_CPU, "proxy": PROXY_CPU, "load": LOAD_CPU},
-        "cachelab_modes": {mode: " ".join(args) or "(defaults)"
-                           for mode, args in CACHELAB_MODES.items()},
+        "cachelab_modes": {mode: " ".join(extra) or "(defaults)"
+                           for mode, extra in CACHELAB_MODES.items()},
+        "proxy_args": args.proxy_arg, "shells": list(shells),
         "note": "with 3 backends twemproxy and cachelab-shard shard keys (the same "
                 "nutcracker.yml: fnv1a_64, ketama) while cachelab-default and -production "
                 "replicate sets to all 3 and balance gets round-robin",
         "baseline": str(args.baseline) if args.baseline else None,
         "results": results,
-        "targets": [t.as_json() for t in verdicts]}, indent=2))
-    print("\nissue 14's targets (one backend; median over repetitions of the per-repetition "
-          "value, spread min..max):")
-    print("\n".join(format_targets(verdicts, TITLES)))
-    print(summary_line(verdicts))
+        "targets": [t.as_json() for t in verdicts],
+        "issue20_targets": [t.as_json() for t in verdicts20]}, indent=2))
+    for issue, ts, titles in (("14", verdicts, TITLES), ("20", verdicts20, TITLES20)):
+        print(f"\nissue {issue}'s targets (one backend; median over repetitions of the "
+              "per-repetition value, spread min..max):")
+        print("\n".join(format_targets(ts, titles)))
+        print(summary_line(ts))
     print(f"\nwritten {out}")
 
 
@@ -401,6 +496,12 @@ def per_rep(row: dict, name: str, field: str) -> list[float | None]:
 
 def steals(row: dict, *names: str) -> list[float]:
     return [s for n in names for s in per_rep(row, n, "steal")]
+
+
+def cpu_ratio(row: dict, a: str, b: str) -> list[float | None]:
+    """a's CPU per request over b's, per repetition."""
+    return ratios(per_rep(row, a, "proxy_cpu_s_per_100k"),
+                  per_rep(row, b, "proxy_cpu_s_per_100k"))
 
 
 # Issue 14's middleware targets, as printed above their lines.
@@ -418,9 +519,6 @@ def issue14_targets(results: list[dict]) -> list:
     one = [(Case(**r["case"]), r) for r in results if r["case"]["backends"] == 1]
     prod, default, tw = "cachelab-production", "cachelab-default", "twemproxy"
     spin = "cachelab-busy-poll"
-
-    def cpu_ratio(r: dict, a: str, b: str) -> list[float | None]:
-        return ratios(per_rep(r, a, "proxy_cpu_s_per_100k"), per_rep(r, b, "proxy_cpu_s_per_100k"))
 
     def floor_note(r: dict, a: str, b: str) -> str:
         """cpu_ratio with cachelab-floor, the bare epoll proxy, as a or b (empty without it)."""
@@ -461,6 +559,58 @@ def issue14_targets(results: list[dict]) -> list:
 
 
 
+# Issue 20's targets, as printed above their lines.
+TITLES20 = {
+    "T20a": "T20a production closed-loop requests per proxy CPU-second >= 0.95x the floor's",
+    "T20b": "T20b production CPU per request <= 1.05x the floor's, open loop",
+    "T20c": f"T20c default (W=64) CPU per request <= 1.10x twemproxy's at {OPEN_RATES[0]:,}/s",
+    "T20d": "T20d production proxy user time per request <= 600 ns (0.6 us), closed loop",
+}
+
+
+def issue20_targets(results: list[dict]) -> list:
+    """Issue 20's middleware targets over the one-backend rows: the production mode against
+    cachelab-floor (T20a, T20b), the default mode against twemproxy (T20c), the production
+    mode's user time per request (T20d). Each line notes the same figure for the
+    configurations run beside it (the baseline's, the shells') when they were run."""
+    one = [(Case(**r["case"]), r) for r in results if r["case"]["backends"] == 1]
+    prod, default, tw = "cachelab-production", "cachelab-default", "twemproxy"
+
+    def others(r: dict, mode: str, value, unit: str = "x", extra: tuple[str, ...] = ()) -> str:
+        """`value(name)`'s median for every configuration compared with `mode` in row r."""
+        shells = [n for n in r if n.startswith(f"cachelab-{mode}-")]
+        names = [*extra, f"baseline-{mode}", *shells]
+        return ", ".join(f"{n} {fmt_median(value(n), unit)}" for n in names if n in r)
+
+    def user_per_request(r: dict, name: str) -> list[float | None]:
+        return per_rep(r, name, "proxy_user_ns_per_request")
+
+    out = []
+    for case, r in ((c, r) for c, r in one if c.rate is None):
+        # Requests per CPU-second are the inverse of CPU per request: the floor's CPU per
+        # request over ours.
+        out.append(judge("T20a", case.label(), cpu_ratio(r, FLOOR, prod), AT_LEAST, 0.95,
+                         steal=steals(r, prod, FLOOR),
+                         note=others(r, "production", lambda n, r=r: cpu_ratio(r, FLOOR, n))))
+    for rate in OPEN_RATES:
+        for case, r in ((c, r) for c, r in one if c.rate == rate):
+            out.append(judge("T20b", case.label(), cpu_ratio(r, prod, FLOOR), AT_MOST, 1.05,
+                             steal=steals(r, prod, FLOOR),
+                             note=others(r, "production",
+                                         lambda n, r=r: cpu_ratio(r, n, FLOOR))))
+    for case, r in ((c, r) for c, r in one if c.rate == OPEN_RATES[0]):
+        out.append(judge("T20c", case.label(), cpu_ratio(r, default, tw), AT_MOST, 1.10,
+                         steal=steals(r, default, tw),
+                         note=others(r, "default", lambda n, r=r: cpu_ratio(r, n, tw))))
+    for case, r in ((c, r) for c, r in one if c.rate is None):
+        out.append(judge("T20d", case.label(), user_per_request(r, prod), AT_MOST, 600, unit="ns",
+                         steal=steals(r, prod),
+                         note=others(r, "production", lambda n, r=r: user_per_request(r, n), " ns",
+                                     extra=(default, FLOOR))))
+    return out
+
+
+
 def fmt_median(values: list[float | None], unit: str = "x") -> str:
     values = [v for v in values if v is not None]
     if not values:
@@ -472,12 +622,14 @@ def fmt_median(values: list[float | None], unit: str = "x") -> str:
 def print_row(row: dict) -> None:
     c = row["case"]
     print(f"\n{c['backends']} backend(s), {Case(**c).label()}")
-    print(f"  {'target':<21}{'ops/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'p99.9':>9}"
-          f"{'cpu s/100k':>12}{'errors':>8}  lag p99")
+    print(f"  {'target':<26}{'ops/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'p99.9':>9}"
+          f"{'cpu s/100k':>12}{'user ns':>9}{'errors':>8}  lag p99")
     for name, m in row.items():
         if name == "case":
             continue
         cpu = f"{m['proxy_cpu_s_per_100k']:.3f}" if m["proxy_cpu_s_per_100k"] is not None else "-"
+        user = m.get("proxy_user_ns_per_request")
+        user = f"{user:.0f}" if user is not None else "-"
         lag = m["send_lag_p99_ms"]
         # The load generator's own timing error: flagged when it exceeds a tenth of the p99
         # it measured (then the p99 says as much about the client as about the server).
@@ -485,11 +637,10 @@ def print_row(row: dict) -> None:
         lag = f"{lag:.3f}{flag}" if lag is not None else "-"
         if m["fell_behind"]:
             lag += " FELL BEHIND"
-        print(f"  {name:<21}{m['ops_per_sec']:>10.0f}{m['p50_ms']:>9.3f}{m['p99_ms']:>9.3f}"
-              f"{m['p999_ms']:>9.3f}{cpu:>12}{m['errors']:>8}  {lag}")
+        print(f"  {name:<26}{m['ops_per_sec']:>10.0f}{m['p50_ms']:>9.3f}{m['p99_ms']:>9.3f}"
+              f"{m['p999_ms']:>9.3f}{cpu:>12}{user:>9}{m['errors']:>8}  {lag}")
     tw = row["twemproxy"]
-    for mode in [*(f"cachelab-{mode}" for mode in CACHELAB_MODES), "cachelab-shard",
-                 *(name for name in ("baseline-default", FLOOR) if name in row)]:
+    for mode in (name for name in row if name not in ("case", "direct", "twemproxy")):
         m = row[mode]
         parts = [f"throughput x{ratio(m['ops_per_sec'], tw['ops_per_sec']):.2f}",
                  f"cpu/request x{ratio(m['proxy_cpu_s_per_100k'], tw['proxy_cpu_s_per_100k']):.2f}"]

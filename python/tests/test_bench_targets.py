@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import _proc_cpu  # noqa: E402
 import _targets  # noqa: E402
+import proxy_bench  # noqa: E402
 from _targets import AT_LEAST, AT_MOST, WITHIN, judge  # noqa: E402
 
 
@@ -94,3 +96,76 @@ def test_json_record_names_case_ratio_spread_threshold_and_verdict():
     assert {k: record[k] for k in ("name", "case", "ratio", "spread", "threshold", "verdict")} == {
         "name": "T1a", "case": "c", "ratio": 0.8, "spread": [0.7, 0.9], "threshold": "<= 0.8",
         "verdict": "PASS"}
+
+
+# bench/_proc_cpu.py: a process's user time from /proc.
+
+def test_user_time_is_the_exact_runtime_split_in_the_ratio_of_the_ticks():
+    assert _proc_cpu.split_user_ns(4_000_000_000, 300, 100) == 3_000_000_000
+    assert _proc_cpu.split_user_ns(1_234_567, 0, 7) == 0
+
+
+def test_no_tick_or_a_runtime_that_went_backwards_gives_no_user_time():
+    assert _proc_cpu.split_user_ns(5_000_000, 0, 0) is None
+    assert _proc_cpu.split_user_ns(-1, 3, 1) is None
+
+
+def test_user_ns_splits_the_runtime_between_two_samples():
+    before = _proc_cpu.CpuSample(utime_ticks=100, stime_ticks=50, runtime_ns=1_500_000_000)
+    after = _proc_cpu.CpuSample(utime_ticks=130, stime_ticks=60, runtime_ns=1_900_000_000)
+    assert _proc_cpu.user_ns(before, after) == pytest.approx(300_000_000)
+    assert after.cpu_seconds == pytest.approx(190 / _proc_cpu.CLK_TCK)
+
+
+# bench/proxy_bench.py: issue 20's targets over results rows.
+
+def row(rate, **configs):
+    """A one-backend results row: per configuration, (CPU s/100k, user ns/request) per
+    repetition."""
+    case = {"backends": 1, "value": 64, "mix": "get",
+            "loop": "closed" if rate is None else "open", "rate": rate}
+    return {"case": case} | {
+        name.replace("_", "-"): {"repetitions": [
+            {"proxy_cpu_s_per_100k": cpu, "proxy_user_ns_per_request": user, "steal": 0.0}
+            for cpu, user in reps]}
+        for name, reps in configs.items()}
+
+
+def test_issue20_targets_compare_production_with_the_floor_and_default_with_twemproxy():
+    closed = row(None, floor=[(1.0, 300.0)] * 3,
+                 cachelab_production=[(1.0, 500.0), (1.1, 700.0), (1.02, 550.0)],
+                 cachelab_default=[(2.0, 900.0)] * 3, twemproxy=[(1.5, 800.0)] * 3,
+                 baseline_production=[(1.25, 650.0)] * 3)
+    open20 = row(20_000, floor=[(1.0, None)] * 3, cachelab_production=[(1.04, None)] * 3,
+                 cachelab_default=[(1.6, None)] * 3, twemproxy=[(1.5, None)] * 3)
+    by_name = {t.name: t for t in proxy_bench.issue20_targets([closed, open20])}
+    assert by_name["T20a"].ratio == pytest.approx(1 / 1.02)  # the floor's CPU over ours
+    assert by_name["T20a"].verdict == "PASS"
+    assert "baseline-production 0.80x" in by_name["T20a"].note
+    assert (by_name["T20b"].ratio, by_name["T20b"].verdict) == (pytest.approx(1.04), "PASS")
+    assert (by_name["T20c"].ratio, by_name["T20c"].verdict) == (pytest.approx(1.6 / 1.5), "PASS")
+    t20d = by_name["T20d"]
+    assert (t20d.ratio, t20d.unit, t20d.verdict) == (550.0, "ns", "PASS")
+    assert t20d.note == ("cachelab-default 900 ns, floor 300 ns, "
+                         "baseline-production 650 ns")
+
+
+HELP = """\
+      --pipeline <DEPTH>
+          Requests a worker takes from the queue at once [default: 1]
+      --shell <SHELL>
+          What drives the engine: `loop`, one event-loop thread; `tokio`, a task per
+          connection [default: auto] [possible values: auto, loop, tokio]
+      --busy-poll-us <US>
+          [default: 0] [possible values: 0, 100]
+"""
+
+
+def test_compare_shells_takes_the_listed_shell_values_but_auto():
+    assert proxy_bench.shells_offered(HELP) == ("loop", "tokio")
+
+
+def test_a_shell_flag_without_a_list_gets_the_default_shells_and_none_gets_none():
+    assert proxy_bench.shells_offered("      --shell <SHELL>\n          mio or tokio\n") == (
+        proxy_bench.SHELLS)
+    assert proxy_bench.shells_offered(HELP.replace("--shell", "--engine")) == ()
