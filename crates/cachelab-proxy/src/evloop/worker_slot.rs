@@ -192,6 +192,10 @@ impl WorkerSlot {
                 server,
                 fresh: false,
             }
+        } else if link.is_opening() {
+            // A connection opened at start (or by a reload) is still on its way.
+            self.blocked = Blocked::Connect(server);
+            return false;
         } else {
             match link.open(
                 health,
