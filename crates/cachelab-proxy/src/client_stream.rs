@@ -2,7 +2,7 @@
 //!
 //! The read half belongs to the connection task; the write half is shared by the workers,
 //! which write replies synchronously with `try_write` under the connection's outbox lock
-//! (the outbox of `client.rs`). For TLS both halves share one rustls session behind a
+//! (the outbox of `client/`). For TLS both halves share one rustls session behind a
 //! mutex: a worker encrypts and hands the records to the kernel without waiting; records the
 //! kernel did not take stay in the session (`flush_backlog` reports them, and the
 //! connection task sends them once the socket is writable).

@@ -8,13 +8,15 @@
 //! ([`Local`]) or refused with an `-ERR` naming them ([`Refusal`]); a refusal leaves the
 //! connection usable (twemproxy closes it).
 
-use cachelab_protocol::resp::Command;
-use thiserror::Error;
-
+mod classify;
+mod error;
+mod keys;
 mod table;
 
+pub use classify::classify;
+pub use error::CommandError;
+pub use keys::{key_args, KeyArgs};
 pub use table::COMMANDS;
-use table::{LOCAL, REFUSED};
 
 /// Whether a command changes data: writes go to every server of a `replicate` pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,191 +122,12 @@ pub enum Kind {
     Local(Local),
 }
 
-/// A command that is not sent anywhere, with the reply it gets. The connection stays
-/// usable after every one of them.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum CommandError {
-    /// Redis's own text: the name and up to 128 bytes of the arguments.
-    #[error("unknown command '{name}', with args beginning with: {args}")]
-    Unknown { name: String, args: String },
-    #[error("wrong number of arguments for '{0}' command")]
-    WrongArity(&'static str),
-    #[error("{name} is not supported by cachelab-proxy: {}", .why.reason())]
-    Refused { name: String, why: Refusal },
-    /// `EVAL` with no keys: nothing says which server should run it.
-    #[error("{0} without keys cannot be routed: name at least one key")]
-    NoKeys(String),
-    /// A command that cannot be split has keys on several servers of the pool.
-    #[error("{0} keys are on different servers of the pool: give them one hash tag")]
-    CrossServer(String),
-    #[error("value is not an integer or out of range")]
-    NotAnInteger,
-    #[error("Number of keys can't be greater than number of args")]
-    TooManyKeys,
-    #[error("Number of keys can't be negative")]
-    NegativeKeys,
-    #[error("at least 1 input key is needed for '{0}' command")]
-    NeedsAKey(&'static str),
-}
-
-impl CommandError {
-    /// The reply line, `-ERR <text>\r\n`, with CR and LF in the text turned into spaces
-    /// (as Redis does, so a client's bytes cannot forge a second reply).
-    pub fn reply_line(&self) -> Vec<u8> {
-        let mut line = b"-ERR ".to_vec();
-        line.extend(self.to_string().bytes().map(|b| match b {
-            b'\r' | b'\n' => b' ',
-            other => other,
-        }));
-        line.extend_from_slice(b"\r\n");
-        line
-    }
-}
-
-/// Longest command name in the tables; a longer name is unknown without a lookup.
-const MAX_NAME: usize = 24;
-
-fn arity_ok(arity: i32, argc: usize) -> bool {
-    let argc = i64::try_from(argc).unwrap_or(i64::MAX);
-    let arity = i64::from(arity);
-    if arity >= 0 {
-        argc == arity
-    } else {
-        argc >= -arity
-    }
-}
-
-/// Redis's unknown-command error: the name, then the arguments quoted, up to 128 bytes.
-fn unknown(command: &Command<'_>) -> CommandError {
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    let name = command.name().map(text).unwrap_or_default();
-    let mut args = String::new();
-    for arg in command.args().iter().skip(1) {
-        if args.len() >= 128 {
-            break;
-        }
-        let room = 128 - args.len();
-        let shown = &arg[..arg.len().min(room)];
-        args.push_str(&format!("'{}' ", text(shown)));
-    }
-    CommandError::Unknown {
-        name: name.chars().take(128).collect(),
-        args,
-    }
-}
-
-/// What `command` is: routed by its keys, answered by the proxy, or refused.
-pub fn classify(command: &Command<'_>) -> Result<Kind, CommandError> {
-    let name = command.name().unwrap_or_default();
-    if name.len() > MAX_NAME {
-        return Err(unknown(command));
-    }
-    let mut lower = [0u8; MAX_NAME];
-    lower[..name.len()].copy_from_slice(name);
-    lower[..name.len()].make_ascii_lowercase();
-    let lower = std::str::from_utf8(&lower[..name.len()]).map_err(|_| unknown(command))?;
-    let argc = command.args().len();
-    if let Some(spec) = COMMANDS.iter().find(|s| s.name == lower) {
-        if !arity_ok(spec.arity, argc) || (spec.keys == Keys::Pairs && argc % 2 == 0) {
-            return Err(CommandError::WrongArity(spec.name));
-        }
-        return Ok(Kind::Routed(spec));
-    }
-    if let Some(&(name, arity, local)) = LOCAL.iter().find(|(n, _, _)| *n == lower) {
-        if !arity_ok(arity, argc) {
-            return Err(CommandError::WrongArity(name));
-        }
-        return Ok(Kind::Local(local));
-    }
-    if let Some(&(_, why)) = REFUSED.iter().find(|(n, _)| *n == lower) {
-        return Err(CommandError::Refused {
-            name: lower.to_ascii_uppercase(),
-            why,
-        });
-    }
-    Err(unknown(command))
-}
-
-/// The argument indices of a routed command's keys, in the client's order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeyArgs {
-    /// A key before the run (`ZUNIONSTORE`'s destination).
-    pub first: Option<usize>,
-    pub start: usize,
-    pub end: usize,
-    pub step: usize,
-}
-
-impl KeyArgs {
-    pub fn iter(self) -> impl Iterator<Item = usize> + Clone {
-        self.first
-            .into_iter()
-            .chain((self.start..self.end).step_by(self.step))
-    }
-
-    pub fn count(self) -> usize {
-        usize::from(self.first.is_some()) + (self.end - self.start).div_ceil(self.step)
-    }
-}
-
-/// Where the keys of `command` (classified as `spec`) are. Fails only for the counted
-/// forms, whose count argument Redis checks with these same texts.
-pub fn key_args(spec: &Spec, command: &Command<'_>) -> Result<KeyArgs, CommandError> {
-    let argc = command.args().len();
-    let run = |start: usize, end: usize, step: usize| KeyArgs {
-        first: None,
-        start,
-        end,
-        step,
-    };
-    let counted = |at: usize| -> Result<usize, CommandError> {
-        let text = command.arg(at).unwrap_or_default();
-        let n: i64 = std::str::from_utf8(text)
-            .ok()
-            .and_then(|t| t.parse().ok())
-            .ok_or(CommandError::NotAnInteger)?;
-        if n < 0 {
-            return Err(CommandError::NegativeKeys);
-        }
-        let n = usize::try_from(n).map_err(|_| CommandError::TooManyKeys)?;
-        if n > argc - at - 1 {
-            return Err(CommandError::TooManyKeys);
-        }
-        Ok(n)
-    };
-    Ok(match spec.keys {
-        Keys::First => run(1, 2, 1),
-        Keys::FirstTwo => run(1, 3, 1),
-        Keys::All => run(1, argc, 1),
-        Keys::Pairs => run(1, argc, 2),
-        Keys::DestAndCounted => {
-            let n = counted(2).map_err(|e| match e {
-                CommandError::NegativeKeys | CommandError::TooManyKeys => {
-                    CommandError::NeedsAKey(spec.name)
-                }
-                other => other,
-            })?;
-            if n == 0 {
-                return Err(CommandError::NeedsAKey(spec.name));
-            }
-            KeyArgs {
-                first: Some(1),
-                ..run(3, 3 + n, 1)
-            }
-        }
-        Keys::Counted => {
-            let n = counted(2)?;
-            if n == 0 {
-                return Err(CommandError::NoKeys(spec.name.to_ascii_uppercase()));
-            }
-            run(3, 3 + n, 1)
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use super::classify::MAX_NAME;
+    use super::table::{LOCAL, REFUSED};
     use super::*;
+    use cachelab_protocol::resp::Command;
     use std::borrow::Cow;
 
     fn command(args: &[&str]) -> Command<'static> {

@@ -23,7 +23,6 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
@@ -32,56 +31,11 @@ use crate::endpoint::Endpoint;
 use crate::server_stream::Connector;
 use crate::tls::ServerTls;
 
-/// What went wrong with a server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureKind {
-    /// No answer within the server timeout.
-    Timeout,
-    /// Refused, reset, closed, or a reply that could not be parsed.
-    Connection,
-}
+mod probe;
+mod state;
 
-/// One server's health, without I/O or clocks.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct HealthState {
-    /// Failures since the last answer.
-    pub failures: u32,
-    pub ejected: bool,
-    /// Why it failed last (for the SERVER_ERROR line and the log).
-    pub reason: String,
-    pub ejections: u64,
-}
-
-impl HealthState {
-    /// Counts a failure; true if this ejects the server.
-    pub fn failure(&mut self, kind: FailureKind, reason: &str, limit: u32) -> bool {
-        self.failures = self.failures.saturating_add(1);
-        self.reason.clear();
-        self.reason.push_str(reason);
-        if limit == 0 || self.ejected {
-            return false;
-        }
-        if kind == FailureKind::Timeout || self.failures >= limit {
-            self.ejected = true;
-            self.ejections += 1;
-            return true;
-        }
-        false
-    }
-
-    /// An answer from the server: the failure count starts again.
-    pub fn success(&mut self) {
-        self.failures = 0;
-    }
-
-    /// The probe got an answer; true if the server was ejected.
-    pub fn restore(&mut self) -> bool {
-        let was = self.ejected;
-        self.ejected = false;
-        self.failures = 0;
-        was
-    }
-}
+pub use probe::probe;
+pub use state::{FailureKind, HealthState};
 
 /// The first reconnection attempt waits this long; each failure doubles it.
 pub const BACKOFF_INITIAL: Duration = Duration::from_millis(10);
@@ -331,113 +285,9 @@ impl crate::routing::plan::Alive for Health {
     }
 }
 
-/// Probes `server` whenever it is ejected, until `stop` turns true.
-pub async fn probe(
-    health: Arc<Health>,
-    server: usize,
-    timeout: Duration,
-    backoff_max: Duration,
-    mut stop: watch::Receiver<bool>,
-) {
-    let mut changes = health.subscribe();
-    loop {
-        while !health.is_ejected(server) {
-            tokio::select! {
-                changed = changes.changed() => if changed.is_err() { return },
-                _ = stop.changed() => return,
-            }
-        }
-        let mut wait = BACKOFF_INITIAL;
-        while health.is_ejected(server) {
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = stop.changed() => return,
-            }
-            match tokio::time::timeout(timeout, ask_alive(health.connector(server))).await {
-                Ok(Ok(())) => health.restore(server),
-                Ok(Err(reason)) => health.state(&health.slots[server]).reason = reason,
-                Err(_) => {
-                    health.state(&health.slots[server]).reason =
-                        format!("no answer to a probe within {} ms", timeout.as_millis())
-                }
-            }
-            wait = (wait * 2).min(backoff_max);
-        }
-    }
-}
-
-/// One probe: a real request (`version`, or `PING` after a Redis server's greeting),
-/// so a stopped process whose kernel still completes the handshake does not count as
-/// alive.
-async fn ask_alive(connector: Connector) -> Result<(), String> {
-    let dialect = connector.dialect.clone();
-    let mut stream = connector.connect().await.map_err(|e| e.to_string())?;
-    stream
-        .write_all(dialect.probe())
-        .await
-        .map_err(|e| format!("write failed: {e}"))?;
-    stream
-        .flush()
-        .await
-        .map_err(|e| format!("write failed: {e}"))?;
-    let mut reply = Vec::with_capacity(64);
-    let mut buf = [0u8; 256];
-    loop {
-        if dialect.probe_answered(&reply).map_err(|e| e.to_string())? {
-            return Ok(());
-        }
-        let n = stream
-            .read(&mut buf)
-            .await
-            .map_err(|e| format!("read failed: {e}"))?;
-        if n == 0 {
-            return Err("server closed the connection".into());
-        }
-        reply.extend_from_slice(&buf[..n]);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_timeout_ejects_at_once() {
-        let mut s = HealthState::default();
-        assert!(s.failure(FailureKind::Timeout, "no reply", 3));
-        assert!(s.ejected);
-        assert_eq!(s.ejections, 1);
-    }
-
-    #[test]
-    fn connection_failures_eject_at_the_limit_and_an_answer_resets_the_count() {
-        let mut s = HealthState::default();
-        assert!(!s.failure(FailureKind::Connection, "refused", 2));
-        s.success();
-        assert!(!s.failure(FailureKind::Connection, "refused", 2));
-        assert!(s.failure(FailureKind::Connection, "refused", 2));
-        assert_eq!(s.reason, "refused");
-    }
-
-    #[test]
-    fn limit_zero_never_ejects() {
-        let mut s = HealthState::default();
-        for _ in 0..10 {
-            assert!(!s.failure(FailureKind::Timeout, "x", 0));
-        }
-        assert!(!s.ejected);
-    }
-
-    #[test]
-    fn an_ejected_server_is_ejected_once_and_restored_once() {
-        let mut s = HealthState::default();
-        assert!(s.failure(FailureKind::Timeout, "a", 2));
-        assert!(!s.failure(FailureKind::Timeout, "b", 2));
-        assert_eq!(s.ejections, 1);
-        assert!(s.restore());
-        assert!(!s.restore());
-        assert_eq!(s.failures, 0);
-    }
 
     #[test]
     fn the_shared_registry_tells_everyone() {

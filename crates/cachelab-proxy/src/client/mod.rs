@@ -11,21 +11,21 @@
 //! workers at once, but a write waits until every earlier request of its connection is
 //! done, and later requests wait for the write (the write barrier, [`ClientConn::dispatch`]).
 
-use std::collections::VecDeque;
 use std::io;
 use std::sync::{Mutex, MutexGuard};
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::sync::Notify;
 
-use crate::admission::{ClientLimits, ReplyWindow};
-use crate::budget::{Charge, MemoryBudget};
+use crate::admission::ClientLimits;
+use crate::budget::MemoryBudget;
 use crate::client_stream::ClientWriter;
 use crate::endpoint::Peer;
 use crate::queue::RequestQueue;
 
-/// An outbox buffer larger than this is replaced by a fresh one once it is empty.
-const OUTBOX_KEEP: usize = 256 * 1024;
+mod outbox;
+
+use outbox::{Outbox, Slot};
 
 /// What a reply that does not fit in the memory budget becomes.
 const OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR out of memory\r\n";
@@ -36,65 +36,6 @@ pub trait Ordered {
     /// Whether it changes data: it waits for everything before it on its connection,
     /// and what follows waits for it.
     fn is_write(&self) -> bool;
-}
-
-enum Slot {
-    Waiting,
-    Ready(Bytes),
-    /// The request asked for no reply (noreply).
-    Silent,
-}
-
-struct Outbox<R> {
-    next_seq: u64,
-    /// Sequence number of `slots[0]`.
-    base_seq: u64,
-    slots: VecDeque<Slot>,
-    /// In-order bytes not yet accepted by the kernel.
-    buf: BytesMut,
-    /// The socket was full; the connection task flushes when it becomes writable.
-    blocked: bool,
-    /// The socket failed; replies are dropped.
-    dead: bool,
-    /// The connection task waits for in-flight requests to finish.
-    task_waiting: bool,
-    /// Requests of this connection in the FCFS queue or at a worker.
-    dispatched: usize,
-    /// One of them is a write: nothing else may be dispatched until it is done.
-    write_dispatched: bool,
-    /// Requests held back by the write barrier, in arrival order.
-    held: VecDeque<R>,
-    /// Bytes of the replies completed ahead of an earlier one (in `slots`).
-    aside: usize,
-    /// `buf` and `aside` held against the memory budget.
-    charge: Charge,
-    /// The replies handed to the client so far: how much its requests will bring.
-    window: ReplyWindow,
-}
-
-impl<R> Outbox<R> {
-    fn may_dispatch(&self, replicated: bool) -> bool {
-        self.held.is_empty() && !self.write_dispatched && !(replicated && self.dispatched > 0)
-    }
-
-    fn note_dispatch(&mut self, replicated: bool) {
-        self.dispatched += 1;
-        self.write_dispatched |= replicated;
-    }
-
-    fn pending_bytes(&self) -> usize {
-        self.buf.len() + self.aside
-    }
-
-    /// The charge follows what is held (shrinking always succeeds); a large buffer that
-    /// has been written out goes back to the allocator.
-    fn settle(&mut self) {
-        if self.buf.is_empty() && self.buf.capacity() > OUTBOX_KEEP {
-            self.buf = BytesMut::with_capacity(16 * 1024);
-        }
-        let n = self.pending_bytes();
-        self.charge.force_resize(n);
-    }
 }
 
 pub struct ClientConn<R> {
@@ -119,21 +60,7 @@ impl<R: Ordered> ClientConn<R> {
             id,
             peer: peer.into(),
             stream: stream.into(),
-            outbox: Mutex::new(Outbox {
-                next_seq: 0,
-                base_seq: 0,
-                slots: VecDeque::new(),
-                buf: BytesMut::with_capacity(16 * 1024),
-                blocked: false,
-                dead: false,
-                task_waiting: false,
-                dispatched: 0,
-                write_dispatched: false,
-                held: VecDeque::new(),
-                aside: 0,
-                charge: Charge::new(budget),
-                window: ReplyWindow::default(),
-            }),
+            outbox: Mutex::new(Outbox::new(budget)),
             wake: Notify::new(),
         }
     }
@@ -155,32 +82,15 @@ impl<R: Ordered> ClientConn<R> {
 
     /// Puts a request into the FCFS queue, or holds it behind the write barrier.
     pub fn dispatch(&self, job: R, replicated: bool, queue: &RequestQueue<R>) {
-        let mut ob = self.lock();
-        if ob.may_dispatch(replicated) {
-            ob.note_dispatch(replicated);
-            drop(ob);
+        let admitted = self.lock().admit(job, replicated);
+        if let Some(job) = admitted {
             queue.push(job);
-        } else {
-            ob.held.push_back(job);
         }
     }
 
     /// Records that a dispatched request is done and releases what the barrier held.
     pub fn finished(&self, replicated: bool, queue: &RequestQueue<R>) {
-        let mut ob = self.lock();
-        ob.dispatched -= 1;
-        if replicated {
-            ob.write_dispatched = false;
-        }
-        while let Some(front) = ob.held.front() {
-            let front_replicated = front.is_write();
-            if ob.write_dispatched || (front_replicated && ob.dispatched > 0) {
-                break;
-            }
-            let job = ob.held.pop_front().expect("front exists");
-            ob.note_dispatch(front_replicated);
-            queue.push(job);
-        }
+        self.lock().release(replicated, |job| queue.push(job));
     }
 
     /// Replies at once, after any replies still owed (for requests answered by the net
@@ -217,7 +127,7 @@ impl<R: Ordered> ClientConn<R> {
                     ob.settle();
                 }
             }
-            self.advance_locked(&mut ob);
+            ob.advance();
         } else {
             let mut aside = BytesMut::new();
             write(&mut aside);
@@ -240,26 +150,11 @@ impl<R: Ordered> ClientConn<R> {
         ob.window.observe(0);
         let index = (seq - ob.base_seq) as usize;
         if index == 0 {
-            self.advance_locked(&mut ob);
+            ob.advance();
         } else {
             ob.slots[index] = Slot::Silent;
         }
         self.after_complete(&mut ob);
-    }
-
-    /// Pops the completed front slot and every ready slot behind it into the buffer.
-    fn advance_locked(&self, ob: &mut Outbox<R>) {
-        ob.slots.pop_front();
-        ob.base_seq += 1;
-        while matches!(ob.slots.front(), Some(Slot::Ready(_) | Slot::Silent)) {
-            if let Some(Slot::Ready(bytes)) = ob.slots.pop_front() {
-                ob.aside -= bytes.len();
-                if !ob.dead {
-                    ob.buf.extend_from_slice(&bytes);
-                }
-            }
-            ob.base_seq += 1;
-        }
     }
 
     fn after_complete(&self, ob: &mut Outbox<R>) {
@@ -319,9 +214,9 @@ impl<R: Ordered> ClientConn<R> {
     }
 
     /// Arms a wake-up for the next completion if the client may not have another
-    /// request dispatched now ([`ReplyWindow::may_dispatch`]: requests in flight, and
-    /// the bytes they and its unread replies come to); returns whether the caller
-    /// should wait.
+    /// request dispatched now ([`crate::admission::ReplyWindow::may_dispatch`]: requests
+    /// in flight, and the bytes they and its unread replies come to); returns whether the
+    /// caller should wait.
     pub fn must_wait(&self, limits: ClientLimits) -> bool {
         let mut ob = self.lock();
         let in_flight = ob.slots.len();

@@ -11,17 +11,23 @@
 //! usable.
 
 use cachelab_protocol::resp::{
-    parse_command, put_bulk, Command, RespLimits, RespParseError, DEFAULT_MAX_ARGS, MAX_INLINE_LEN,
+    parse_command, RespLimits, RespParseError, DEFAULT_MAX_ARGS, MAX_INLINE_LEN,
 };
 use cachelab_protocol::Limits;
-use thiserror::Error;
 
 use crate::metrics::OpKind;
-use crate::routing::plan::{Alive, Mode, Pool, ServerId};
-use crate::routing::redis::commands::{classify, key_args, Kind, Local, Split};
+use crate::routing::plan::Pool;
+use crate::routing::redis::commands::{classify, Kind, Local};
 use crate::routing::redis::plan::Route;
-use crate::routing::redis::split::{group_keys, Groups};
+use crate::routing::redis::split::Groups;
 use crate::routing::spans::KeySpans;
+
+mod forward;
+mod session;
+
+use forward::forward;
+use session::answer_local;
+pub use session::SessionError;
 
 /// One decoding step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,50 +65,6 @@ pub struct RespForward {
     /// An inline command, composed as the array of bulk strings servers are sent; None
     /// when the client sent an array, which goes on as it came.
     pub composed: Option<Vec<u8>>,
-}
-
-/// Replies of the proxy's own that are not about a command's routing.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum SessionError {
-    /// twemproxy's text, before a pool's password was given.
-    #[error("NOAUTH Authentication required.")]
-    NoAuth,
-    #[error("ERR invalid password")]
-    InvalidPassword,
-    /// Redis's text when a client authenticates to a server without a password.
-    #[error("ERR Client sent AUTH, but no password is set")]
-    NoPasswordSet,
-    #[error("ERR invalid DB index")]
-    InvalidDb,
-    /// The servers are on the pool's database; another one would need a connection of
-    /// its own on every server.
-    #[error("ERR SELECT {asked}: this pool serves database {served} only")]
-    OtherDb { asked: String, served: u32 },
-    #[error("ERR Protocol error: command larger than {0} bytes")]
-    TooLarge(usize),
-}
-
-impl SessionError {
-    /// The reply line, CR and LF in the text turned into spaces.
-    pub fn reply_line(&self) -> Vec<u8> {
-        let mut line = b"-".to_vec();
-        line.extend(self.to_string().bytes().map(|b| match b {
-            b'\r' | b'\n' => b' ',
-            other => other,
-        }));
-        line.extend_from_slice(b"\r\n");
-        line
-    }
-}
-
-/// Placement without ejections: whether a command's keys are on one server is decided
-/// by where the pool puts them, not by which servers are out of service right now.
-struct NoneEjected;
-
-impl Alive for NoneEjected {
-    fn is_ejected(&self, _: ServerId) -> bool {
-        false
-    }
 }
 
 /// The per-connection decoder: whether the client has given the pool's password.
@@ -178,121 +140,20 @@ impl RespDecoder {
                 },
                 Err(e) => error(e.reply_line()),
             },
-            Kind::Routed(spec) => {
-                let keys = match key_args(spec, &command) {
-                    Ok(keys) => keys,
-                    Err(e) => return error(e.reply_line()),
-                };
-                if spec.split == Split::Never
-                    && keys.count() > 1
-                    && matches!(pool.mode, Mode::Shard { .. })
-                {
-                    if let Err(e) =
-                        group_keys(pool, spec, &command, keys, &NoneEjected, &mut self.groups)
-                    {
-                        return error(e.reply_line());
-                    }
-                }
-                let count = keys.count() as u32;
-                let op = match spec.name {
-                    "get" => OpKind::Get,
-                    "mget" if count > 1 => OpKind::MultiGet,
-                    "mget" => OpKind::Get,
-                    "set" => OpKind::Set,
-                    _ => OpKind::Other,
-                };
-                let (args, composed) = if command.is_inline() {
-                    let mut frame = Vec::new();
-                    command.compose(&mut frame);
-                    let (array, _) = parse_command(&frame, &RespLimits::default())
-                        .expect("a composed command parses");
-                    let spans = spans_of(&frame, &array);
-                    (spans, Some(frame))
-                } else {
-                    (spans_of(buf, &command), None)
-                };
-                RespStep::Forward {
-                    len,
-                    forward: RespForward {
-                        route: Route { spec, keys },
-                        op,
-                        keys: count,
-                        args,
-                        composed,
-                    },
-                }
-            }
-        }
-    }
-
-    /// `AUTH [user] password` against the pool's password; a wrong one leaves the client
-    /// unauthenticated (it may have been authenticated before).
-    fn auth(&mut self, command: &Command<'_>, pool: &Pool, len: usize) -> RespStep {
-        let given = command.args().last().map(|a| &a[..]).unwrap_or_default();
-        let user_ok = command.args().len() == 2 || command.arg(1) == Some(b"default");
-        let result = match &pool.redis_auth {
-            None => Err(SessionError::NoPasswordSet),
-            Some(password) if user_ok && password.as_bytes() == given => Ok(()),
-            Some(_) => Err(SessionError::InvalidPassword),
-        };
-        self.authenticated = result.is_ok();
-        match result {
-            Ok(()) => RespStep::Answer {
-                len,
-                reply: b"+OK\r\n".to_vec(),
-                close: false,
-                error: false,
-            },
-            Err(e) => RespStep::Answer {
-                len,
-                reply: e.reply_line(),
-                close: false,
-                error: true,
+            Kind::Routed(spec) => match forward(spec, &command, buf, pool, &mut self.groups) {
+                Ok(forward) => RespStep::Forward { len, forward },
+                Err(e) => error(e.reply_line()),
             },
         }
     }
-}
-
-/// The spans of `command`'s arguments, which borrow from `frame`.
-fn spans_of(frame: &[u8], command: &Command<'_>) -> KeySpans {
-    KeySpans::of(frame, command.args().iter().map(|a| &a[..]))
-}
-
-/// `PING`, `ECHO` and `SELECT`, answered as twemproxy answers them.
-fn answer_local(local: Local, command: &Command<'_>, pool: &Pool) -> Result<Vec<u8>, SessionError> {
-    let mut out = Vec::new();
-    match local {
-        Local::Ping => match command.arg(1) {
-            None => out.extend_from_slice(b"+PONG\r\n"),
-            Some(message) => put_bulk(&mut out, message),
-        },
-        Local::Echo => put_bulk(&mut out, command.arg(1).unwrap_or_default()),
-        Local::Select => {
-            let asked = command.arg(1).unwrap_or_default();
-            let db: u32 = std::str::from_utf8(asked)
-                .ok()
-                .and_then(|t| t.parse().ok())
-                .ok_or(SessionError::InvalidDb)?;
-            if db != pool.redis_db {
-                return Err(SessionError::OtherDb {
-                    asked: db.to_string(),
-                    served: pool.redis_db,
-                });
-            }
-            out.extend_from_slice(b"+OK\r\n");
-        }
-        Local::Quit | Local::Auth | Local::Info => {
-            unreachable!("answered by the decoder's step")
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::forward::NoneEjected;
     use super::*;
     use crate::routing::hash::Hash;
-    use crate::routing::plan::{PoolServer, ReadPolicy};
+    use crate::routing::plan::{Mode, PoolServer, ReadPolicy};
     use crate::routing::redis::split::key_server;
     use crate::routing::ring::{Distribution, Member};
     use crate::routing::Protocol;
