@@ -1,0 +1,163 @@
+//! The command line turned into a `Config`: what is accepted, what is refused and why.
+
+use super::*;
+use clap::Parser;
+
+fn parse(argv: &[&str]) -> Result<Config, String> {
+    let args = Args::try_parse_from(argv).map_err(|e| e.to_string())?;
+    Config::try_from(&args).map_err(|e| e.to_string())
+}
+
+#[test]
+fn the_original_flags_are_accepted() {
+    let c = parse(&[
+        "p",
+        "-l",
+        "127.0.0.1",
+        "-p",
+        "0",
+        "-t",
+        "8",
+        "-m",
+        "127.0.0.1:1",
+        "127.0.0.1:2",
+        "-s",
+    ])
+    .unwrap();
+    assert_eq!(c.workers, 8);
+    assert_eq!(c.servers.len(), 2);
+    assert!(c.sharded);
+    assert_eq!(c.listen.port(), Some(0));
+}
+
+#[test]
+fn servers_are_required_and_must_be_host_port() {
+    assert!(parse(&["p"]).is_err());
+    let err = parse(&["p", "-m", "localhost"]).unwrap_err();
+    assert!(err.contains("not host:port"), "{err}");
+}
+
+#[test]
+fn descriptors_count_clients_server_connections_and_spares() {
+    let c = parse(&[
+        "p",
+        "-t",
+        "10",
+        "--max-connections",
+        "100",
+        "-m",
+        "127.0.0.1:1",
+        "127.0.0.1:2",
+    ])
+    .unwrap();
+    assert_eq!(c.descriptors_needed(), 100 + 10 * 2 + SPARE_DESCRIPTORS);
+}
+
+#[test]
+fn tls_and_unix_sockets_on_the_command_line() {
+    let c = parse(&[
+        "p",
+        "--unix-socket",
+        "/tmp/cachelab-p.sock",
+        "--unix-socket-mode",
+        "660",
+        "-m",
+        "/tmp/cachelab-m.sock",
+        "127.0.0.1:2",
+    ])
+    .unwrap();
+    assert_eq!(c.listen, Endpoint::Unix("/tmp/cachelab-p.sock".into()));
+    assert_eq!(c.unix_socket_mode, 0o660);
+    assert_eq!(c.servers[0], Endpoint::Unix("/tmp/cachelab-m.sock".into()));
+    let c = parse(&[
+        "p",
+        "--tls-cert",
+        "c.pem",
+        "--tls-key",
+        "k.pem",
+        "--tls-client-ca",
+        "ca.pem",
+        "--tls-protocols",
+        "TLSv1.3",
+        "--server-tls",
+        "--server-tls-ca",
+        "s.pem",
+        "--server-tls-sni",
+        "cache",
+        "-m",
+        "127.0.0.1:1",
+    ])
+    .unwrap();
+    let tls = c.listeners[0].tls.as_ref().unwrap();
+    assert_eq!(
+        tls.client_ca.as_deref(),
+        Some(std::path::Path::new("ca.pem"))
+    );
+    assert!(!tls.protocols.tls12 && tls.protocols.tls13);
+    let server = c.listeners[0].pool.server_tls.as_ref().unwrap();
+    assert_eq!(server.sni.as_deref(), Some("cache"));
+    // Sub-options need their switch; a key needs its certificate.
+    assert!(parse(&["p", "--server-tls-ca", "s.pem", "-m", "127.0.0.1:1"]).is_err());
+    assert!(parse(&["p", "--tls-cert", "c.pem", "-m", "127.0.0.1:1"]).is_err());
+    let err = parse(&[
+        "p",
+        "--server-tls",
+        "--server-tls-skip-verify",
+        "-m",
+        "/tmp/m.sock",
+    ])
+    .unwrap_err();
+    assert!(err.contains("Unix socket server"), "{err}");
+    assert!(parse(&["p", "--unix-socket-mode", "999", "-m", "127.0.0.1:1"]).is_err());
+}
+
+#[test]
+fn more_distinct_servers_than_the_registry_holds_are_refused_by_count() {
+    let servers: Vec<String> = (1..=MAX_SERVERS + 1)
+        .map(|port| format!("127.0.0.1:{port}"))
+        .collect();
+    let mut argv = vec!["p", "-m"];
+    argv.extend(servers.iter().map(String::as_str));
+    let err = parse(&argv).unwrap_err();
+    assert_eq!(
+        err,
+        format!(
+            "{} distinct server addresses; at most {MAX_SERVERS} are supported",
+            MAX_SERVERS + 1
+        )
+    );
+    assert!(parse(&argv[..argv.len() - 1]).is_ok());
+}
+
+#[test]
+fn zero_workers_and_bad_windows_are_rejected() {
+    assert!(parse(&["p", "-t", "0", "-m", "127.0.0.1:1"]).is_err());
+    assert!(parse(&["p", "--stats-window", "0", "-m", "127.0.0.1:1"]).is_err());
+    assert!(parse(&["p", "--stats-window", "-1", "-m", "127.0.0.1:1"]).is_err());
+    let err = parse(&["p", "--pipeline", "0", "-m", "127.0.0.1:1"]).unwrap_err();
+    assert!(err.contains("--pipeline"), "{err}");
+}
+
+#[test]
+fn the_shell_is_the_loop_unless_tls_is_configured() {
+    let plain = parse(&["p", "-m", "127.0.0.1:11211"]).unwrap();
+    assert!(plain.uses_loop());
+    let tokio = parse(&["p", "-m", "127.0.0.1:11211", "--shell", "tokio"]).unwrap();
+    assert!(!tokio.uses_loop());
+    let tls = [
+        "p",
+        "-m",
+        "127.0.0.1:11211",
+        "--server-tls",
+        "--server-tls-skip-verify",
+    ];
+    let auto = parse(&tls).unwrap();
+    assert!(
+        auto.has_tls() && !auto.uses_loop(),
+        "auto serves TLS with tokio"
+    );
+    let mut forced = tls.to_vec();
+    forced.extend(["--shell", "loop"]);
+    let err = parse(&forced).unwrap_err();
+    assert!(err.contains("--shell loop serves no TLS"), "{err}");
+}
