@@ -19,7 +19,7 @@ use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::{tcp, unix, TcpStream};
 
 use crate::endpoint::Accepted;
-use crate::mio_socket::MioSocket;
+use crate::evloop::stream::LoopStream;
 use crate::tls::ListenerTls;
 
 /// How long a client may take to complete its TLS handshake.
@@ -120,8 +120,10 @@ pub enum ClientWriter {
     Tcp(tcp::OwnedWriteHalf),
     Unix(unix::OwnedWriteHalf),
     Tls(Arc<TlsShared>),
-    /// A socket of the event loop ([`crate::evloop`]), which also reads it.
-    Loop(Arc<MioSocket>),
+    /// A connection of the event loop ([`crate::evloop`]), which also reads it (TLS
+    /// included: records the kernel did not take are sent when the loop sees the
+    /// socket writable).
+    Loop(Arc<LoopStream>),
 }
 
 impl From<tcp::OwnedWriteHalf> for ClientWriter {
@@ -157,7 +159,8 @@ impl ClientWriter {
     /// are left (always, without TLS).
     pub fn flush_backlog(&self) -> io::Result<bool> {
         match self {
-            ClientWriter::Tcp(_) | ClientWriter::Unix(_) | ClientWriter::Loop(_) => Ok(true),
+            ClientWriter::Tcp(_) | ClientWriter::Unix(_) => Ok(true),
+            ClientWriter::Loop(s) => s.flush(),
             ClientWriter::Tls(shared) => flush_tls(&shared.socket, &mut shared.lock()),
         }
     }
@@ -179,7 +182,7 @@ impl ClientWriter {
         let fd = match self {
             ClientWriter::Tcp(w) => w.as_ref().as_raw_fd(),
             ClientWriter::Unix(w) => w.as_ref().as_raw_fd(),
-            ClientWriter::Loop(s) => s.as_raw_fd(),
+            ClientWriter::Loop(s) => return s.shutdown_write(),
             ClientWriter::Tls(shared) => {
                 let mut session = shared.lock();
                 session.send_close_notify();

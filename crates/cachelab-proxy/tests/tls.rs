@@ -1,7 +1,8 @@
 //! TLS and Unix sockets against real memcached (Debian's is built with TLS: `-Z`):
 //! the proxy terminating TLS, speaking TLS to a `-Z` memcached (and refusing one whose
 //! certificate its CA did not sign), mutual TLS, a certificate rotated by SIGHUP, a bad
-//! handshake that costs only its own connection, and Unix sockets on both sides.
+//! handshake that costs only its own connection, and Unix sockets on both sides; both
+//! shells on both hops, and a Redis pool over TLS when redis-server has it.
 //! Certificates are made by the test (rcgen) in a `cachelab` temporary directory.
 
 mod common;
@@ -12,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cachelab_proxy::config::Config;
+use cachelab_proxy::config::{Config, Shell};
 use cachelab_proxy::endpoint::{Endpoint, Listener};
 use cachelab_proxy::tls::{ListenerTlsSpec, Protocols, ServerTlsSpec};
 use rcgen::{
@@ -569,4 +570,138 @@ async fn a_rotated_certificate_is_served_after_sighup() {
         .await
         .unwrap();
     assert_eq!(served(&after), der(&second.cert));
+}
+
+/// Both shells serve TLS on both hops (the loop by default, tokio when asked for), with
+/// a value large enough that records wait for the socket on each hop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_shells_serve_tls_to_clients_and_speak_it_to_memcached() {
+    let pki = Pki::new("cachelab test CA");
+    let proxy_cert = pki.issue("proxy", false);
+    let server_cert = pki.issue("memcached", false);
+    let (_m, maddr) = memcached_tls(&server_cert, &pki.ca).await;
+    let value = vec![b'v'; 300 * 1024];
+    for shell in [Shell::Tokio, Shell::Loop] {
+        let mut config = proxy_config(vec![maddr]);
+        config.shell = shell;
+        config.listeners[0].tls = Some(listener_tls(&pki, &proxy_cert, false));
+        config.listeners[0].pool.server_tls = Some(ServerTlsSpec {
+            ca: Some(pki.ca.clone()),
+            ..ServerTlsSpec::default()
+        });
+        let (listener, addr) = tcp_listener().await;
+        let proxy = Proxy::start(config, listener).await;
+        let mut s = tls_connect(addr, &pki.ca, None, Protocols::default())
+            .await
+            .unwrap();
+        let mut set = format!("set big 0 0 {}\r\n", value.len()).into_bytes();
+        set.extend_from_slice(&value);
+        set.extend_from_slice(b"\r\n");
+        assert_eq!(exchange(&mut s, &set).await, "STORED\r\n", "{shell:?}");
+        let got = exchange(&mut s, b"get big\r\n").await;
+        let header = format!("VALUE big 0 {}\r\n", value.len());
+        assert!(got.starts_with(&header), "{shell:?}");
+        assert_eq!(got.len(), header.len() + value.len() + 7, "{shell:?}");
+        proxy.stop().await;
+    }
+}
+
+/// A redis-server child, killed on drop (also when an assertion fails).
+struct Redis(Child);
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// redis-server with TLS only and a password, on a free port; None without a
+/// redis-server built with TLS.
+async fn redis_tls(server: &Issued, ca: &Path, password: &str) -> Option<(Redis, SocketAddr)> {
+    let port = common::free_port();
+    let addr = SocketAddr::new(LOCALHOST, port);
+    let child = Command::new("redis-server")
+        .args(["--save", "", "--appendonly", "no", "--port", "0"])
+        .args(["--bind", "127.0.0.1", "--tls-port", &port.to_string()])
+        .arg("--tls-cert-file")
+        .arg(&server.cert)
+        .arg("--tls-key-file")
+        .arg(&server.key)
+        .arg("--tls-ca-cert-file")
+        .arg(ca)
+        .args(["--tls-auth-clients", "no", "--requirepass", password])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut child = Redis(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if child.0.try_wait().ok()?.is_some() {
+            return None;
+        }
+        if tls_connect(addr, ca, None, Protocols::default())
+            .await
+            .is_ok()
+        {
+            return Some((child, addr));
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Reads until the reply bytes end as `expected` does.
+async fn resp_exchange(stream: &mut TlsStream, request: &[u8], expected: &[u8]) {
+    stream.write_all(request).await.unwrap();
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    while reply.len() < expected.len() {
+        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+            .await
+            .expect("no reply within 5 s")
+            .unwrap();
+        assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&reply));
+        reply.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&reply),
+        String::from_utf8_lossy(expected)
+    );
+}
+
+/// A Redis pool over TLS with a password: the handshake, then the greeting (`AUTH`)
+/// through it, then the clients' commands, from a TLS client, on the default shell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_pool_speaks_tls_and_greets_through_it() {
+    let pki = Pki::new("cachelab test CA");
+    let proxy_cert = pki.issue("proxy", false);
+    let server_cert = pki.issue("redis", false);
+    let Some((_redis, raddr)) = redis_tls(&server_cert, &pki.ca, "cachelab-pw").await else {
+        eprintln!("skipped: no redis-server with TLS");
+        return;
+    };
+    let mut config = proxy_config(vec![raddr]);
+    let pool = &mut config.listeners[0].pool;
+    pool.protocol = cachelab_proxy::routing::Protocol::Redis;
+    pool.redis_auth = Some("cachelab-pw".into());
+    pool.server_tls = Some(ServerTlsSpec {
+        ca: Some(pki.ca.clone()),
+        ..ServerTlsSpec::default()
+    });
+    config.listeners[0].tls = Some(listener_tls(&pki, &proxy_cert, false));
+    let (listener, addr) = tcp_listener().await;
+    let proxy = Proxy::start(config, listener).await;
+    let mut s = tls_connect(addr, &pki.ca, None, Protocols::default())
+        .await
+        .unwrap();
+    let auth = b"*2\r\n$4\r\nAUTH\r\n$11\r\ncachelab-pw\r\n";
+    resp_exchange(&mut s, auth, b"+OK\r\n").await;
+    let set = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\ntls\r\n";
+    resp_exchange(&mut s, set, b"+OK\r\n").await;
+    resp_exchange(&mut s, b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", b"$3\r\ntls\r\n").await;
+    proxy.stop().await;
 }

@@ -119,7 +119,7 @@ pub struct Args {
 
     /// What drives the engine: `loop`, one event-loop thread that owns every socket
     /// (no task per connection or worker); `tokio`, a task per client connection and
-    /// per worker; `auto`, the loop unless TLS is configured (served by tokio only).
+    /// per worker; `auto`, the loop (both serve TLS).
     #[arg(long, value_enum, default_value_t = Shell::Auto)]
     pub shell: Shell,
 

@@ -126,13 +126,12 @@ pub struct Config {
 pub const SPARE_DESCRIPTORS: u64 = 64;
 
 impl Config {
-    /// Whether the event loop ([`crate::evloop`]) serves, rather than tokio tasks: asked
-    /// for, or `auto` and no TLS anywhere (the loop has no TLS yet).
+    /// Whether the event loop ([`crate::evloop`]) serves, rather than tokio tasks: unless
+    /// `--shell tokio` is asked for (the loop serves TLS too).
     pub fn uses_loop(&self) -> bool {
         match self.shell {
-            Shell::Loop => true,
+            Shell::Loop | Shell::Auto => true,
             Shell::Tokio => false,
-            Shell::Auto => !self.has_tls(),
         }
     }
 
@@ -348,11 +347,6 @@ impl TryFrom<&Args> for Config {
                 .filter(|m| *m <= 0o777)
                 .ok_or_else(|| ConfigError::BadMode(args.unix_socket_mode.clone()))?,
         };
-        if config.shell == Shell::Loop && config.has_tls() {
-            return Err(ConfigError::Unsupported(
-                "--shell loop serves no TLS yet: use --shell tokio (or auto) with TLS",
-            ));
-        }
         Ok(config)
     }
 }

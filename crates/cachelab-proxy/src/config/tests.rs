@@ -139,7 +139,7 @@ fn zero_workers_and_bad_windows_are_rejected() {
 }
 
 #[test]
-fn the_shell_is_the_loop_unless_tls_is_configured() {
+fn the_shell_is_the_loop_unless_tokio_is_asked_for_with_or_without_tls() {
     let plain = parse(&["p", "-m", "127.0.0.1:11211"]).unwrap();
     assert!(plain.uses_loop());
     let tokio = parse(&["p", "-m", "127.0.0.1:11211", "--shell", "tokio"]).unwrap();
@@ -153,11 +153,13 @@ fn the_shell_is_the_loop_unless_tls_is_configured() {
     ];
     let auto = parse(&tls).unwrap();
     assert!(
-        auto.has_tls() && !auto.uses_loop(),
-        "auto serves TLS with tokio"
+        auto.has_tls() && auto.uses_loop(),
+        "auto serves TLS with the loop"
     );
     let mut forced = tls.to_vec();
     forced.extend(["--shell", "loop"]);
-    let err = parse(&forced).unwrap_err();
-    assert!(err.contains("--shell loop serves no TLS"), "{err}");
+    assert!(parse(&forced).unwrap().uses_loop());
+    let mut tokio_tls = tls.to_vec();
+    tokio_tls.extend(["--shell", "tokio"]);
+    assert!(!parse(&tokio_tls).unwrap().uses_loop());
 }

@@ -174,6 +174,10 @@ impl Session {
         &self.conn
     }
 
+    pub fn net(&self) -> &Arc<NetContext> {
+        &self.net
+    }
+
     /// The per-client limits of admission ([`crate::admission`]).
     pub fn limits(&self) -> ClientLimits {
         ClientLimits {

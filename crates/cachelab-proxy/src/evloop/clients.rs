@@ -1,7 +1,9 @@
 //! The event loop's client connections: accepting (with the connection limit), reading
 //! into each connection's [`Session`], which decodes and queues, and closing gracefully
 //! (answer what was received, FIN, then read and drop what the client still sends for a
-//! while so that a reset cannot destroy replies in flight).
+//! while so that a reset cannot destroy replies in flight). A TLS listener's connection
+//! first completes its handshake in the loop (within
+//! [`HANDSHAKE_TIMEOUT`](crate::client_stream::HANDSHAKE_TIMEOUT)).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -11,11 +13,15 @@ use mio::{Interest, Registry, Token};
 use tracing::{error, warn};
 
 use crate::client::ClientConn;
-use crate::client_stream::ClientWriter;
+use crate::client_stream::{ClientWriter, HandshakeError, HANDSHAKE_TIMEOUT};
 use crate::connection::{End, NetContext, Session};
 use crate::endpoint::Peer;
 use crate::mio_socket::{MioSocket, ReadOutcome};
 use crate::observed::PoolSlot;
+use crate::tls::ListenerTls;
+
+use super::stream::LoopStream;
+use super::tls_socket::TlsSocket;
 
 /// How long a closing connection keeps reading (and dropping) client input.
 const LINGER: Duration = Duration::from_secs(1);
@@ -34,9 +40,11 @@ enum Phase {
 }
 
 pub struct Client {
-    socket: Arc<MioSocket>,
+    socket: Arc<LoopStream>,
     session: Session,
     phase: Phase,
+    /// A TLS handshake under way, and when it must be done.
+    handshake: Option<Instant>,
     /// A readable event has not been read to exhaustion yet (edge-triggered).
     readable: bool,
     /// The peer closed its side: read until EOF whatever a short read says (no
@@ -55,8 +63,12 @@ pub enum Fate {
 }
 
 impl Client {
+    /// A new connection, registered with the loop; with `tls`, its handshake starts
+    /// with the listener's current certificate (a reload changes it for later ones).
+    #[allow(clippy::too_many_arguments)]
     pub fn accept(
-        mut socket: MioSocket,
+        socket: MioSocket,
+        tls: Option<&ListenerTls>,
         peer: Peer,
         id: u64,
         token: Token,
@@ -64,6 +76,18 @@ impl Client {
         net: &Arc<NetContext>,
         slot: Arc<PoolSlot>,
     ) -> std::io::Result<Client> {
+        let (mut socket, handshake) = match tls {
+            None => (LoopStream::Plain(socket), None),
+            Some(tls) => {
+                let session =
+                    rustls::ServerConnection::new(tls.current()).map_err(std::io::Error::other)?;
+                let tls = TlsSocket::new(socket, session);
+                (
+                    LoopStream::Tls(Box::new(tls)),
+                    Some(Instant::now() + HANDSHAKE_TIMEOUT),
+                )
+            }
+        };
         registry.register(&mut socket, token, Interest::READABLE | Interest::WRITABLE)?;
         let socket = Arc::new(socket);
         let conn = Arc::new(ClientConn::new(
@@ -76,6 +100,7 @@ impl Client {
             socket,
             session: Session::new(conn, Arc::clone(net), slot),
             phase: Phase::Open,
+            handshake,
             readable: false,
             hup: false,
             waiting: false,
@@ -115,6 +140,19 @@ impl Client {
     }
 
     fn advance(&mut self, registry: &Registry) -> Fate {
+        if self.handshake.is_some() {
+            match self.socket.handshake() {
+                Ok(true) => {
+                    self.handshake = None;
+                    // The client's first requests may have come with its last
+                    // handshake records.
+                    self.readable = true;
+                    self.last_read = Instant::now();
+                }
+                Ok(false) => return Fate::Keep,
+                Err(e) => return self.handshake_failed(HandshakeError::Failed(e), registry),
+            }
+        }
         match self.phase {
             Phase::Open => match self.read() {
                 Ok(()) => Fate::Keep,
@@ -149,6 +187,18 @@ impl Client {
                 Err(e) => return Err(End::Error(e)),
             }
         }
+    }
+
+    /// A handshake that failed or timed out: counted and logged as the tokio shell's
+    /// accept does; the connection is closed without a reply.
+    fn handshake_failed(&mut self, e: HandshakeError, registry: &Registry) -> Fate {
+        let net = self.session.net();
+        net.net.tls_handshake_errors.fetch_add(1, Ordering::Relaxed);
+        if net.log_limit.allow() {
+            let conn = self.session.conn();
+            warn!(conn = conn.id, peer = %conn.peer, error = %e, "client connection closed");
+        }
+        self.close(registry)
     }
 
     /// Stops reading: answers what was received, then closes.
@@ -200,14 +250,18 @@ impl Client {
         Fate::Gone
     }
 
-    /// Whether it is lingering after its close (dropping input until EOF or the time).
+    /// Whether its deadline counts without an idle timeout: lingering after its close
+    /// (dropping input until EOF or the time), or handshaking.
     pub fn lingers(&self) -> bool {
-        matches!(self.phase, Phase::Lingering { .. })
+        matches!(self.phase, Phase::Lingering { .. }) || self.handshake.is_some()
     }
 
     /// When time must be checked for this client: the end of its linger, or of its
     /// idle timeout.
     pub fn deadline(&self, idle_timeout: Option<Duration>) -> Option<Instant> {
+        if self.handshake.is_some() {
+            return self.handshake;
+        }
         match self.phase {
             Phase::Lingering { until } => Some(until),
             Phase::Open => idle_timeout
@@ -224,6 +278,12 @@ impl Client {
         idle_timeout: Option<Duration>,
         registry: &Registry,
     ) -> Fate {
+        if let Some(until) = self.handshake {
+            if now >= until {
+                return self.handshake_failed(HandshakeError::TimedOut, registry);
+            }
+            return Fate::Keep;
+        }
         match self.phase {
             Phase::Lingering { until } if now >= until => self.close(registry),
             Phase::Open if self.deadline(idle_timeout).is_some_and(|at| now >= at) => {
@@ -235,6 +295,10 @@ impl Client {
 
     /// Shutdown: stop reading, answer what was received.
     pub fn shut_down(&mut self, registry: &Registry) -> Fate {
+        if self.handshake.is_some() {
+            // Nothing was received: nothing to answer.
+            return self.close(registry);
+        }
         if self.phase == Phase::Open {
             return self.stop_reading(End::Shutdown, registry);
         }
@@ -242,13 +306,16 @@ impl Client {
     }
 }
 
-/// Answers a connection past the limit as memcached does, and closes it.
-pub fn refuse(socket: MioSocket, net: &NetContext, peer: &Peer, limit: usize) {
+/// Answers a connection past the limit as memcached does, and closes it. A TLS
+/// listener's client would not understand a plain line: it is closed without one.
+pub fn refuse(socket: MioSocket, tls: bool, net: &NetContext, peer: &Peer, limit: usize) {
     let refused = net.net.rejected_connections.fetch_add(1, Ordering::Relaxed);
     if refused.is_multiple_of(1000) {
         warn!(%peer, limit, refused = refused + 1, "too many open connections: refusing");
     }
-    let _ = socket.write(b"ERROR Too many open connections\r\n");
+    if !tls {
+        let _ = socket.write(b"ERROR Too many open connections\r\n");
+    }
     socket.shutdown_write();
 }
 

@@ -27,12 +27,15 @@ use crate::connection::NetContext;
 use crate::endpoint::{Peer, UnlinkOnDrop};
 use crate::mio_socket::MioSocket;
 use crate::observed::PoolSlot;
+use crate::tls::ListenerTls;
 use crate::worker::engine::{Engine, EngineSettings};
 use crate::worker::WorkerContext;
 
 mod clients;
 mod server_link;
+pub mod stream;
 mod timers;
+mod tls_socket;
 mod worker_slot;
 mod writes;
 
@@ -47,7 +50,8 @@ const CLIENT_BASE: usize = 1 << 32;
 /// Worker `w`'s connection to server `s`: see [`worker_slot::server_token`].
 const SERVER_BASE: usize = 1 << 48;
 
-/// A listener handed to the loop, with the pool its clients use.
+/// A listener handed to the loop (with the pool its clients use, and its TLS if any:
+/// [`LoopListeners`]).
 pub enum LoopListener {
     Tcp(TcpListener),
     Unix(UnixListener, UnlinkOnDrop),
@@ -71,6 +75,9 @@ impl LoopListener {
         }
     }
 }
+
+/// Each listener with the pool its clients use and its TLS configuration, if any.
+pub type LoopListeners = Vec<(LoopListener, Arc<PoolSlot>, Option<Arc<ListenerTls>>)>;
 
 /// What the loop runs with.
 pub struct LoopSettings {
@@ -116,7 +123,7 @@ impl Control {
 
 pub struct EventLoop {
     poll: Poll,
-    listeners: Vec<(LoopListener, Arc<PoolSlot>)>,
+    listeners: LoopListeners,
     clients: Slab<Client>,
     /// Client connection id to slab key, for the replies the workers complete.
     by_id: HashMap<u64, usize>,
@@ -143,7 +150,7 @@ pub struct EventLoop {
 
 impl EventLoop {
     pub fn new(
-        listeners: Vec<(LoopListener, Arc<PoolSlot>)>,
+        listeners: LoopListeners,
         net: Arc<NetContext>,
         ctx: WorkerContext,
         settings: LoopSettings,
@@ -155,7 +162,7 @@ impl EventLoop {
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let state = Arc::new(AtomicU8::new(RUN));
         let mut listeners = listeners;
-        for (i, (listener, _)) in listeners.iter_mut().enumerate() {
+        for (i, (listener, _, _)) in listeners.iter_mut().enumerate() {
             let token = Token(LISTENER_BASE + i);
             match listener {
                 LoopListener::Tcp(l) => poll.registry().register(l, token, Interest::READABLE)?,
@@ -323,7 +330,7 @@ impl EventLoop {
             return;
         }
         loop {
-            let (listener, slot) = &self.listeners[index];
+            let (listener, slot, tls) = &self.listeners[index];
             let accepted = match listener {
                 LoopListener::Tcp(l) => l.accept().map(|(s, peer)| {
                     let _ = s.set_nodelay(true);
@@ -345,10 +352,12 @@ impl EventLoop {
                 }
             };
             if self.clients.len() >= self.settings.max_connections {
-                clients::refuse(socket, &self.net, &peer, self.settings.max_connections);
+                let tls = tls.is_some();
+                clients::refuse(socket, tls, &self.net, &peer, self.settings.max_connections);
                 continue;
             }
             let slot = Arc::clone(slot);
+            let tls = tls.clone();
             self.next_id += 1;
             let id = self.next_id;
             let entry = self.clients.vacant_entry();
@@ -356,6 +365,7 @@ impl EventLoop {
             let token = Token(CLIENT_BASE + key);
             match Client::accept(
                 socket,
+                tls.as_deref(),
                 peer,
                 id,
                 token,
@@ -372,8 +382,13 @@ impl EventLoop {
                         .net
                         .curr_connections
                         .fetch_add(1, Ordering::Relaxed);
+                    // A handshake's deadline counts like a linger's.
+                    let handshaking = client.lingers();
                     entry.insert(client);
                     self.by_id.insert(id, key);
+                    if handshaking {
+                        self.lingering.push(key);
+                    }
                 }
                 Err(e) => warn!(error = %e, "cannot register a client connection"),
             }
@@ -381,7 +396,7 @@ impl EventLoop {
     }
 
     fn start_drain(&mut self) {
-        for (listener, _) in &mut self.listeners {
+        for (listener, _, _) in &mut self.listeners {
             let _ = match listener {
                 LoopListener::Tcp(l) => self.poll.registry().deregister(l),
                 LoopListener::Unix(l, _) => self.poll.registry().deregister(l),

@@ -1,11 +1,13 @@
 //! One worker's connection to one server in the event loop: a nonblocking connect, the
-//! greeting a Redis pool's connection sends first (`AUTH`, `SELECT`), then a usable
-//! socket, and the retry policy after a failure ([`Reconnect`]).
+//! TLS handshake if the pool has server TLS ([`TlsSocket`]), the greeting a Redis
+//! pool's connection sends first (`AUTH`, `SELECT`), then a usable connection, and the
+//! retry policy after a failure ([`Reconnect`]).
 //!
 //! Every step returns at once; what it waits for (writable to finish a connect or a
 //! greeting, readable for the greeting's answer) comes back as the loop's events.
 
 use std::io;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -19,21 +21,40 @@ use crate::endpoint::Endpoint;
 use crate::health::{FailureKind, Health};
 use crate::mio_socket::{MioSocket, ReadOutcome};
 use crate::reconnect::Reconnect;
-use crate::server_stream::ConnectError;
+use crate::server_stream::{ConnectError, Connector};
+
+use super::stream::LoopStream;
+use super::tls_socket::TlsSocket;
 
 enum State {
     Closed,
     /// Connecting, then greeting (`greeting` holds what is left to send, `answer` what
     /// came back so far), until `deadline`.
     Opening {
-        socket: MioSocket,
+        socket: LoopStream,
         deadline: Instant,
         connected: bool,
         greeting: Vec<u8>,
         answer: BytesMut,
         dialect: Dialect,
     },
-    Ready(MioSocket),
+    Ready(LoopStream),
+}
+
+/// Starts a nonblocking connect (the TLS session waits for it to complete).
+fn start_connect(connector: &Connector) -> Result<LoopStream, ConnectError> {
+    let socket = match &connector.endpoint {
+        Endpoint::Tcp(addr) => TcpStream::connect(*addr).map(MioSocket::Tcp),
+        Endpoint::Unix(_) if connector.tls.is_some() => return Err(ConnectError::UnixTls),
+        Endpoint::Unix(path) => UnixStream::connect(path).map(MioSocket::Unix),
+    }
+    .map_err(ConnectError::Connect)?;
+    let Some(tls) = &connector.tls else {
+        return Ok(LoopStream::Plain(socket));
+    };
+    let session = rustls::ClientConnection::new(Arc::clone(&tls.config), tls.name.clone())
+        .map_err(|e| ConnectError::Handshake(io::Error::other(e)))?;
+    Ok(LoopStream::Tls(Box::new(TlsSocket::new(socket, session))))
 }
 
 /// How an opening connection got on.
@@ -86,7 +107,7 @@ impl ServerLink {
         }
     }
 
-    pub fn socket(&self) -> Option<&MioSocket> {
+    pub fn socket(&self) -> Option<&LoopStream> {
         match &self.state {
             State::Ready(s) => Some(s),
             _ => None,
@@ -104,21 +125,10 @@ impl ServerLink {
     ) -> Result<Opened, Down> {
         self.retry.may_attempt(now, health.restores(self.server))?;
         let connector = health.connector(self.server);
-        if connector.tls.is_some() {
-            // The event loop has no TLS client: a pool with TLS servers is served by
-            // the tokio shell (chosen at start; this is a reload that added TLS).
-            let down = Down::Connect("TLS to servers needs --shell tokio".into());
-            self.failed(health, now, FailureKind::Connection, down.clone());
-            return Err(down);
-        }
-        let socket = match &connector.endpoint {
-            Endpoint::Tcp(addr) => TcpStream::connect(*addr).map(MioSocket::Tcp),
-            Endpoint::Unix(path) => UnixStream::connect(path).map(MioSocket::Unix),
-        };
-        let mut socket = match socket {
+        let mut socket = match start_connect(&connector) {
             Ok(s) => s,
             Err(e) => {
-                let down = Down::Connect(ConnectError::Connect(e).to_string());
+                let down = Down::Connect(e.to_string());
                 self.failed(health, now, FailureKind::Connection, down.clone());
                 return Err(down);
             }
@@ -166,7 +176,7 @@ impl ServerLink {
         };
         let step = (|| -> Result<bool, ConnectError> {
             if !*connected {
-                match socket.connect_result() {
+                match socket.socket().connect_result() {
                     Ok(()) => *connected = true,
                     Err(e)
                         if e.kind() == io::ErrorKind::NotConnected
@@ -176,9 +186,12 @@ impl ServerLink {
                     }
                     Err(e) => return Err(ConnectError::Connect(e)),
                 }
-                if let MioSocket::Tcp(s) = socket {
+                if let MioSocket::Tcp(s) = socket.socket() {
                     let _ = s.set_nodelay(true);
                 }
+            }
+            if !socket.handshake().map_err(ConnectError::Handshake)? {
+                return Ok(false);
             }
             while !greeting.is_empty() {
                 match socket.write(greeting) {

@@ -102,6 +102,21 @@ impl WorkerSlot {
         let out = self.engine.outgoing(server);
         let error = loop {
             if offset == out.len() {
+                // TLS records the kernel did not take yet go out before the write
+                // counts as done (nothing else would send them).
+                match socket.flush() {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.blocked = Blocked::Write {
+                            server,
+                            offset,
+                            reconnected,
+                            retried,
+                        };
+                        return false;
+                    }
+                    Err(e) => break e,
+                }
                 self.blocked = Blocked::Nothing;
                 self.engine.handle(
                     Event::Written {

@@ -134,7 +134,8 @@ pub(super) async fn serve_loop(
     let loop_listeners = listeners
         .into_iter()
         .zip(reloading.slots.iter().cloned())
-        .map(|(listener, slot)| Ok((LoopListener::from_listener(listener)?, slot)))
+        .zip(reloading.tls.iter().cloned())
+        .map(|((listener, slot), tls)| Ok((LoopListener::from_listener(listener)?, slot, tls)))
         .collect::<std::io::Result<Vec<_>>>();
     let settings = LoopSettings {
         max_connections: config.max_connections,
