@@ -19,7 +19,7 @@ use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::{tcp, unix, TcpStream};
 
 use crate::endpoint::Accepted;
-use crate::evloop::stream::LoopStream;
+use crate::loop_stream::LoopStream;
 use crate::tls::ListenerTls;
 
 /// How long a client may take to complete its TLS handshake.
@@ -120,7 +120,7 @@ pub enum ClientWriter {
     Tcp(tcp::OwnedWriteHalf),
     Unix(unix::OwnedWriteHalf),
     Tls(Arc<TlsShared>),
-    /// A connection of the event loop ([`crate::evloop`]), which also reads it (TLS
+    /// A connection of the event loop (`evloop`), which also reads it (TLS
     /// included: records the kernel did not take are sent when the loop sees the
     /// socket writable).
     Loop(Arc<LoopStream>),

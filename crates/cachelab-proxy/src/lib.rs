@@ -50,6 +50,7 @@ pub mod histograms;
 pub mod job;
 pub mod log_limit;
 pub mod logging;
+pub mod loop_stream;
 pub mod metrics;
 pub mod metrics_http;
 pub mod mio_socket;

@@ -1,4 +1,4 @@
-//! A nonblocking stream socket (TCP or Unix) as the event loop ([`crate::evloop`]) uses
+//! A nonblocking stream socket (TCP or Unix) as the event loop (`evloop`) uses
 //! it: reads go straight into a buffer's spare room, writes take what the kernel takes,
 //! and readiness comes from the loop's `mio::Poll`, never from a runtime.
 

@@ -121,7 +121,7 @@ async fn sleep_until_some(at: Option<tokio::time::Instant>) {
 }
 
 /// A client connection's decoding state, without its socket: the tokio shell's task
-/// ([`serve`]) and the event loop ([`crate::evloop`]) feed it the bytes they read.
+/// ([`serve`]) and the event loop (`evloop`) feed it the bytes they read.
 pub struct Session {
     conn: Arc<ClientConn<Job>>,
     net: Arc<NetContext>,

@@ -20,8 +20,8 @@ use crate::mio_socket::{MioSocket, ReadOutcome};
 use crate::observed::PoolSlot;
 use crate::tls::ListenerTls;
 
-use super::stream::LoopStream;
-use super::tls_socket::TlsSocket;
+use crate::loop_stream::tls::TlsSocket;
+use crate::loop_stream::LoopStream;
 
 /// How long a closing connection keeps reading (and dropping) client input.
 const LINGER: Duration = Duration::from_secs(1);

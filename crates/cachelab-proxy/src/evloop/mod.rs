@@ -33,9 +33,7 @@ use crate::worker::WorkerContext;
 
 mod clients;
 mod server_link;
-pub mod stream;
 mod timers;
-mod tls_socket;
 mod worker_slot;
 mod writes;
 

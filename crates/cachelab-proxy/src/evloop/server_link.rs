@@ -23,8 +23,8 @@ use crate::mio_socket::{MioSocket, ReadOutcome};
 use crate::reconnect::Reconnect;
 use crate::server_stream::{ConnectError, Connector};
 
-use super::stream::LoopStream;
-use super::tls_socket::TlsSocket;
+use crate::loop_stream::tls::TlsSocket;
+use crate::loop_stream::LoopStream;
 
 enum State {
     Closed,

@@ -6,7 +6,7 @@
 //! One type for both ends: a client's connection to a TLS listener (a
 //! `ServerConnection`) and a worker's connection to a TLS server (a
 //! `ClientConnection`). The session sits behind a mutex because a client connection's
-//! write half ([`crate::client_stream::ClientWriter`]) is shared; the loop is its only
+//! write half (`ClientWriter`) is shared; the loop is its only
 //! user, so it is never contended.
 
 use std::io::{self, Read, Write};

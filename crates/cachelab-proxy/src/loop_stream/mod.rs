@@ -1,6 +1,9 @@
 //! A connection of the event loop, plain or TLS ([`TlsSocket`]), with one set of
 //! nonblocking calls for the clients, the workers' server links and the client write
-//! half ([`crate::client_stream::ClientWriter::Loop`]).
+//! half (`ClientWriter::Loop`). It sits below both, beside `mio_socket`, so the
+//! client side's writer and the event loop share it without importing each other.
+
+pub mod tls;
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -9,8 +12,8 @@ use bytes::BytesMut;
 use mio::event::Source;
 use mio::{Interest, Registry, Token};
 
-use super::tls_socket::TlsSocket;
 use crate::mio_socket::{MioSocket, ReadOutcome};
+use tls::TlsSocket;
 
 pub enum LoopStream {
     Plain(MioSocket),
