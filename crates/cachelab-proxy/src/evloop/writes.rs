@@ -9,6 +9,7 @@ use mio::Registry;
 
 use super::worker_slot::{Blocked, WorkerSlot};
 use crate::down::Down;
+use crate::loop_stream::LoopStream;
 use crate::routing::plan::ServerId;
 use crate::worker::engine::Event;
 use crate::worker::WorkerContext;
@@ -99,24 +100,8 @@ impl WorkerSlot {
                 .handle(Event::WriteFailed { server, down }, Instant::now());
             return true;
         };
-        let out = self.engine.outgoing(server);
-        let error = loop {
-            if offset == out.len() {
-                // TLS records the kernel did not take yet go out before the write
-                // counts as done (nothing else would send them).
-                match socket.flush() {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        self.blocked = Blocked::Write {
-                            server,
-                            offset,
-                            reconnected,
-                            retried,
-                        };
-                        return false;
-                    }
-                    Err(e) => break e,
-                }
+        let error = match write_out(socket, self.engine.outgoing(server), &mut offset) {
+            Ok(true) => {
                 self.blocked = Blocked::Nothing;
                 self.engine.handle(
                     Event::Written {
@@ -127,20 +112,16 @@ impl WorkerSlot {
                 );
                 return true;
             }
-            match socket.write(&out[offset..]) {
-                Ok(n) => offset += n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    self.blocked = Blocked::Write {
-                        server,
-                        offset,
-                        reconnected,
-                        retried,
-                    };
-                    return false;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => break e,
+            Ok(false) => {
+                self.blocked = Blocked::Write {
+                    server,
+                    offset,
+                    reconnected,
+                    retried,
+                };
+                return false;
             }
+            Err(e) => e,
         };
         let health = &ctx.health;
         if !retried {
@@ -177,4 +158,19 @@ impl WorkerSlot {
             self.step(ctx, registry);
         }
     }
+}
+
+/// Writes `out` from `offset` on, as far as the kernel takes it, then the TLS records
+/// not yet taken (a write counts as done only once they are out: nothing else would
+/// send them). Ok(true) when everything is out, Ok(false) when the socket is full.
+fn write_out(socket: &LoopStream, out: &[u8], offset: &mut usize) -> std::io::Result<bool> {
+    while *offset < out.len() {
+        match socket.write(&out[*offset..]) {
+            Ok(n) => *offset += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    socket.flush()
 }
