@@ -187,13 +187,22 @@ fn open_loop_counts_the_stall_against_every_request_scheduled_during_it() {
     let report = run.ok();
     let h = histogram(report);
     // The requests scheduled in the stall's first 195 ms waited at least 5 ms: 1000/s x
-    // 0.195 s = 195 of them (give or take the client's own jitter).
+    // 0.195 s = 195 of them. Fewer means the stall was charged only to the requests in
+    // flight (coordinated omission: 2 here). A busy machine adds a few: the replies held
+    // by the stall come back in a burst, and a scheduling hiccup of a few tens of ms
+    // right after it delays the requests due then too (223 was seen on a loaded CI
+    // machine). Far more would mean the schedule itself slipped for the rest of the run
+    // (about 1,400 requests after the stall).
     let stalled = h.count_at_or_above(5_000);
     eprintln!("open loop: {stalled} requests waited 5 ms or more");
     assert!(
-        (180..=215).contains(&stalled),
+        (180..=300).contains(&stalled),
         "{stalled} requests waited 5 ms or more"
     );
+    // The deep part of the stall is immune to such hiccups: the requests scheduled in
+    // its first 100 ms waited at least 100 ms.
+    let deep = h.count_at_or_above(100_000);
+    assert!((90..=150).contains(&deep), "{deep} requests waited 100 ms or more");
     assert!(f(report, "/summary/total/latency_ms/max") >= 190.0);
     assert!(f(report, "/summary/total/latency_ms/p999") >= 150.0);
     assert!(f(report, "/summary/total/latency_ms/p99") >= 100.0);
