@@ -264,8 +264,8 @@ def test_a_capacity_search_finds_the_limit_a_shaped_link_sets(tmp_path):
                             linkbound.configured_rates(layout)).ops_per_s
     # A search never answers above the bound; a host stall (CI shares its machine) can fail
     # a trial below it, or starve the load generator (which the search then says rather
-    # than trusting its numbers), so finding nearly the bound needs one attempt of two.
-    for attempt in (1, 2):
+    # than trusting its numbers), so finding nearly the bound needs one attempt of three.
+    for attempt in (1, 2, 3):
         record = runner.execute_run(exp, point, attempt, tmp_path / f"run{attempt}")
         found = record.capacity
         if found.limited_by_generator:
@@ -279,7 +279,7 @@ def test_a_capacity_search_finds_the_limit_a_shaped_link_sets(tmp_path):
         if found.capacity + found.uncertainty >= 0.9 * bound:
             break
     else:
-        raise AssertionError(f"both searches fell short of the bound {bound}: last {found}")
+        raise AssertionError(f"every search fell short of the bound {bound}: last {found}")
 
 
 @needs_root
