@@ -202,7 +202,10 @@ fn open_loop_counts_the_stall_against_every_request_scheduled_during_it() {
     // The deep part of the stall is immune to such hiccups: the requests scheduled in
     // its first 100 ms waited at least 100 ms.
     let deep = h.count_at_or_above(100_000);
-    assert!((90..=150).contains(&deep), "{deep} requests waited 100 ms or more");
+    assert!(
+        (90..=150).contains(&deep),
+        "{deep} requests waited 100 ms or more"
+    );
     assert!(f(report, "/summary/total/latency_ms/max") >= 190.0);
     assert!(f(report, "/summary/total/latency_ms/p999") >= 150.0);
     assert!(f(report, "/summary/total/latency_ms/p99") >= 100.0);

@@ -147,8 +147,9 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     pub log_file: Option<PathBuf>,
 
-    /// Log level or filter (error, warn, info, debug, trace).
-    #[arg(long, default_value = "info")]
+    /// Log level (error, warn, info, debug, trace, off) or target=level directives
+    /// separated by commas.
+    #[arg(long, default_value = "info", value_parser = log_level)]
     pub log_level: String,
 
     /// Largest value accepted from a client, in bytes.
@@ -255,4 +256,9 @@ impl From<ProtocolArg> for Protocol {
             ProtocolArg::Redis => Protocol::Redis,
         }
     }
+}
+
+/// `--log-level`, checked when the command line is read.
+fn log_level(s: &str) -> Result<String, crate::logging::BadLevel> {
+    crate::logging::filter(s).map(|_| s.to_string())
 }

@@ -20,7 +20,6 @@ use cachelab_testkit::{Client, Memcached};
 use clap::Parser;
 use tokio::sync::{mpsc, oneshot};
 use tracing::dispatcher::{self, DefaultGuard, Dispatch};
-use tracing_subscriber::EnvFilter;
 
 /// How long `wait_for_log` waits for its line.
 const LOG_WAIT: Duration = Duration::from_secs(5);
@@ -56,15 +55,10 @@ thread_local! {
 
 /// The subscriber the binary installs (same format and filter), writing to `buffer`.
 fn log_dispatch(level: &str, buffer: &Arc<LogBuffer>) -> Dispatch {
-    let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"));
     let buffer = Arc::clone(buffer);
-    let subscriber = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(move || LogWriter(Arc::clone(&buffer)))
-        .with_ansi(false)
-        .with_target(false)
-        .finish();
-    Dispatch::new(subscriber)
+    Dispatch::new(cachelab_proxy::logging::subscriber(level, move || {
+        LogWriter(Arc::clone(&buffer))
+    }))
 }
 
 /// A listener bound by the test before the proxy's runtime exists.
