@@ -60,7 +60,10 @@ test-rust: deps
 
 test-python: deps
 	cargo build --release --workspace
-	$(VENV)/bin/pytest -q python/tests
+	@# Two at a time (pytest-xdist), then the tests marked serial (they measure rates on
+	@# shared links and CPUs) alone.
+	$(VENV)/bin/pytest -q -n 2 -m "not serial" python/tests
+	$(VENV)/bin/pytest -q -m serial python/tests
 
 test: lint test-rust test-python
 

@@ -26,6 +26,9 @@ from cachelab.run.progress import Progress
 from cachelab.spec import experiment as spec
 from cachelab.spec import topology
 
+# Shaped links, capacity searches and iperf runs measure rates: alone, not beside other tests.
+pytestmark = pytest.mark.serial
+
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 
 GETS_4K = """

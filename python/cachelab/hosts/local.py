@@ -26,6 +26,7 @@ from cachelab.hosts.procs import (
     START_TIMEOUT_S,
     Managed,
     free_port,
+    listens,
     require_command,
     wait_for_port,
     wait_for_socket,
@@ -117,7 +118,7 @@ def start_server(kind: str, *, threads: int, memory_mb: int, cpus: Sequence[int]
         if options.socket is not None:
             if wait_for_socket(options.socket):
                 return Managed(kind, proc, host.address, 0, {"log": log}, options.socket)
-        elif wait_for_port(host.address, port):
+        elif wait_for_port(host.address, port) and (host.remote or listens(proc, port)):
             return Managed(kind, proc, host.address, port, {"log": log})
         proc.kill()
         proc.wait()

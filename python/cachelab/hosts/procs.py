@@ -6,6 +6,7 @@ starts the servers, middlewares and load generators with them.
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import socket
@@ -13,6 +14,8 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 from cachelab.errors import UserError
 
@@ -39,6 +42,57 @@ def wait_for_port(host: str, port: int, timeout: float = START_TIMEOUT_S) -> boo
             pass
         time.sleep(0.02)
     return False
+
+
+def listens(proc: subprocess.Popen, port: int) -> bool:
+    """Whether `proc` (or a process it started) is what listens on TCP `port`: a free port
+    may be handed to two starters at once, and then the one whose server could not bind
+    finds the other's listener (and would share its server) unless it asks whose it is.
+
+    Read from /proc/PID/net/tcp{,6} (the process's own network namespace: an emulated
+    host's sockets are not in this namespace's tables, where psutil looks)."""
+    try:
+        root = psutil.Process(proc.pid)
+        family = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return False
+    return any(_listening_inodes(member.pid, port) & _socket_inodes(member.pid)
+               for member in family)
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    try:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+    except OSError:
+        pass
+    return inodes
+
+
+#: The state column of /proc/net/tcp for a listening socket.
+TCP_LISTEN = "0A"
+
+
+def _listening_inodes(pid: int, port: int) -> set[str]:
+    """The inodes of the sockets listening on `port` in `pid`'s network namespace."""
+    inodes = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[3] == TCP_LISTEN \
+                    and int(fields[1].rpartition(":")[2], 16) == port:
+                inodes.add(fields[9])
+    return inodes
 
 
 def wait_for_socket(path: Path, timeout: float = START_TIMEOUT_S) -> bool:
