@@ -20,7 +20,7 @@ from cachelab.commands import run as run_cmd
 from cachelab.hosts import netns
 from cachelab.hosts.binaries import REPO_ROOT, find_binary
 from cachelab.report import sections
-from cachelab.run import runner
+from cachelab.run import runner, transport
 from cachelab.run.progress import Progress
 from cachelab.spec import experiment as spec
 from cachelab.store import Store
@@ -207,3 +207,14 @@ key_maximum = 1000
     assert sorted(p.role for p in record.process_cpu) == ["load", "middleware", "server"]
     assert netns.leftovers(os.getpid()) == []
     assert list(private_tmp.iterdir()) == []
+
+
+def test_a_deep_temporary_directory_leaves_room_for_socket_names():
+    """A socket path longer than sun_path cannot be bound: a deep TMPDIR (pytest's own
+    directories under xdist are 113 bytes deep here) sends the run's sockets to /tmp."""
+    assert transport.socket_directory("/tmp") == "/tmp"
+    assert transport.socket_directory("/var/tmp/x") == "/var/tmp/x"
+    deep = "/tmp/" + "d" * 80
+    assert transport.socket_directory(deep) == "/tmp"
+    room = transport.SUN_PATH_MAX - len(transport.LONGEST_SOCKET_NAME)
+    assert transport.socket_directory("/" + "e" * (room - 1)) == "/" + "e" * (room - 1)

@@ -101,7 +101,7 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
         if c.servers.unix_socket or (c.middleware.count and c.middleware.unix_socket):
             # Short, private and removed on every exit path (a socket path has ~100 bytes).
             sockets = Path(stack.enter_context(tempfile.TemporaryDirectory(
-                prefix="cachelab-sock-")))
+                prefix="cachelab-sock-", dir=transport.socket_directory())))
         wiring = transport.Wiring(c, certificates if c.tls else None, sockets)
         place = _hosts(c, layout, directory, stack)
         if place.versions:

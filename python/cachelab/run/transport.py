@@ -12,7 +12,9 @@ they serve it. So the hops are `load->server` (direct), or `load->middleware` an
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,22 @@ from cachelab.store import TlsSession
 
 #: Seconds allowed for the probe of one server's TLS.
 PROBE_TIMEOUT_S = 10.0
+
+#: The longest path a Unix socket may have: sun_path holds 108 bytes, the NUL included.
+SUN_PATH_MAX = 107
+
+#: The longest name below the temporary directory that `socket_directory` makes room for.
+LONGEST_SOCKET_NAME = "/cachelab-sock-xxxxxxxx/middleware-9999.sock"
+
+
+def socket_directory(temp_dir: str | None = None) -> str:
+    """Where a run's private socket directory goes: the temporary directory, or /tmp when
+    that directory's path leaves no room for a socket's name (a deep TMPDIR, or pytest's
+    per-test directories), since a longer socket path cannot be bound at all."""
+    base = temp_dir if temp_dir is not None else tempfile.gettempdir()
+    if len(os.fsencode(base)) + len(LONGEST_SOCKET_NAME) > SUN_PATH_MAX:
+        return "/tmp"
+    return base
 
 
 @dataclass(frozen=True)
