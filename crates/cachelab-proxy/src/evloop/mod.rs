@@ -246,11 +246,11 @@ impl EventLoop {
                 if token >= SERVER_BASE {
                     let index = token - SERVER_BASE;
                     let (w, s) = (index >> 20, index & ((1 << 20) - 1));
-                    let registry = self.poll.registry();
                     let readable = event.is_readable() || event.is_error();
                     if readable {
-                        self.last_read = Instant::now();
+                        self.note_read();
                     }
+                    let registry = self.poll.registry();
                     let hup = event.is_read_closed();
                     self.workers[w].on_event(&self.ctx, registry, s, readable, hup);
                     self.after_worker(w);
@@ -259,7 +259,7 @@ impl EventLoop {
                     let readable = event.is_readable() || event.is_error();
                     let hup = event.is_read_closed();
                     if readable {
-                        self.last_read = Instant::now();
+                        self.note_read();
                     }
                     let writable = event.is_writable() || event.is_write_closed();
                     if let Some(client) = self.clients.get_mut(key) {

@@ -11,8 +11,11 @@ impl EventLoop {
     /// How long poll may sleep: until the earliest deadline (kept for `on_time`), or
     /// not at all while busy-polling.
     pub(super) fn poll_timeout(&mut self) -> Option<Duration> {
-        let now = Instant::now();
         self.next_due = self.earliest_deadline();
+        if self.next_due.is_none() && self.settings.busy_poll.is_zero() {
+            return None;
+        }
+        let now = Instant::now();
         if !self.settings.busy_poll.is_zero()
             && now.duration_since(self.last_read) < self.settings.busy_poll
         {
@@ -20,6 +23,14 @@ impl EventLoop {
         }
         self.next_due
             .map(|at| at.saturating_duration_since(now) + Duration::from_micros(50))
+    }
+
+    /// Something was read: busy-polling goes on from now. A clock reading per read
+    /// event (two per request) is paid only when busy-polling is on.
+    pub(super) fn note_read(&mut self) {
+        if !self.settings.busy_poll.is_zero() {
+            self.last_read = Instant::now();
+        }
     }
 
     /// The earliest time something is due: a worker's deadline or connection attempt,
@@ -49,8 +60,11 @@ impl EventLoop {
     }
 
     pub(super) fn on_time(&mut self) {
+        let Some(due) = self.next_due else {
+            return;
+        };
         let now = Instant::now();
-        if self.next_due.is_none_or(|due| now < due) {
+        if now < due {
             return;
         }
         if self.accept_paused_until.is_some_and(|at| now >= at) {

@@ -100,14 +100,16 @@ impl WorkerSlot {
             let Some(job) = ctx.queue.try_pop() else {
                 return;
             };
-            self.engine.take(job, Instant::now(), ctx.queue.len());
+            // One clock reading for the batch: its requests leave the queue together.
+            let now = Instant::now();
+            self.engine.take(job, now, ctx.queue.len());
             while self.engine.has_room() {
                 match ctx.queue.try_pop() {
-                    Some(job) => self.engine.take(job, Instant::now(), ctx.queue.len()),
+                    Some(job) => self.engine.take(job, now, ctx.queue.len()),
                     None => break,
                 }
             }
-            self.engine.start(Instant::now());
+            self.engine.start(now);
             self.step(ctx, registry);
         }
     }
