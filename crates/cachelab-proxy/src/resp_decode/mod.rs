@@ -153,29 +153,17 @@ mod tests {
     use super::forward::NoneEjected;
     use super::*;
     use crate::routing::hash::Hash;
-    use crate::routing::plan::{Mode, PoolServer, ReadPolicy};
+    use crate::routing::plan::{Mode, ReadPolicy};
     use crate::routing::redis::split::key_server;
-    use crate::routing::ring::{Distribution, Member};
+    use crate::routing::ring::Distribution;
+    use crate::routing::test_support::servers_with_ids;
     use crate::routing::Protocol;
     use std::time::Duration;
 
     fn pool(mode: Mode, auth: Option<&str>, db: u32) -> Pool {
-        let servers = (0..3)
-            .map(|i| PoolServer {
-                id: i,
-                addr: format!("127.0.0.1:{}", 7000 + i)
-                    .parse::<std::net::SocketAddr>()
-                    .unwrap()
-                    .into(),
-                member: Member {
-                    name: format!("127.0.0.1:{}", 7000 + i),
-                    weight: 1,
-                },
-            })
-            .collect();
         let mut pool = Pool::new(
             "r".into(),
-            servers,
+            servers_with_ids(3, 7000, 0),
             mode,
             Hash::Fnv1a64,
             None,

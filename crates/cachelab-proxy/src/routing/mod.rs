@@ -29,7 +29,7 @@ pub mod redis;
 pub mod ring;
 pub mod spans;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 
 /// What a pool's clients and servers speak: memcached's text protocol, or RESP2 (a
 /// Redis pool, whose commands are routed by [`redis`]).

@@ -107,30 +107,17 @@ pub fn compose_part(
 mod tests {
     use super::*;
     use crate::routing::hash::Hash;
-    use crate::routing::plan::{Mode, PoolServer, ReadPolicy};
+    use crate::routing::plan::{Mode, ReadPolicy};
     use crate::routing::redis::commands::{classify, key_args, Kind};
-    use crate::routing::ring::{Distribution, Member};
-    use crate::routing::test_support::{none, Ejected};
+    use crate::routing::ring::Distribution;
+    use crate::routing::test_support::{none, servers, Ejected};
     use std::borrow::Cow;
     use std::time::Duration;
 
     fn pool(n: usize, tag: Option<[u8; 2]>, auto_eject: bool) -> Pool {
-        let servers = (0..n)
-            .map(|i| PoolServer {
-                id: 10 + i,
-                addr: format!("127.0.0.1:{}", 7000 + i)
-                    .parse::<std::net::SocketAddr>()
-                    .unwrap()
-                    .into(),
-                member: Member {
-                    name: format!("127.0.0.1:{}", 7000 + i),
-                    weight: 1,
-                },
-            })
-            .collect();
         Pool::new(
             "r".into(),
-            servers,
+            servers(n, 7000),
             Mode::Shard { replicas: 1 },
             Hash::Fnv1a64,
             tag,
