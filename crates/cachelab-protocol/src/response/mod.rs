@@ -2,6 +2,7 @@
 //! text protocol is not self-describing (`NOT_FOUND` answers a delete, an incr or a touch;
 //! a number answers only incr/decr).
 
+mod scan;
 mod values;
 
 use bytes::BufMut;
@@ -9,8 +10,9 @@ use bytes::BufMut;
 pub use crate::error::ReplyError;
 use crate::line::{parse_u64, scan_line, tokens, LineScan};
 use crate::request::MetaStatus;
-use crate::resp::{parse_resp_reply, RespReply};
+use crate::resp::RespReply;
 
+pub use scan::{ReplyScan, MAX_OPEN_ARRAYS};
 pub use values::{compose_value, ValueIter};
 
 /// Longest reply line we accept from a server (a VALUE line holds a 250-byte key and
@@ -89,7 +91,8 @@ pub enum RespKind {
 }
 
 impl RespKind {
-    fn of(reply: &RespReply<'_>) -> RespKind {
+    /// The summary of a parsed reply.
+    pub fn of(reply: &RespReply<'_>) -> RespKind {
         match reply {
             RespReply::Simple(_) => RespKind::Simple,
             RespReply::Error(_) => RespKind::Error,
@@ -131,8 +134,12 @@ impl Reply {
 /// Parses the reply at the front of `buf` to a request of kind `expect`.
 pub fn parse_reply(buf: &[u8], expect: Expect) -> Result<(Reply, usize), ReplyError> {
     if expect == Expect::Resp {
-        let (reply, len) = parse_resp_reply(buf)?;
-        return Ok((Reply::Resp(RespKind::of(&reply)), len));
+        // Framed, not parsed into a tree: whatever depth or line length Redis sends.
+        let mut scan = ReplyScan::new(Expect::Resp);
+        return match (scan.advance(buf)?, scan.resp_kind()) {
+            (Some(len), Some(kind)) => Ok((Reply::Resp(kind), len)),
+            _ => Err(ReplyError::Incomplete),
+        };
     }
     let (line, len) = next_line(buf)?;
     if let Some(reply) = error_line(line) {

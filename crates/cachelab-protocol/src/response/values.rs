@@ -36,14 +36,14 @@ pub(super) fn parse(buf: &[u8]) -> Result<(Reply, usize), ReplyError> {
     }
 }
 
-struct ValueHeader<'a> {
+pub(super) struct ValueHeader<'a> {
     key: &'a [u8],
     flags: u32,
-    length: usize,
+    pub(super) length: usize,
     cas: Option<u64>,
 }
 
-fn value_header(line: &[u8]) -> Result<ValueHeader<'_>, ReplyError> {
+pub(super) fn value_header(line: &[u8]) -> Result<ValueHeader<'_>, ReplyError> {
     let mut toks = tokens(line);
     if toks.next() != Some(b"VALUE") {
         return Err(ReplyError::Malformed("expected VALUE or END"));
