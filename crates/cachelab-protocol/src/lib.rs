@@ -33,5 +33,6 @@ pub use request::{
 };
 pub use resp::{parse_resp_reply, RespReply, RespValue};
 pub use response::{
-    compose_stat, compose_value, parse_reply, Expect, Reply, ReplyError, RespKind, ValueIter,
+    compose_stat, compose_value, parse_reply, Expect, Reply, ReplyError, ReplyScan, RespKind,
+    ValueIter,
 };

@@ -3,7 +3,7 @@
 //! for more bytes, and arbitrary bytes never panic and always make progress.
 
 use cachelab_protocol::resp::{
-    compose_command, compose_inline, parse_command, RespLimits, RespParseError,
+    compose_command, compose_inline, parse_command, RequestScan, RespLimits, RespParseError, Scan,
 };
 use proptest::prelude::*;
 
@@ -109,5 +109,43 @@ proptest! {
         compose_command(&mut bytes, &as_slices(&args));
         let (command, _) = parse_command(&bytes, &RespLimits::default()).unwrap();
         prop_assert!(!command.is_inline());
+    }
+
+    #[test]
+    fn fed_in_any_pieces_the_scan_is_ready_exactly_when_the_parser_is(
+        args in arguments(),
+        inline in any::<bool>(),
+        mutations in proptest::collection::vec((any::<prop::sample::Index>(), prop_oneof![
+            Just(b'\r'), Just(b'\n'), Just(b'$'), Just(b'*'), Just(b'-'), Just(b'0'), Just(b'9'), any::<u8>()
+        ]), 0..3),
+        step in 1usize..12,
+        small in any::<bool>(),
+    ) {
+        let limits = if small {
+            RespLimits { max_args: 4, max_bulk_len: 16, max_inline_len: 32 }
+        } else {
+            RespLimits::default()
+        };
+        let mut bytes = Vec::new();
+        if inline {
+            compose_inline(&mut bytes, &as_slices(&args));
+        } else {
+            compose_command(&mut bytes, &as_slices(&args));
+        }
+        for (at, byte) in mutations {
+            let i = at.index(bytes.len());
+            bytes[i] = byte;
+        }
+        let mut scan = RequestScan::default();
+        let mut held = 0;
+        while held < bytes.len() {
+            held = (held + step).min(bytes.len());
+            let whole = parse_command(&bytes[..held], &limits);
+            let ready = scan.advance(&bytes[..held], &limits) == Scan::Ready;
+            prop_assert_eq!(ready, whole != Err(RespParseError::Incomplete), "at {}", held);
+            if ready {
+                break;
+            }
+        }
     }
 }

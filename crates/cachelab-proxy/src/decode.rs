@@ -90,12 +90,17 @@ pub fn binary_error(request: &[u8]) -> Vec<u8> {
 #[derive(Debug)]
 pub struct Decoder {
     discard: Discard,
+    /// Leading bytes of the buffer known to hold no newline: a command line arriving in
+    /// many reads is searched once, not again from its start on every read (a line may
+    /// be `--max-line-length` long, 64 KiB by default).
+    no_newline: usize,
 }
 
 impl Default for Decoder {
     fn default() -> Self {
         Decoder {
             discard: Discard::Nothing,
+            no_newline: 0,
         }
     }
 }
@@ -139,6 +144,16 @@ impl Decoder {
         if buf.first() == Some(&BINARY_REQUEST_MAGIC) {
             return Step::Binary;
         }
+        // Without a newline the parser can only ask for more, until the line is too
+        // long (its `scan_line` window): the same answer without reading it again.
+        let from = self.no_newline.min(buf.len());
+        if buf.len() < limits.max_line_len.saturating_add(2)
+            && memchr::memchr(b'\n', &buf[from..]).is_none()
+        {
+            self.no_newline = buf.len();
+            return Step::Incomplete;
+        }
+        self.no_newline = 0;
         match parse_request(buf, limits) {
             Ok((request, len)) => {
                 let spans = match &request {
@@ -400,5 +415,49 @@ mod tests {
                 Class::Local(Local::Quit)
             ]
         );
+    }
+
+    #[test]
+    fn requests_fed_one_byte_at_a_time_decode_as_fed_at_once() {
+        let mut long = b"get ".to_vec();
+        long.extend(std::iter::repeat_n(b'k', 70 * 1024));
+        long.extend_from_slice(b"\r\nget a\r\n");
+        let inputs: [&[u8]; 4] = [
+            b"get a b\r\nset k 0 0 3\r\nabc\r\nbogus\r\ndelete k\r\n",
+            b"set k 0 0 100\r\nxx\r\nget a\r\n",
+            b"get a\nget b\r\n",
+            &long,
+        ];
+        for input in inputs {
+            let whole = steps(input);
+            let mut decoder = Decoder::default();
+            let limits = Limits {
+                max_value_len: 8,
+                ..Limits::default()
+            };
+            let (mut pos, mut held) = (0, 0);
+            let mut fed = Vec::new();
+            while held < input.len() {
+                held += 1;
+                loop {
+                    let step = decoder.step(&input[pos..held], &limits);
+                    match &step {
+                        Step::Incomplete | Step::Binary => break,
+                        Step::Skipped(n) => pos += *n,
+                        Step::Reject(Invalid { consumed: n, .. })
+                        | Step::Request { len: n, .. } => pos += *n,
+                    }
+                    fed.push(step);
+                }
+            }
+            // A discard spans reads in pieces of what arrived; the rest must be equal.
+            let kept = |s: &Step| !matches!(s, Step::Incomplete | Step::Skipped(_));
+            let whole: Vec<Step> = whole.into_iter().filter(kept).collect();
+            let fed: Vec<Step> = fed.into_iter().filter(kept).collect();
+            assert_eq!(fed.len(), whole.len());
+            for (a, b) in fed.iter().zip(&whole) {
+                assert_eq!(format!("{a:?}"), format!("{b:?}"));
+            }
+        }
     }
 }

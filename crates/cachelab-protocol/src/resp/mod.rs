@@ -17,6 +17,7 @@
 mod compose;
 mod reply;
 mod request;
+mod request_scan;
 
 pub use compose::{
     compose_command, compose_get, compose_mget, compose_set, put_array_header, put_bulk,
@@ -29,3 +30,4 @@ pub use request::{
     compose_inline, parse_command, Command, RespInvalid, RespLimits, RespParseError,
     RespRequestError, DEFAULT_MAX_ARGS, MAX_INLINE_LEN,
 };
+pub use request_scan::{RequestScan, Scan};

@@ -11,7 +11,7 @@
 //! usable.
 
 use cachelab_protocol::resp::{
-    parse_command, RespLimits, RespParseError, DEFAULT_MAX_ARGS, MAX_INLINE_LEN,
+    RequestScan, RespLimits, RespParseError, DEFAULT_MAX_ARGS, MAX_INLINE_LEN,
 };
 use cachelab_protocol::Limits;
 
@@ -67,11 +67,14 @@ pub struct RespForward {
     pub composed: Option<Vec<u8>>,
 }
 
-/// The per-connection decoder: whether the client has given the pool's password.
+/// The per-connection decoder: whether the client has given the pool's password, and
+/// how far the request at the front of the buffer was checked (so an array arriving
+/// one argument per read is not read again from its start on every read).
 #[derive(Debug, Default)]
 pub struct RespDecoder {
     authenticated: bool,
     groups: Groups,
+    scan: RequestScan,
 }
 
 impl RespDecoder {
@@ -84,8 +87,11 @@ impl RespDecoder {
         }
     }
 
+    /// Decodes the request at the front of `buf`. Until a step other than
+    /// [`RespStep::Incomplete`] is returned, every call must get the same bytes as the
+    /// last one plus what arrived since.
     pub fn step(&mut self, buf: &[u8], limits: &Limits, pool: &Pool) -> RespStep {
-        let (command, len) = match parse_command(buf, &Self::limits(limits)) {
+        let (command, len) = match self.scan.parse(buf, &Self::limits(limits)) {
             Ok(parsed) => parsed,
             Err(RespParseError::Incomplete) => {
                 let most = limits.max_line_len.saturating_add(limits.max_value_len);

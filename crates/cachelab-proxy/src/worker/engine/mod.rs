@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use cachelab_protocol::{Expect, ReplyScan};
 
 use crate::budget::{Charge, MemoryBudget};
 use crate::down::{Down, IdleEnd};
@@ -37,6 +38,8 @@ mod compose;
 mod events;
 mod exchange;
 mod finish;
+#[cfg(test)]
+mod refusal_tests;
 mod replies;
 mod rounds;
 #[cfg(test)]
@@ -65,6 +68,11 @@ struct Conn {
     wbuf: BytesMut,
     /// `rbuf` held against the memory budget.
     charge: Charge,
+    /// How far the reply being read was framed (see [`ReplyScan`]); None between replies.
+    scan: Option<ReplyScan>,
+    /// The reply being read answers a request already refused (its kind given): its
+    /// bytes are dropped as they come, to reach the replies after it.
+    skipping: Option<Expect>,
     connected: bool,
     /// Why the server is down, for the error line.
     down: Down,
@@ -191,6 +199,8 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
                 parsed: 0,
                 wbuf: BytesMut::with_capacity(4 * 1024),
                 charge: Charge::new(Arc::clone(&self.budget)),
+                scan: None,
+                skipping: None,
                 connected: false,
                 down: Down::NotConnectedYet,
             });
@@ -320,6 +330,7 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
                     // Replies parsed before a failure still belong to requests of the
                     // current batch; only the unparsed remainder of the old stream goes.
                     conn.rbuf.truncate(conn.parsed);
+                    conn.forget_partial_reply();
                 }
                 conn.connected = true;
                 self.connect_answered(server, true, now);
@@ -338,6 +349,7 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
                 let conn = &mut self.conns[server];
                 if reconnected {
                     conn.rbuf.truncate(conn.parsed);
+                    conn.forget_partial_reply();
                 }
                 conn.connected = true;
                 conn.wbuf.clear();

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use cachelab_protocol::{parse_reply, Reply, ReplyError};
+use cachelab_protocol::{Reply, ReplyError, ReplyScan};
 
 use super::exchange::{fail_pending, refusal_line, State};
 use super::{Action, Count, Engine, ServerHealth};
@@ -28,8 +28,43 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
                 pending = true;
                 continue;
             }
+            match self.read_past_refused(server) {
+                Past::Done => {}
+                Past::More => {
+                    self.blocked[server] = true;
+                    pending = true;
+                    continue;
+                }
+                Past::Lost => {
+                    self.drop_connection(server, Down::OutOfStep(OutOfStep::Foreign));
+                    self.actions.push_back(Action::Count(Count::OutOfStep));
+                    fail_pending(&mut self.exchanges, server, now);
+                    continue;
+                }
+            }
+            let expect = self.exchanges[index].expect;
             let conn = &mut self.conns[server];
-            match parse_reply(&conn.rbuf[conn.parsed..], self.exchanges[index].expect) {
+            // The scan resumes where the last read stopped: a reply arriving in many
+            // pieces is looked at once, not again from its start on every read.
+            let scan = conn.scan.get_or_insert_with(|| ReplyScan::new(expect));
+            let parsed = match scan.advance(&conn.rbuf[conn.parsed..]) {
+                Ok(Some(len)) => {
+                    let reply = scan.reply(&conn.rbuf[conn.parsed..conn.parsed + len]);
+                    conn.scan = None;
+                    reply.map(|reply| (reply, len))
+                }
+                Ok(None) => Err(ReplyError::Incomplete),
+                Err(e) => Err(e),
+            };
+            match parsed {
+                Ok((_, len)) if len > self.settings.max_reply_bytes => {
+                    // Over the bound though it arrived whole in one read: refused all
+                    // the same, and its end is known, so the connection stays.
+                    conn.remove(conn.parsed, len);
+                    let line = refusal_line(expect, true);
+                    self.exchanges[index].result = State::Refused { at: now, line };
+                    self.health.report_success(server);
+                }
                 Ok((reply, len)) => {
                     let ex = &self.exchanges[index];
                     let foreign = matches!(reply, Reply::Values { hits, body_len } if hits > 0
@@ -73,8 +108,8 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
                         self.refuse(index, true, now);
                     } else {
                         self.blocked[server] = true;
-                        pending = true;
                     }
+                    pending = true;
                 }
                 Err(ReplyError::Malformed(_)) => {
                     // Not what was asked (a stray reply, or one read out of step): the
@@ -88,12 +123,39 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
         pending
     }
 
+    /// Reads on past a refused reply on `server`'s connection, if one is being read
+    /// past: its bytes are dropped as they come (only what a line needs is held), until
+    /// its end is found and the reply after it can be read.
+    fn read_past_refused(&mut self, server: ServerId) -> Past {
+        let conn = &mut self.conns[server];
+        let Some(expect) = conn.skipping else {
+            return Past::Done;
+        };
+        let from = conn.parsed;
+        let scan = conn.scan.get_or_insert_with(|| ReplyScan::new(expect));
+        match scan.advance(&conn.rbuf[from..]) {
+            Ok(Some(len)) => {
+                conn.remove(from, len);
+                conn.forget_partial_reply();
+                self.health.report_success(server);
+                Past::Done
+            }
+            Ok(None) => {
+                let n = scan.discardable(&conn.rbuf[from..]);
+                scan.discard(n);
+                conn.remove(from, n);
+                Past::More
+            }
+            Err(_) => Past::Lost,
+        }
+    }
+
     /// Bytes arrived from `server`: the buffer's capacity (what the allocator holds) is
     /// charged to the memory budget; past it, the reply being read is refused.
     pub(super) fn bytes_read(&mut self, server: ServerId, now: Instant) {
         let conn = &mut self.conns[server];
         let capacity = conn.rbuf.capacity();
-        if conn.charge.resize(capacity) {
+        if conn.charge.resize(capacity) || conn.skipping.is_some() {
             return;
         }
         let first = self
@@ -105,16 +167,36 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
         }
     }
 
-    /// The reply to exchange `index` cannot be held (too large, or out of memory): the
-    /// request is refused; the rest of the reply is not wanted, so the connection is
-    /// out of step (the server itself is fine).
+    /// The reply to exchange `index` cannot be held (too large, or out of memory): its
+    /// request is refused now, and only it. If requests after it wait on the same
+    /// connection, the reply is read past ([`Engine::read_past_refused`]) so they get
+    /// their own answers; otherwise the connection goes (cheaper than reading a
+    /// gigabyte to throw it away). The server itself is fine either way.
     fn refuse(&mut self, index: usize, too_large: bool, now: Instant) {
-        let line = refusal_line(self.exchanges[index].expect, too_large);
+        let ex = &self.exchanges[index];
+        let (server, expect) = (ex.server, ex.expect);
+        let line = refusal_line(expect, too_large);
         self.exchanges[index].result = State::Refused { at: now, line };
-        let server = self.exchanges[index].server;
-        self.drop_connection(server, Down::ReplyRefused);
-        fail_pending(&mut self.exchanges, server, now);
+        let waiting = self
+            .exchanges
+            .iter()
+            .any(|ex| ex.server == server && matches!(ex.result, State::Pending));
+        if waiting {
+            self.conns[server].skipping = Some(expect);
+        } else {
+            self.drop_connection(server, Down::ReplyRefused);
+        }
     }
+}
+
+/// Where reading past a refused reply stands.
+enum Past {
+    /// Nothing (left) to read past.
+    Done,
+    /// Its end has not arrived yet.
+    More,
+    /// The bytes cannot be that reply: the connection is out of step.
+    Lost,
 }
 
 /// What to do with a reply that shows the server framed the request differently.

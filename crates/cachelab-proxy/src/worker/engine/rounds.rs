@@ -21,6 +21,7 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
         let conn = &mut self.conns[server];
         conn.connected = false;
         conn.wbuf.clear();
+        conn.forget_partial_reply();
         conn.down = down.clone();
         self.actions.push_back(Action::Fail { server, kind, down });
     }
@@ -346,6 +347,7 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
 impl Conn {
     /// Drops the batch's replies from the buffer.
     pub(super) fn finish_batch(&mut self) {
+        self.forget_partial_reply();
         if self.connected {
             bytes::Buf::advance(&mut self.rbuf, self.parsed);
         } else {
@@ -361,5 +363,21 @@ impl Conn {
         } else {
             self.rbuf.capacity()
         });
+    }
+
+    /// The reply being read is no longer wanted (its connection is gone or reset).
+    pub(super) fn forget_partial_reply(&mut self) {
+        self.scan = None;
+        self.skipping = None;
+    }
+
+    /// Removes `n` bytes of `rbuf` from `from` on (a refused reply's, read past).
+    pub(super) fn remove(&mut self, from: usize, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let len = self.rbuf.len();
+        self.rbuf.copy_within(from + n..len, from);
+        self.rbuf.truncate(len - n);
     }
 }
