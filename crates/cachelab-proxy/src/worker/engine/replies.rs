@@ -105,11 +105,13 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
                 Err(ReplyError::Incomplete) => {
                     if conn.rbuf.len() - conn.parsed > self.settings.max_reply_bytes {
                         // A proxy's memory must not be what one request asks for.
+                        // The requests after it on this connection, if any, are
+                        // reached by reading past it (next in this loop).
                         self.refuse(index, true, now);
                     } else {
                         self.blocked[server] = true;
+                        pending = true;
                     }
-                    pending = true;
                 }
                 Err(ReplyError::Malformed(_)) => {
                     // Not what was asked (a stray reply, or one read out of step): the
