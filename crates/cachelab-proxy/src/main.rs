@@ -144,7 +144,7 @@ fn fit_descriptors(config: &Config) -> Result<(), String> {
              the limit",
             config.max_connections,
             config.workers,
-            config.servers.len(),
+            config.server_keys().len(),
             limit.rlim_cur
         ));
     }

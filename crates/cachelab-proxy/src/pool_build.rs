@@ -6,11 +6,9 @@ use std::sync::Arc;
 use thiserror::Error;
 
 use crate::config::PoolSpec;
-use crate::dialect::Dialect;
 use crate::health::{Health, MAX_SERVERS};
 use crate::routing::plan::{Pool, PoolServer};
 use crate::routing::ring::Member;
-use crate::routing::Protocol;
 use crate::tls::{ServerTls, TlsError};
 
 /// Why a pool could not be built.
@@ -22,20 +20,17 @@ pub enum PoolError {
     Tls(String, TlsError),
 }
 
-/// Builds a pool from its specification, registering its servers with `health`.
+/// Builds a pool from its specification, registering its servers with `health` under
+/// the pool's settings ([`PoolSpec::server_key`]): a pool shares another's server
+/// connections only when the address, protocol, password, database and TLS settings
+/// are all equal, and a reload that changes the database or password moves the pool to
+/// a server id whose connections are greeted with the new ones.
+///
 /// A pool's server-side TLS files are read here, so a reload rereads them: connections
 /// opened after it use the new files. They are read once per host, not per entry, so a
 /// pool naming one host thousands of times still builds in linear time.
 pub fn build_pool(spec: &PoolSpec, health: &Health) -> Result<Pool, PoolError> {
     let mut tls_by_host: HashMap<&str, Arc<ServerTls>> = HashMap::new();
-    // What its servers speak: a Redis server gets the pool's AUTH and SELECT.
-    let dialect = match spec.protocol {
-        Protocol::Memcached => Dialect::Memcached,
-        Protocol::Redis => Dialect::Redis {
-            auth: spec.redis_auth.clone(),
-            db: spec.redis_db,
-        },
-    };
     let servers = spec
         .servers
         .iter()
@@ -54,9 +49,8 @@ pub fn build_pool(spec: &PoolSpec, health: &Health) -> Result<Pool, PoolError> {
                 None => None,
             };
             let id = health
-                .register(&s.addr, spec.failure_limit, tls)
+                .register(&spec.server_key(s), spec.failure_limit, tls)
                 .ok_or(PoolError::TooManyServers(MAX_SERVERS))?;
-            health.set_dialect(id, dialect.clone());
             Ok(PoolServer {
                 id,
                 addr: s.addr.clone(),

@@ -41,7 +41,7 @@ pub enum TlsError {
 }
 
 /// TLS protocol versions allowed, memtier's `--tls-protocols` spelling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Protocols {
     pub tls12: bool,
     pub tls13: bool,
@@ -102,7 +102,7 @@ pub struct ListenerTlsSpec {
 }
 
 /// A pool's TLS towards its servers.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct ServerTlsSpec {
     /// PEM CAs the servers' certificates must chain to (required unless `skip_verify`).
     pub ca: Option<PathBuf>,

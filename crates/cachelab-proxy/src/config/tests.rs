@@ -122,7 +122,8 @@ fn more_distinct_servers_than_the_registry_holds_are_refused_by_count() {
     assert_eq!(
         err,
         format!(
-            "{} distinct server addresses; at most {MAX_SERVERS} are supported",
+            "{} distinct servers (address, protocol, database, password, TLS); at most \
+             {MAX_SERVERS} are supported",
             MAX_SERVERS + 1
         )
     );
