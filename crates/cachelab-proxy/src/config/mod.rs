@@ -254,6 +254,7 @@ impl TryFrom<&Args> for Config {
                 pool.redis_auth = args.redis_auth.clone();
                 pool.redis_db = args.redis_db.unwrap_or(0);
                 fields::check_protocol(&pool).map_err(ConfigError::Pool)?;
+                fields::check_servers(&pool).map_err(ConfigError::Pool)?;
                 let protocols = Protocols::parse(&args.tls_protocols)
                     .map_err(|e| ConfigError::Tls("tls-protocols", e))?;
                 if args.server_tls {
