@@ -9,7 +9,14 @@ use clap::Parser;
 use tokio::signal::unix::{signal, SignalKind};
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            eprintln!("cachelab-proxy: {}", cachelab_proxy::config::args::one_line(&e));
+            return ExitCode::from(2);
+        }
+    };
     let config = match Config::try_from(&args) {
         Ok(config) => config,
         Err(e) => {
