@@ -13,7 +13,10 @@ fn main() -> ExitCode {
         Ok(args) => args,
         Err(e) if !e.use_stderr() => e.exit(), // --help, --version
         Err(e) => {
-            eprintln!("cachelab-proxy: {}", cachelab_proxy::config::args::one_line(&e));
+            eprintln!(
+                "cachelab-proxy: {}",
+                cachelab_proxy::config::args::one_line(&e)
+            );
             return ExitCode::from(2);
         }
     };

@@ -72,8 +72,10 @@ pub fn reload(
             }
         };
     if let Err(e) = check_restart(&config.listeners, &listeners) {
-        error!("reload refused: {e} (that needs a restart); the old configuration keeps \
-                serving");
+        error!(
+            "reload refused: {e} (that needs a restart); the old configuration keeps \
+                serving"
+        );
         return;
     }
     let pools = match listeners

@@ -400,7 +400,10 @@ mod tests {
         );
         std::fs::write(&path, "-----BEGIN PRIVATE KEY-----\nMIIB\n").unwrap();
         let err = load_key(&path).unwrap_err().to_string();
-        assert!(err.ends_with("truncated: no -----END PRIVATE KEY----- line"), "{err}");
+        assert!(
+            err.ends_with("truncated: no -----END PRIVATE KEY----- line"),
+            "{err}"
+        );
         std::fs::write(&path, "-----BEGIN s3cret\n").unwrap();
         let err = load_key(&path).unwrap_err().to_string();
         assert!(!err.contains("s3cret") && !err.contains("115"), "{err}");

@@ -155,7 +155,11 @@ fn pools_with_different_passwords_greet_with_their_own_and_stay_apart() {
             [0, 1, 2, 3].map(|i| RespClient::connect(proxy.addrs[i]));
         assert_eq!(a.cmd(&["AUTH", "pwa"]), "+OK\r\n");
         assert_eq!(b.cmd(&["AUTH", "pwb"]), "+OK\r\n");
-        assert_eq!(d.cmd(&["AUTH", "wrong"]), "+OK\r\n", "the pool's own password");
+        assert_eq!(
+            d.cmd(&["AUTH", "wrong"]),
+            "+OK\r\n",
+            "the pool's own password"
+        );
         assert_eq!(a.cmd(&["SET", "ka", "1"]), "+OK\r\n", "{shell}");
         assert_eq!(b.cmd(&["SET", "kb", "2"]), "+OK\r\n", "{shell}");
         for _ in 0..4 {
@@ -271,8 +275,16 @@ fn a_reload_of_redis_db_under_load_sends_every_later_write_to_the_new_database()
         // Before the first reload db 0 only, after it db 5 only, after the second db 0
         // only.
         for (e, db, other) in [(0, 0, 5), (2, 5, 0), (4, 0, 5)] {
-            assert_eq!(count(other, e), 0, "{shell}: epoch {e} writes in db {other}");
-            assert_eq!(count(db, e), acked(e), "{shell}: epoch {e} writes in db {db}");
+            assert_eq!(
+                count(other, e),
+                0,
+                "{shell}: epoch {e} writes in db {other}"
+            );
+            assert_eq!(
+                count(db, e),
+                acked(e),
+                "{shell}: epoch {e} writes in db {db}"
+            );
         }
         // Writes sent while a reload ran may be in either; none is lost.
         for e in [1, 3] {

@@ -244,7 +244,15 @@ fn the_command_line_refuses_the_same_servers_naming_its_pool() {
             ),
         ),
         (
-            &["p", "--protocol", "redis", "--redis-auth", "", "-m", "127.0.0.1:1"],
+            &[
+                "p",
+                "--protocol",
+                "redis",
+                "--redis-auth",
+                "",
+                "-m",
+                "127.0.0.1:1",
+            ],
             "pool default: redis_auth is empty: Redis takes no empty password (leave \
              redis_auth out for a server without one)"
                 .into(),

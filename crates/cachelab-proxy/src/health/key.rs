@@ -143,6 +143,9 @@ mod tests {
         let key = redis("127.0.0.1:6379", Some("s3cret"), 5);
         assert_eq!(key.to_string(), "127.0.0.1:6379/db5/auth");
         assert_eq!(format!("{key:?}"), "redis 127.0.0.1:6379/db5/auth");
-        assert_eq!(redis("127.0.0.1:6379", None, 0).to_string(), "127.0.0.1:6379");
+        assert_eq!(
+            redis("127.0.0.1:6379", None, 0).to_string(),
+            "127.0.0.1:6379"
+        );
     }
 }

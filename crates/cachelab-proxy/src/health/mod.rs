@@ -350,7 +350,10 @@ mod tests {
         let a = Endpoint::Tcp("127.0.0.1:1".parse().unwrap());
         let b = Endpoint::Unix("/tmp/cachelab-m.sock".into());
         let health = Health::new(std::slice::from_ref(&a), 2);
-        assert_eq!(health.register(&ServerKey::plain(b.clone()), 3, None), Some(1));
+        assert_eq!(
+            health.register(&ServerKey::plain(b.clone()), 3, None),
+            Some(1)
+        );
         assert_eq!(health.register(&ServerKey::plain(a), 5, None), Some(0));
         assert_eq!(health.len(), 2);
         health.report_failure(0, FailureKind::Connection, "refused");
@@ -376,7 +379,9 @@ mod tests {
         let health = Health::new(&[], 2);
         let db0 = health.register(&redis(&addr, None, 0), 2, None).unwrap();
         let db5 = health.register(&redis(&addr, None, 5), 2, None).unwrap();
-        let auth = health.register(&redis(&addr, Some("pw"), 0), 2, None).unwrap();
+        let auth = health
+            .register(&redis(&addr, Some("pw"), 0), 2, None)
+            .unwrap();
         assert_eq!((db0, db5, auth), (0, 1, 2));
         // Each greets with its own settings.
         assert_eq!(health.connector(db5).dialect, redis(&addr, None, 5).dialect);
