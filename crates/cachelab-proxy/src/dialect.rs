@@ -14,7 +14,7 @@ use cachelab_protocol::{parse_resp_reply, ReplyError, RespReply};
 use thiserror::Error;
 
 /// A server's protocol and, for Redis, the pool's password and database.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub enum Dialect {
     #[default]
     Memcached,
@@ -22,6 +22,20 @@ pub enum Dialect {
         auth: Option<String>,
         db: u32,
     },
+}
+
+/// Without the password: a dialect is part of what is logged about a server.
+impl std::fmt::Debug for Dialect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Dialect::Memcached => f.write_str("Memcached"),
+            Dialect::Redis { auth, db } => f
+                .debug_struct("Redis")
+                .field("auth", &auth.as_ref().map(|_| "<set>"))
+                .field("db", db)
+                .finish(),
+        }
+    }
 }
 
 /// Why a new connection's greeting was not accepted.

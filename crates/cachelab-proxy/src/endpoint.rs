@@ -34,6 +34,24 @@ impl Endpoint {
     pub fn is_unix(&self) -> bool {
         matches!(self, Endpoint::Unix(_))
     }
+
+    /// Whether a connection or a listener can use this address: a Unix socket path must
+    /// fit in `sun_path` (see [`max_unix_path_len`]); a TCP address always can.
+    pub fn fits_sun_path(&self) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        match self {
+            Endpoint::Tcp(_) => true,
+            Endpoint::Unix(path) => path.as_os_str().as_bytes().len() <= max_unix_path_len(),
+        }
+    }
+}
+
+/// The longest Unix socket path the kernel takes: `sun_path` holds it with its
+/// terminating NUL (108 bytes on Linux, so 107). A longer one fails only when used.
+pub fn max_unix_path_len() -> usize {
+    // SAFETY: sockaddr_un is plain old data, for which all zeros is a valid value.
+    let addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_path.len() - 1
 }
 
 impl From<SocketAddr> for Endpoint {
@@ -176,6 +194,14 @@ mod tests {
         );
         assert_eq!(Endpoint::unix_path("127.0.0.1:11211"), None);
         assert_eq!(Endpoint::unix_path("unix:relative"), None);
+    }
+
+    #[test]
+    fn a_unix_path_fits_in_sun_path_up_to_107_bytes() {
+        assert_eq!(max_unix_path_len(), 107);
+        let path = |len: usize| Endpoint::Unix(format!("/{}", "a".repeat(len - 1)).into());
+        assert!(path(107).fits_sun_path());
+        assert!(!path(108).fits_sun_path());
     }
 
     #[tokio::test]

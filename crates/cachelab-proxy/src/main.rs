@@ -9,7 +9,17 @@ use clap::Parser;
 use tokio::signal::unix::{signal, SignalKind};
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            eprintln!(
+                "cachelab-proxy: {}",
+                cachelab_proxy::config::args::one_line(&e)
+            );
+            return ExitCode::from(2);
+        }
+    };
     let config = match Config::try_from(&args) {
         Ok(config) => config,
         Err(e) => {
@@ -144,7 +154,7 @@ fn fit_descriptors(config: &Config) -> Result<(), String> {
              the limit",
             config.max_connections,
             config.workers,
-            config.servers.len(),
+            config.server_keys().len(),
             limit.rlim_cur
         ));
     }

@@ -219,7 +219,7 @@ impl Collector for ProxyCollector {
             }
         }
         let servers = shared.health.report();
-        let addrs: Vec<String> = servers.iter().map(|s| s.addr.to_string()).collect();
+        let addrs: Vec<&str> = servers.iter().map(|s| s.label.as_str()).collect();
         {
             let mut m = encoder.encode_descriptor(
                 "server_seconds",
@@ -230,7 +230,7 @@ impl Collector for ProxyCollector {
             let empty = crate::histograms::Histogram::default();
             for (id, addr) in addrs.iter().enumerate() {
                 let h = latencies.servers.get(id).unwrap_or(&empty);
-                encode_latency(m.encode_family(&[("server", addr.as_str())])?, h)?;
+                encode_latency(m.encode_family(&[("server", *addr)])?, h)?;
             }
         }
         let per_server = |encoder: &mut DescriptorEncoder,
@@ -241,7 +241,7 @@ impl Collector for ProxyCollector {
          -> Result<(), std::fmt::Error> {
             let mut m = encoder.encode_descriptor(name, help, None, kind)?;
             for (id, addr) in addrs.iter().enumerate() {
-                let labels = [("server", addr.as_str())];
+                let labels = [("server", *addr)];
                 let mut family = m.encode_family(&labels)?;
                 match kind {
                     MetricType::Counter => {

@@ -111,7 +111,7 @@ fn write_info(shared: &Observed, text: &mut String) {
         let _ = write!(
             text,
             "server_{i}:addr={},state={state},failures={},ejections={}\r\n",
-            server.addr, server.failures, server.ejections
+            server.label, server.failures, server.ejections
         );
     }
     let _ = write!(text, "\r\n# Pools\r\n");

@@ -5,10 +5,11 @@
 
 use std::sync::Arc;
 
+use thiserror::Error;
 use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
-use crate::config::Config;
+use crate::config::{Config, ListenerSpec};
 use crate::endpoint::Endpoint;
 use crate::health::Health;
 use crate::observed::PoolSlot;
@@ -70,24 +71,11 @@ pub fn reload(
                 return;
             }
         };
-    let old: Vec<&Endpoint> = config.listeners.iter().map(|l| &l.listen).collect();
-    let new: Vec<&Endpoint> = listeners.iter().map(|l| &l.listen).collect();
-    let tls_changed = config
-        .listeners
-        .iter()
-        .zip(&listeners)
-        .any(|(a, b)| a.tls.is_some() != b.tls.is_some());
-    if tls_changed {
+    if let Err(e) = check_restart(&config.listeners, &listeners) {
         error!(
-            "reload refused: TLS was turned on or off on a listener (that needs a \
-                restart); the old configuration keeps serving"
+            "reload refused: {e} (that needs a restart); the old configuration keeps \
+                serving"
         );
-        return;
-    }
-    if old != new {
-        error!(old = ?old, new = ?new,
-               "reload refused: the listen addresses changed (that needs a restart); \
-                the old configuration keeps serving");
         return;
     }
     let pools = match listeners
@@ -110,6 +98,57 @@ pub fn reload(
     info!(path = %path.display(), "configuration reloaded");
 }
 
+/// What a reload cannot change: a running listener keeps its address, its TLS on or off,
+/// and the protocol its clients speak.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum NeedsRestart {
+    #[error("the listen addresses changed from {old} to {new}")]
+    Listeners { old: String, new: String },
+    #[error("TLS was turned {} on the listener {listen}", if *.on { "on" } else { "off" })]
+    Tls { listen: Endpoint, on: bool },
+    /// Its connected clients speak the old protocol, and its servers may not speak the
+    /// new one.
+    #[error("pool {pool} changed its protocol from {from} to {to}")]
+    Protocol {
+        pool: String,
+        from: &'static str,
+        to: &'static str,
+    },
+}
+
+/// Whether the listeners of a reloaded file (`new`) can replace `old` without a
+/// restart.
+pub fn check_restart(old: &[ListenerSpec], new: &[ListenerSpec]) -> Result<(), NeedsRestart> {
+    let addrs = |l: &[ListenerSpec]| {
+        l.iter()
+            .map(|l| l.listen.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if old.len() != new.len() || old.iter().zip(new).any(|(a, b)| a.listen != b.listen) {
+        return Err(NeedsRestart::Listeners {
+            old: addrs(old),
+            new: addrs(new),
+        });
+    }
+    for (a, b) in old.iter().zip(new) {
+        if a.tls.is_some() != b.tls.is_some() {
+            return Err(NeedsRestart::Tls {
+                listen: a.listen.clone(),
+                on: b.tls.is_some(),
+            });
+        }
+        if a.pool.protocol != b.pool.protocol {
+            return Err(NeedsRestart::Protocol {
+                pool: b.pool.name.clone(),
+                from: a.pool.protocol.name(),
+                to: b.pool.protocol.name(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Rereads each TLS listener's certificate and key (and client CA), from `new`'s file
 /// names if given; a listener whose files fail keeps its old configuration.
 fn reload_listener_tls(
@@ -125,5 +164,51 @@ fn reload_listener_tls(
             Err(e) => error!(listen = %spec.listen, error = %e,
                              "TLS certificate not reread; the old one keeps serving"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{PoolSpec, ServerSpec};
+    use crate::routing::Protocol;
+    use std::time::Duration;
+
+    fn listener(listen: &str, protocol: Protocol) -> ListenerSpec {
+        let server = ServerSpec {
+            addr: Endpoint::Tcp("127.0.0.1:6379".parse().unwrap()),
+            host: "127.0.0.1".into(),
+            name: "127.0.0.1:6379".into(),
+            weight: 1,
+        };
+        let mut pool = PoolSpec::replicate(vec![server], false, Duration::from_secs(1), 2);
+        pool.name = "r".into();
+        pool.protocol = protocol;
+        ListenerSpec {
+            listen: Endpoint::Tcp(listen.parse().unwrap()),
+            pool,
+            tls: None,
+        }
+    }
+
+    #[test]
+    fn a_reload_may_change_a_pool_but_not_what_its_clients_speak() {
+        let old = [listener("127.0.0.1:7000", Protocol::Redis)];
+        let mut db = old.clone();
+        db[0].pool.redis_db = 5;
+        db[0].pool.redis_auth = Some("pw".into());
+        assert_eq!(check_restart(&old, &db), Ok(()));
+        let memcached = [listener("127.0.0.1:7000", Protocol::Memcached)];
+        let err = check_restart(&old, &memcached).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "pool r changed its protocol from redis to memcached"
+        );
+        assert!(check_restart(&memcached, &old).is_err());
+        let moved = [listener("127.0.0.1:7001", Protocol::Redis)];
+        assert_eq!(
+            check_restart(&old, &moved).unwrap_err().to_string(),
+            "the listen addresses changed from 127.0.0.1:7000 to 127.0.0.1:7001"
+        );
     }
 }

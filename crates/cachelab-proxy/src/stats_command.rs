@@ -62,7 +62,7 @@ pub fn compose_stats(shared: &Observed, out: &mut BytesMut) {
     compose_stat(out, "worker_batches", totals.batches);
     let latencies = shared.latencies.total();
     for (i, server) in servers.iter().enumerate() {
-        compose_stat(out, &format!("server_{i}"), &server.addr);
+        compose_stat(out, &format!("server_{i}"), &server.label);
         let state = if server.ejected { "ejected" } else { "up" };
         compose_stat(out, &format!("server_{i}_state"), state);
         compose_stat(out, &format!("server_{i}_failures"), server.failures);

@@ -17,7 +17,7 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
-use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::pem::{self, PemObject};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use thiserror::Error;
 
@@ -41,7 +41,7 @@ pub enum TlsError {
 }
 
 /// TLS protocol versions allowed, memtier's `--tls-protocols` spelling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Protocols {
     pub tls12: bool,
     pub tls13: bool,
@@ -102,7 +102,7 @@ pub struct ListenerTlsSpec {
 }
 
 /// A pool's TLS towards its servers.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct ServerTlsSpec {
     /// PEM CAs the servers' certificates must chain to (required unless `skip_verify`).
     pub ca: Option<PathBuf>,
@@ -139,9 +139,9 @@ pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError>
         reason,
     };
     let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| file_error(e.to_string()))?
+        .map_err(|e| file_error(pem_reason(&e)))?
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| file_error(e.to_string()))?;
+        .map_err(|e| file_error(pem_reason(&e)))?;
     if certs.is_empty() {
         return Err(TlsError::NoCertificate {
             path: path.to_path_buf(),
@@ -154,8 +154,23 @@ fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
     PrivateKeyDer::from_pem_file(path).map_err(|e| TlsError::File {
         kind: "private key",
         path: path.to_path_buf(),
-        reason: e.to_string(),
+        reason: pem_reason(&e),
     })
+}
+
+/// Why a PEM file could not be read, in words. The parser's own text shows bytes as a
+/// list of decimal numbers (the expected END line, or the file's offending line, which
+/// for a key file could be secret): a truncated file is named as such, and a bad line
+/// is not quoted.
+fn pem_reason(e: &pem::Error) -> String {
+    match e {
+        pem::Error::MissingSectionEnd { end_marker } => format!(
+            "truncated: no -----END {}----- line",
+            String::from_utf8_lossy(end_marker).trim()
+        ),
+        pem::Error::IllegalSectionStart { .. } => "a malformed -----BEGIN line".to_string(),
+        other => other.to_string(),
+    }
 }
 
 fn load_roots(path: &Path) -> Result<RootCertStore, TlsError> {
@@ -365,6 +380,33 @@ mod tests {
         };
         let err = server_config(&spec).unwrap_err().to_string();
         assert!(err.contains("/nonexistent/cachelab.pem"), "{err}");
+    }
+
+    #[test]
+    fn a_truncated_pem_is_named_in_words_not_bytes() {
+        let dir = tempfile::Builder::new()
+            .prefix("cachelab")
+            .tempdir()
+            .unwrap();
+        let path = dir.path().join("cut.pem");
+        std::fs::write(&path, "-----BEGIN CERTIFICATE-----\nMIIB\n").unwrap();
+        let err = load_certs(&path).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "cannot read certificates {}: truncated: no -----END CERTIFICATE----- line",
+                path.display()
+            )
+        );
+        std::fs::write(&path, "-----BEGIN PRIVATE KEY-----\nMIIB\n").unwrap();
+        let err = load_key(&path).unwrap_err().to_string();
+        assert!(
+            err.ends_with("truncated: no -----END PRIVATE KEY----- line"),
+            "{err}"
+        );
+        std::fs::write(&path, "-----BEGIN s3cret\n").unwrap();
+        let err = load_key(&path).unwrap_err().to_string();
+        assert!(!err.contains("s3cret") && !err.contains("115"), "{err}");
     }
 
     #[test]

@@ -501,6 +501,34 @@ fn the_deliberate_differences_are_the_ones_the_readme_lists() {
     );
 }
 
+/// The README's row for a pipelined `get` of an over-long key: memcached 1.6.18 drops
+/// the reply of the command read with it (which it applied); the proxy answers both.
+#[test]
+fn the_reply_before_a_pipelined_over_long_key_is_kept() {
+    let servers = start_servers(2);
+    let proxy = Proxy::start(&[&servers[1]], &[]);
+    let request = format!("set x 0 0 1\r\n1\r\nget {}\r\n", key(251));
+    let mut direct = connect(servers[0].addr);
+    let mut proxied = connect(proxy.addr);
+    assert_eq!(
+        String::from_utf8_lossy(&exchange(&mut direct, request.as_bytes(), 0)),
+        "CLIENT_ERROR bad command line format\r\n",
+        "memcached"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&exchange(&mut proxied, request.as_bytes(), 0)),
+        "STORED\r\nCLIENT_ERROR bad command line format\r\n",
+        "proxy"
+    );
+    // Both applied the set.
+    for stream in [&mut direct, &mut proxied] {
+        assert_eq!(
+            String::from_utf8_lossy(&exchange(stream, b"get x\r\n", 1)),
+            "VALUE x 0 1\r\n1\r\nEND\r\n"
+        );
+    }
+}
+
 /// Whether the peer closed (or reset) the connection instead of answering.
 fn closes(addr: SocketAddr, request: &[u8]) -> bool {
     let mut stream = connect(addr);

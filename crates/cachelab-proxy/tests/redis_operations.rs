@@ -1,7 +1,8 @@
 //! A Redis pool in operation: AUTH and SELECT towards servers with a password and on a
 //! database of the pool's, clients asked for the pool's password; a server killed
-//! mid-test is ejected, routed around and restored; a reload turns a memcached pool
-//! into a Redis pool; redis-cli and redis-benchmark work through the proxy.
+//! mid-test is ejected, routed around and restored; a reload cannot turn a memcached
+//! pool into a Redis pool, but grows one; redis-cli and redis-benchmark work through
+//! the proxy.
 
 mod common;
 
@@ -108,8 +109,11 @@ fn a_killed_server_is_ejected_routed_around_and_restored() {
     }
 }
 
+/// A pool's protocol is what its connected clients speak and its servers answer: a
+/// reload that changes it is refused (a restart changes it), and a Redis pool reloads
+/// with more servers.
 #[test]
-fn a_reload_turns_a_memcached_pool_into_a_redis_pool() {
+fn a_reload_cannot_change_a_pool_s_protocol_but_can_grow_a_redis_pool() {
     let memcached = Memcached::start();
     let redis = start_redis(2);
     let dir = common::temp_dir();
@@ -133,27 +137,32 @@ fn a_reload_turns_a_memcached_pool_into_a_redis_pool() {
 
     std::fs::write(&path, redis_pool(&[&redis[0]])).unwrap();
     proxy.reload();
-    let log = proxy.wait_for_log("configuration reloaded", 1);
-    assert!(log.contains("configuration reloaded"), "{log}");
-    // the memcached client's connection ends at its next request
-    old.send(b"get k\r\n");
+    let log = proxy.wait_for_log("reload refused", 1);
     assert!(
-        old.reads_eof(),
-        "a memcached connection to a Redis pool is closed"
+        log.contains(
+            "reload refused: pool main changed its protocol from memcached to redis (that \
+             needs a restart)"
+        ),
+        "{log}"
     );
+    // the memcached pool keeps serving its client
+    assert_eq!(old.get(&["k"]), common::values_reply(&[("k", "v")]));
+    assert_eq!(redis[0].dbsize(), 0);
+    drop(proxy);
+
+    // a Redis pool reloads with more servers
+    std::fs::write(&path, redis_pool(&[&redis[0]])).unwrap();
+    let proxy = Proxy::start_args(&["--config".into(), path.display().to_string()]);
     let mut client = RespClient::connect(proxy.addr);
     assert_eq!(client.cmd(&["SET", "k", "v"]), "+OK\r\n");
     assert_eq!(
         redis[0].command(&["GET", "k"]),
         RespValue::Bulk(Some(b"v".to_vec()))
     );
-
-    // and a Redis pool reloads with more servers
     std::fs::write(&path, redis_pool(&[&redis[0], &redis[1]])).unwrap();
     proxy.reload();
-    let log = proxy.wait_for_log("configuration reloaded", 2);
-    assert_eq!(log.matches("configuration reloaded").count(), 2, "{log}");
-    let mut client = RespClient::connect(proxy.addr);
+    let log = proxy.wait_for_log("configuration reloaded", 1);
+    assert_eq!(log.matches("configuration reloaded").count(), 1, "{log}");
     for i in 0..40 {
         assert_eq!(client.cmd(&["SET", &format!("n{i}"), "v"]), "+OK\r\n");
     }

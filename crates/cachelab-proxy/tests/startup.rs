@@ -244,3 +244,43 @@ fn a_unix_socket_listener_is_not_announced_and_its_file_goes_when_start_up_fails
     );
     assert!(!socket.exists(), "the socket file was left behind");
 }
+
+/// Every command-line error is one line on stderr (clap's usage paragraph is not
+/// printed), and so is a configuration that could never serve, naming pool and server.
+#[test]
+fn command_line_and_configuration_errors_are_one_line() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["-p", "0", "-m", "127.0.0.1:9", "--redis-db", "-1"],
+            "cachelab-proxy: invalid value '-1' for '--redis-db <N>': expected a database \
+             number, 0 or more (see --help)",
+        ),
+        (
+            &["-p", "0", "-m", "127.0.0.1:9", "--tls-cert", "cachelab.pem"],
+            "cachelab-proxy: the following required arguments were not provided: --tls-key \
+             <FILE> (see --help)",
+        ),
+        (
+            &["-p", "0", "-m", "127.0.0.1:0"],
+            "cachelab-proxy: pool default: server 127.0.0.1:0: port 0 cannot be connected to",
+        ),
+    ];
+    for (args, line) in cases {
+        assert_refused(&run_to_exit(args), 2, line);
+    }
+    let dir = temp_dir();
+    let conf = dir.path().join("mixed.yml");
+    std::fs::write(
+        &conf,
+        "m:\n  listen: 127.0.0.1:0\n  servers:\n   - 127.0.0.1:9:1\n\
+         r:\n  listen: 127.0.0.1:0\n  redis: true\n  servers:\n   - 127.0.0.1:9:1\n",
+    )
+    .unwrap();
+    let output = run_to_exit(&["--config", conf.to_str().unwrap()]);
+    assert_refused(
+        &output,
+        2,
+        "pools m (memcached) and r (redis) both name server 127.0.0.1:9: a server speaks \
+         one protocol",
+    );
+}

@@ -570,6 +570,23 @@ async fn a_rotated_certificate_is_served_after_sighup() {
         .await
         .unwrap();
     assert_eq!(served(&after), der(&second.cert));
+
+    // A truncated certificate (a copy caught half-written) is named in one line, not as
+    // the file's bytes in decimal.
+    let pem = std::fs::read_to_string(&second.cert).unwrap();
+    std::fs::write(&live.cert, &pem[..pem.len() / 2]).unwrap();
+    proxy.signal(libc::SIGHUP);
+    let log = proxy.wait_for_log("TLS certificate not reread", 2);
+    let line = log
+        .lines()
+        .filter(|l| l.contains("TLS certificate not reread"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        line.contains("truncated: no -----END CERTIFICATE----- line"),
+        "{line}"
+    );
+    assert!(!line.contains("[67, 69, 82"), "{line}");
 }
 
 /// Both shells serve TLS on both hops (the loop by default, tokio when asked for), with

@@ -229,7 +229,8 @@ pub struct Args {
 
     /// A Redis pool's database: selected on every server connection; clients may SELECT
     /// only this one.
-    #[arg(long, value_name = "N", conflicts_with = "config")]
+    #[arg(long, value_name = "N", conflicts_with = "config", value_parser = database,
+          allow_negative_numbers = true)]
     pub redis_db: Option<u32>,
 }
 
@@ -258,7 +259,79 @@ impl From<ProtocolArg> for Protocol {
     }
 }
 
+/// `--redis-db`: a database number (negative ones reach here, to be refused by name
+/// rather than taken for an unknown option).
+fn database(s: &str) -> Result<u32, String> {
+    s.parse()
+        .map_err(|_| "expected a database number, 0 or more".to_string())
+}
+
+/// A command-line error as one line (clap's own text is a paragraph, a blank line, the
+/// usage and a pointer to --help: 5-6 lines for a script's log to hold): the message,
+/// its continuation lines and any tip joined, with the pointer to --help kept short.
+pub fn one_line(error: &clap::Error) -> String {
+    let text = error.render().to_string();
+    let parts: Vec<String> = text
+        .split("\n\n")
+        .map(str::trim)
+        .filter(|p| !p.is_empty() && !p.starts_with("Usage:") && !p.starts_with("For more"))
+        .map(|p| {
+            p.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    let line = parts.join("; ");
+    let line = line.strip_prefix("error: ").unwrap_or(&line);
+    format!("{line} (see --help)")
+}
+
 /// `--log-level`, checked when the command line is read.
 fn log_level(s: &str) -> Result<String, crate::logging::BadLevel> {
     crate::logging::filter(s).map(|_| s.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error_of(argv: &[&str]) -> String {
+        one_line(&Args::try_parse_from(argv).unwrap_err())
+    }
+
+    #[test]
+    fn every_command_line_error_is_one_line() {
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["p", "-m", "127.0.0.1:1", "--redis-db", "-1"],
+                "invalid value '-1' for '--redis-db <N>': expected a database number, 0 or \
+                 more (see --help)",
+            ),
+            (
+                &["p", "-m", "127.0.0.1:1", "--tls-cert", "c.pem"],
+                "the following required arguments were not provided: --tls-key <FILE> (see \
+                 --help)",
+            ),
+            (
+                &["p", "-m", "127.0.0.1:1", "--worker", "2"],
+                "unexpected argument '--worker' found; tip: a similar argument exists: \
+                 '--workers' (see --help)",
+            ),
+            (
+                &["p", "-m", "127.0.0.1:1", "-p", "x"],
+                "invalid value 'x' for '--port <PORT>': invalid digit found in string (see \
+                 --help)",
+            ),
+            (
+                &["p"],
+                "the following required arguments were not provided: --servers <HOST:PORT>... \
+                 (see --help)",
+            ),
+        ];
+        for (argv, line) in cases {
+            assert_eq!(&error_of(argv), line, "{argv:?}");
+        }
+    }
 }

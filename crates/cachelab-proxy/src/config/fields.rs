@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::spec::{ketama_name, ListenerSpec, PoolSpec, ServerSpec};
-use crate::endpoint::Endpoint;
+use crate::endpoint::{max_unix_path_len, Endpoint};
 use crate::routing::plan::Mode;
 use crate::routing::Protocol;
 
@@ -159,6 +159,7 @@ pub(super) fn check_pool(pool: &PoolSpec) -> Result<(), String> {
         return Err(format!("pool {}: no servers", pool.name));
     }
     check_protocol(pool)?;
+    check_servers(pool)?;
     let mut names = HashSet::with_capacity(pool.servers.len());
     if let Some(twice) = pool.servers.iter().find(|s| !names.insert(s.name.as_str())) {
         return Err(format!(
@@ -198,17 +199,49 @@ pub(super) fn check_protocol(pool: &PoolSpec) -> Result<(), String> {
              every server)"
         ));
     }
-    if pool
-        .redis_auth
-        .as_deref()
-        .is_some_and(|p| p.contains(['\r', '\n']))
-    {
-        return Err(format!("pool {name}: redis_auth cannot hold a line break"));
+    match pool.redis_auth.as_deref() {
+        Some("") => {
+            return Err(format!(
+                "pool {name}: redis_auth is empty: Redis takes no empty password (leave \
+                 redis_auth out for a server without one)"
+            ))
+        }
+        Some(p) if p.contains(['\r', '\n']) => {
+            return Err(format!("pool {name}: redis_auth cannot hold a line break"))
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Servers that could never be connected to are refused when the file is read, not
+/// found out request by request: port 0 (nothing listens there), and a Unix socket path
+/// longer than `sun_path` holds (the same path as a listener is refused at start).
+pub(super) fn check_servers(pool: &PoolSpec) -> Result<(), String> {
+    for server in &pool.servers {
+        let name = &pool.name;
+        let addr = &server.addr;
+        if addr.port() == Some(0) {
+            return Err(format!(
+                "pool {name}: server {addr}: port 0 cannot be connected to"
+            ));
+        }
+        if let Endpoint::Unix(path) = addr {
+            if !addr.fits_sun_path() {
+                return Err(format!(
+                    "pool {name}: server {addr}: a Unix socket path is at most {} bytes \
+                     (sun_path), this one is {}",
+                    max_unix_path_len(),
+                    path.as_os_str().len()
+                ));
+            }
+        }
     }
     Ok(())
 }
 
 pub(super) fn check_listeners(listeners: &[ListenerSpec]) -> Result<(), String> {
+    check_server_protocols(listeners)?;
     let mut first = HashMap::with_capacity(listeners.len());
     for a in listeners {
         // Port 0 picks a free port for each (tests, scripts): not a clash.
@@ -220,6 +253,29 @@ pub(super) fn check_listeners(listeners: &[ListenerSpec]) -> Result<(), String> 
                 "pools {} and {} listen on the same address {}",
                 b.pool.name, a.pool.name, a.listen
             ));
+        }
+    }
+    Ok(())
+}
+
+/// One server address cannot be in a Redis pool and a memcached pool: it speaks one
+/// protocol, so one of the pools would get replies it cannot read on every request.
+fn check_server_protocols(listeners: &[ListenerSpec]) -> Result<(), String> {
+    let mut first: HashMap<&Endpoint, &PoolSpec> = HashMap::new();
+    for pool in listeners.iter().map(|l| &l.pool) {
+        for server in &pool.servers {
+            let other = *first.entry(&server.addr).or_insert(pool);
+            if other.protocol != pool.protocol {
+                return Err(format!(
+                    "pools {} ({}) and {} ({}) both name server {}: a server speaks one \
+                     protocol",
+                    other.name,
+                    other.protocol.name(),
+                    pool.name,
+                    pool.protocol.name(),
+                    server.addr
+                ));
+            }
         }
     }
     Ok(())

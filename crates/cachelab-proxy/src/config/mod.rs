@@ -26,7 +26,7 @@ use cachelab_protocol::Limits;
 use thiserror::Error;
 
 use crate::endpoint::Endpoint;
-use crate::health::MAX_SERVERS;
+use crate::health::{ServerKey, MAX_SERVERS};
 use crate::tls::{ListenerTlsSpec, Protocols, ServerTlsSpec, TlsError};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1";
@@ -79,7 +79,10 @@ pub enum ConfigError {
     BadMode(String),
     #[error("{0}")]
     Pool(String),
-    #[error("{0} distinct server addresses; at most {MAX_SERVERS} are supported")]
+    #[error(
+        "{0} distinct servers (address, protocol, database, password, TLS); at most \
+         {MAX_SERVERS} are supported"
+    )]
     TooManyServers(usize),
 }
 
@@ -89,7 +92,8 @@ pub struct Config {
     /// The first listener's address.
     pub listen: Endpoint,
     pub workers: usize,
-    /// Every distinct server of every pool, in order of appearance.
+    /// Every distinct server address of every pool, in order of appearance (one
+    /// address may be several servers: see [`Config::server_keys`]).
     pub servers: Vec<Endpoint>,
     /// The command line's `-s` (for the stats file header).
     pub sharded: bool,
@@ -146,8 +150,14 @@ impl Config {
     /// worker's connection to every server, and `SPARE_DESCRIPTORS`.
     pub fn descriptors_needed(&self) -> u64 {
         self.max_connections as u64
-            + (self.workers as u64) * (self.servers.len() as u64)
+            + (self.workers as u64) * (self.server_keys().len() as u64)
             + SPARE_DESCRIPTORS
+    }
+
+    /// Every distinct server (address and pool settings, as the health registry keys
+    /// them): each has its own connection per worker.
+    pub fn server_keys(&self) -> Vec<ServerKey> {
+        distinct_server_keys(&self.listeners)
     }
 
     /// A configuration with the defaults, for tests and embedding.
@@ -244,6 +254,7 @@ impl TryFrom<&Args> for Config {
                 pool.redis_auth = args.redis_auth.clone();
                 pool.redis_db = args.redis_db.unwrap_or(0);
                 fields::check_protocol(&pool).map_err(ConfigError::Pool)?;
+                fields::check_servers(&pool).map_err(ConfigError::Pool)?;
                 let protocols = Protocols::parse(&args.tls_protocols)
                     .map_err(|e| ConfigError::Tls("tls-protocols", e))?;
                 if args.server_tls {
@@ -285,8 +296,9 @@ impl TryFrom<&Args> for Config {
         let servers = distinct_servers(&listeners);
         // Refused here, with the reason, rather than as a descriptor shortfall or when
         // the health registry fills.
-        if servers.len() > MAX_SERVERS {
-            return Err(ConfigError::TooManyServers(servers.len()));
+        let keys = distinct_server_keys(&listeners).len();
+        if keys > MAX_SERVERS {
+            return Err(ConfigError::TooManyServers(keys));
         }
         let seconds = |value: f64, name| {
             Duration::try_from_secs_f64(value)
@@ -361,6 +373,23 @@ pub fn distinct_servers(listeners: &[ListenerSpec]) -> Vec<Endpoint> {
         .filter(|addr| seen.insert(*addr))
         .cloned()
         .collect()
+}
+
+/// Every distinct server of every listener's pool as the health registry keys it, in
+/// order of appearance.
+pub fn distinct_server_keys(listeners: &[ListenerSpec]) -> Vec<ServerKey> {
+    let mut seen = HashSet::new();
+    let mut keys = Vec::new();
+    for l in listeners {
+        for s in &l.pool.servers {
+            let key = l.pool.server_key(s);
+            if !seen.contains(&key) {
+                seen.insert(key.clone());
+                keys.push(key);
+            }
+        }
+    }
+    keys
 }
 
 pub(crate) fn resolve(server: &str) -> Result<SocketAddr, ConfigError> {

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
+use crate::dialect::Dialect;
 use crate::endpoint::Endpoint;
+use crate::health::{ServerKey, TlsKey};
 use crate::routing::hash::Hash;
 use crate::routing::plan::{Mode, ReadPolicy};
 use crate::routing::ring::Distribution;
@@ -58,6 +60,31 @@ pub struct ListenerSpec {
 }
 
 impl PoolSpec {
+    /// What its servers' connections speak: a Redis pool's password and database go
+    /// into every new connection's greeting.
+    pub fn dialect(&self) -> Dialect {
+        match self.protocol {
+            Protocol::Memcached => Dialect::Memcached,
+            Protocol::Redis => Dialect::Redis {
+                auth: self.redis_auth.clone(),
+                db: self.redis_db,
+            },
+        }
+    }
+
+    /// `server`'s identity as this pool uses it: pools share a server's connections only
+    /// when these are equal (see [`ServerKey`]).
+    pub fn server_key(&self, server: &ServerSpec) -> ServerKey {
+        ServerKey {
+            addr: server.addr.clone(),
+            dialect: self.dialect(),
+            tls: self.server_tls.as_ref().map(|spec| TlsKey {
+                spec: spec.clone(),
+                name: spec.sni.clone().unwrap_or_else(|| server.host.clone()),
+            }),
+        }
+    }
+
     /// The command line's pool: `-m` servers, replicated, `-s` splitting multi-GETs.
     pub fn replicate(
         servers: Vec<ServerSpec>,

@@ -122,7 +122,8 @@ fn more_distinct_servers_than_the_registry_holds_are_refused_by_count() {
     assert_eq!(
         err,
         format!(
-            "{} distinct server addresses; at most {MAX_SERVERS} are supported",
+            "{} distinct servers (address, protocol, database, password, TLS); at most \
+             {MAX_SERVERS} are supported",
             MAX_SERVERS + 1
         )
     );
@@ -162,4 +163,126 @@ fn the_shell_is_the_loop_unless_tokio_is_asked_for_with_or_without_tls() {
     let mut tokio_tls = tls.to_vec();
     tokio_tls.extend(["--shell", "tokio"]);
     assert!(!parse(&tokio_tls).unwrap().uses_loop());
+}
+
+/// A configuration that could never serve, in both file formats: refused when read, in
+/// one line that names the pool and the server.
+#[test]
+fn configs_that_cannot_serve_are_refused_in_one_line_naming_pool_and_server() {
+    let long = format!("/tmp/cachelab-{}.sock", "s".repeat(100));
+    // (nutcracker.yml pools, the same in TOML, the refusal)
+    let cases: Vec<(String, String, String)> = vec![
+        (
+            "a:\n  listen: 127.0.0.1:0\n  servers:\n   - 127.0.0.1:0:1\n".into(),
+            "[pools.a]\nlisten = \"127.0.0.1:0\"\nservers = [\"127.0.0.1:0:1\"]\n".into(),
+            "pool a: server 127.0.0.1:0: port 0 cannot be connected to".into(),
+        ),
+        (
+            format!("a:\n  listen: 127.0.0.1:0\n  servers:\n   - {long}:1\n"),
+            format!("[pools.a]\nlisten = \"127.0.0.1:0\"\nservers = [\"{long}:1\"]\n"),
+            format!(
+                "pool a: server {long}: a Unix socket path is at most 107 bytes (sun_path), \
+                 this one is 119"
+            ),
+        ),
+        (
+            "r:\n  listen: 127.0.0.1:0\n  redis: true\n  redis_auth: \"\"\n  servers:\n   \
+             - 127.0.0.1:6379:1\n"
+                .into(),
+            "[pools.r]\nlisten = \"127.0.0.1:0\"\nprotocol = \"redis\"\nredis_auth = \"\"\n\
+             servers = [\"127.0.0.1:6379\"]\n"
+                .into(),
+            "pool r: redis_auth is empty: Redis takes no empty password (leave redis_auth out \
+             for a server without one)"
+                .into(),
+        ),
+        (
+            "m:\n  listen: 127.0.0.1:0\n  servers:\n   - 127.0.0.1:6379:1\n\
+             r:\n  listen: 127.0.0.1:0\n  redis: true\n  servers:\n   - 127.0.0.1:6380:1\n   \
+             - 127.0.0.1:6379:1\n"
+                .into(),
+            "[pools.m]\nlisten = \"127.0.0.1:0\"\nservers = [\"127.0.0.1:6379\"]\n\
+             [pools.r]\nlisten = \"127.0.0.1:0\"\nprotocol = \"redis\"\n\
+             servers = [\"127.0.0.1:6380\", \"127.0.0.1:6379\"]\n"
+                .into(),
+            "pools m (memcached) and r (redis) both name server 127.0.0.1:6379: a server \
+             speaks one protocol"
+                .into(),
+        ),
+    ];
+    let defaults = fields::Defaults::for_tests();
+    for (yml, toml, refusal) in &cases {
+        let from_yml = super::nutcracker::parse_nutcracker(yml, &defaults).unwrap_err();
+        let from_toml = super::toml::parse_toml(toml, &defaults).unwrap_err();
+        assert_eq!(&from_yml, refusal, "nutcracker.yml");
+        assert_eq!(&from_toml, refusal, "TOML");
+        assert_eq!(refusal.lines().count(), 1);
+    }
+    // The same pools with servers that can serve are accepted.
+    let fine = "m:\n  listen: 127.0.0.1:0\n  servers:\n   - 127.0.0.1:11211:1\n\
+                r:\n  listen: 127.0.0.1:0\n  redis: true\n  redis_auth: pw\n  servers:\n   \
+                - 127.0.0.1:6379:1\n   - /tmp/cachelab-r.sock:1\n";
+    assert_eq!(
+        nutcracker::parse_nutcracker(fine, &defaults).unwrap().len(),
+        2
+    );
+}
+
+#[test]
+fn the_command_line_refuses_the_same_servers_naming_its_pool() {
+    let long = format!("/tmp/cachelab-{}.sock", "s".repeat(100));
+    let cases: &[(&[&str], String)] = &[
+        (
+            &["p", "-m", "127.0.0.1:1", "127.0.0.1:0"],
+            "pool default: server 127.0.0.1:0: port 0 cannot be connected to".into(),
+        ),
+        (
+            &["p", "-m", &long],
+            format!(
+                "pool default: server {long}: a Unix socket path is at most 107 bytes \
+                 (sun_path), this one is 119"
+            ),
+        ),
+        (
+            &[
+                "p",
+                "--protocol",
+                "redis",
+                "--redis-auth",
+                "",
+                "-m",
+                "127.0.0.1:1",
+            ],
+            "pool default: redis_auth is empty: Redis takes no empty password (leave \
+             redis_auth out for a server without one)"
+                .into(),
+        ),
+    ];
+    for (argv, refusal) in cases {
+        assert_eq!(&parse(argv).unwrap_err(), refusal, "{argv:?}");
+    }
+}
+
+#[test]
+fn pools_sharing_an_address_count_once_per_distinct_setting() {
+    let dir = tempfile::Builder::new()
+        .prefix("cachelab")
+        .tempdir()
+        .unwrap();
+    let path = dir.path().join("two.yml");
+    let pool = |name: &str, db: u32| {
+        format!(
+            "{name}:\n  listen: 127.0.0.1:0\n  redis: true\n  redis_db: {db}\n  servers:\n   \
+             - 127.0.0.1:6379:1\n"
+        )
+    };
+    std::fs::write(&path, pool("a", 0) + &pool("b", 5) + &pool("c", 5)).unwrap();
+    let c = parse(&["p", "--config", path.to_str().unwrap(), "-t", "4"]).unwrap();
+    assert_eq!(c.servers.len(), 1, "one address");
+    let keys: Vec<String> = c.server_keys().iter().map(ToString::to_string).collect();
+    assert_eq!(keys, ["127.0.0.1:6379", "127.0.0.1:6379/db5"]);
+    assert_eq!(
+        c.descriptors_needed(),
+        c.max_connections as u64 + 4 * 2 + SPARE_DESCRIPTORS
+    );
 }

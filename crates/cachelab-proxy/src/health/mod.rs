@@ -26,14 +26,15 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::dialect::Dialect;
 use crate::endpoint::Endpoint;
 use crate::server_stream::Connector;
 use crate::tls::ServerTls;
 
+mod key;
 mod probe;
 mod state;
 
+pub use key::{ServerKey, TlsKey};
 pub use probe::probe;
 pub use state::{FailureKind, HealthState};
 
@@ -41,13 +42,18 @@ pub use state::{FailureKind, HealthState};
 pub const BACKOFF_INITIAL: Duration = Duration::from_millis(10);
 
 /// Servers the proxy can know over its life (every pool, every reload); a slot is never
-/// reused, so a server keeps its id (and its connections) across reloads.
+/// reused, so a server keeps its id (and its connections) across reloads. A server is an
+/// address with its pool's settings ([`ServerKey`]): each distinct set counts.
 pub const MAX_SERVERS: usize = 1024;
 
 /// One server's state as `stats` and the metrics show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerReport {
     pub addr: Endpoint,
+    /// What reports call it: the address, and where two servers share that address,
+    /// the settings that tell them apart (`127.0.0.1:6379/db5`; see
+    /// [`ServerKey::settings`]), unique among the servers.
+    pub label: String,
     pub ejected: bool,
     /// Failures since the last answer.
     pub failures: u32,
@@ -56,13 +62,11 @@ pub struct ServerReport {
 }
 
 struct Slot {
-    addr: OnceLock<Endpoint>,
-    /// TLS towards this server, if its pool has it; replaced by a reload (new
-    /// connections use the new one).
+    /// Its address and settings, what it speaks among them; set once, when registered.
+    key: OnceLock<ServerKey>,
+    /// TLS towards this server, built from the files its key names; replaced by a
+    /// reload, which rereads them (new connections use the new one).
     tls: RwLock<Option<Arc<ServerTls>>>,
-    /// What it speaks (its pool's protocol, password and database); replaced by a
-    /// reload like `tls`.
-    dialect: RwLock<Dialect>,
     /// This server's `--failure-limit` (its pool's `server_failure_limit`).
     failure_limit: AtomicU32,
     /// Mirrors `state.ejected` for the hot path.
@@ -75,27 +79,27 @@ struct Slot {
 }
 
 /// The health of every server, shared by the workers and the probes. Servers are
-/// registered by address ([`Health::register`]); the hot path reads plain atomics.
+/// registered by address and settings ([`Health::register`]); the hot path reads plain
+/// atomics.
 pub struct Health {
     slots: Box<[Slot]>,
     registered: AtomicUsize,
-    /// Each registered address's id: registering is a lookup, not a scan, so a pool of
+    /// Each registered server's id: registering is a lookup, not a scan, so a pool of
     /// many entries over the same servers builds in linear time.
-    ids: Mutex<HashMap<Endpoint, usize>>,
+    ids: Mutex<HashMap<ServerKey, usize>>,
     /// Bumped on every ejection and restore; workers waiting on a server watch it.
     changes: watch::Sender<u64>,
     ejected_now: AtomicU32,
 }
 
 impl Health {
-    /// A registry holding `servers` as ids 0, 1, ... in order.
+    /// A registry holding `servers` (memcached, no TLS) as ids 0, 1, ... in order.
     pub fn new(servers: &[Endpoint], failure_limit: u32) -> Self {
         let health = Health {
             slots: (0..MAX_SERVERS)
                 .map(|_| Slot {
-                    addr: OnceLock::new(),
+                    key: OnceLock::new(),
                     tls: RwLock::new(None),
-                    dialect: RwLock::new(Dialect::Memcached),
                     failure_limit: AtomicU32::new(0),
                     ejected: AtomicBool::new(false),
                     failing: AtomicBool::new(false),
@@ -110,28 +114,29 @@ impl Health {
         };
         for addr in servers {
             health
-                .register(addr, failure_limit, None)
+                .register(&ServerKey::plain(addr.clone()), failure_limit, None)
                 .expect("fewer servers than MAX_SERVERS");
         }
         health
     }
 
-    /// The id of the server at `addr`, registering it if it is new; its failure limit
-    /// is set to `failure_limit` either way (a reload may change it). None when
+    /// The id of the server `key` names, registering it if it is new; its failure
+    /// limit and TLS configuration (`tls`, built from the files `key.tls` names) are
+    /// set either way (a reload may change the limit and reread the files). None when
     /// [`MAX_SERVERS`] are already known.
     pub fn register(
         &self,
-        addr: &Endpoint,
+        key: &ServerKey,
         failure_limit: u32,
         tls: Option<Arc<ServerTls>>,
     ) -> Option<usize> {
         let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
         let known = self.registered.load(Ordering::Acquire);
-        let id = match ids.get(addr) {
+        let id = match ids.get(key) {
             Some(&id) => id,
             None if known < MAX_SERVERS => {
-                let _ = self.slots[known].addr.set(addr.clone());
-                ids.insert(addr.clone(), known);
+                let _ = self.slots[known].key.set(key.clone());
+                ids.insert(key.clone(), known);
                 self.registered.store(known + 1, Ordering::Release);
                 known
             }
@@ -147,14 +152,6 @@ impl Health {
         Some(id)
     }
 
-    /// Sets what `server` speaks; connections opened after this greet it accordingly.
-    pub fn set_dialect(&self, server: usize, dialect: Dialect) {
-        *self.slots[server]
-            .dialect
-            .write()
-            .unwrap_or_else(|p| p.into_inner()) = dialect;
-    }
-
     /// Servers registered so far (ids `0..len`).
     pub fn len(&self) -> usize {
         self.registered.load(Ordering::Acquire)
@@ -165,33 +162,38 @@ impl Health {
     }
 
     pub fn addr(&self, server: usize) -> &Endpoint {
-        self.slots[server].addr.get().expect("a registered server")
+        &self.key(server).addr
     }
 
-    /// How to connect to `server` now (its TLS settings as of the last reload).
+    /// The address and settings `server` was registered with.
+    pub fn key(&self, server: usize) -> &ServerKey {
+        self.slots[server].key.get().expect("a registered server")
+    }
+
+    /// How to connect to `server` now (its TLS files as of the last reload).
     pub fn connector(&self, server: usize) -> Connector {
+        let key = self.key(server);
         Connector {
-            endpoint: self.addr(server).clone(),
+            endpoint: key.addr.clone(),
             tls: self.slots[server]
                 .tls
                 .read()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
-            dialect: self.slots[server]
-                .dialect
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
+            dialect: key.dialect.clone(),
         }
     }
 
     /// Every registered server's state, in id order.
     pub fn report(&self) -> Vec<ServerReport> {
+        let labels = labels((0..self.len()).map(|id| self.key(id)));
         (0..self.len())
-            .map(|id| {
+            .zip(labels)
+            .map(|(id, label)| {
                 let state = self.state(&self.slots[id]);
                 ServerReport {
                     addr: self.addr(id).clone(),
+                    label,
                     ejected: state.ejected,
                     failures: state.failures,
                     ejections: state.ejections,
@@ -279,6 +281,41 @@ impl Health {
     }
 }
 
+/// Each server's name in reports, in id order: its address, unless another server has
+/// the same one; then the address with its settings (`127.0.0.1:6379/db5`), and where
+/// even those repeat (two passwords, two TLS files), its id too.
+fn labels<'a>(keys: impl Iterator<Item = &'a ServerKey> + Clone) -> Vec<String> {
+    let mut per_addr: HashMap<&Endpoint, usize> = HashMap::new();
+    for key in keys.clone() {
+        *per_addr.entry(&key.addr).or_default() += 1;
+    }
+    let named: Vec<String> = keys
+        .clone()
+        .map(|key| {
+            if per_addr[&key.addr] > 1 {
+                key.to_string()
+            } else {
+                key.addr.to_string()
+            }
+        })
+        .collect();
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for name in &named {
+        *seen.entry(name).or_default() += 1;
+    }
+    named
+        .iter()
+        .enumerate()
+        .map(|(id, name)| {
+            if seen[name.as_str()] > 1 {
+                format!("{name}/id{id}")
+            } else {
+                name.clone()
+            }
+        })
+        .collect()
+}
+
 impl crate::routing::plan::Alive for Health {
     fn is_ejected(&self, server: usize) -> bool {
         Health::is_ejected(self, server)
@@ -288,6 +325,7 @@ impl crate::routing::plan::Alive for Health {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dialect::Dialect;
 
     #[test]
     fn the_shared_registry_tells_everyone() {
@@ -312,12 +350,74 @@ mod tests {
         let a = Endpoint::Tcp("127.0.0.1:1".parse().unwrap());
         let b = Endpoint::Unix("/tmp/cachelab-m.sock".into());
         let health = Health::new(std::slice::from_ref(&a), 2);
-        assert_eq!(health.register(&b, 3, None), Some(1));
-        assert_eq!(health.register(&a, 5, None), Some(0));
+        assert_eq!(
+            health.register(&ServerKey::plain(b.clone()), 3, None),
+            Some(1)
+        );
+        assert_eq!(health.register(&ServerKey::plain(a), 5, None), Some(0));
         assert_eq!(health.len(), 2);
         health.report_failure(0, FailureKind::Connection, "refused");
         let report = health.report();
         assert_eq!((report[0].failures, report[0].ejected), (1, false));
         assert_eq!(report[1].addr, b);
+    }
+
+    fn redis(addr: &Endpoint, auth: Option<&str>, db: u32) -> ServerKey {
+        ServerKey {
+            addr: addr.clone(),
+            dialect: Dialect::Redis {
+                auth: auth.map(str::to_owned),
+                db,
+            },
+            tls: None,
+        }
+    }
+
+    #[test]
+    fn pools_share_a_server_only_with_equal_settings_and_flipping_back_reuses_its_id() {
+        let addr = Endpoint::Tcp("127.0.0.1:6379".parse().unwrap());
+        let health = Health::new(&[], 2);
+        let db0 = health.register(&redis(&addr, None, 0), 2, None).unwrap();
+        let db5 = health.register(&redis(&addr, None, 5), 2, None).unwrap();
+        let auth = health
+            .register(&redis(&addr, Some("pw"), 0), 2, None)
+            .unwrap();
+        assert_eq!((db0, db5, auth), (0, 1, 2));
+        // Each greets with its own settings.
+        assert_eq!(health.connector(db5).dialect, redis(&addr, None, 5).dialect);
+        assert_eq!(health.connector(db0).dialect.greeting(), b"");
+        // A reload to db 5 and back, again and again: no new slot.
+        for _ in 0..3 {
+            assert_eq!(health.register(&redis(&addr, None, 5), 2, None), Some(db5));
+            assert_eq!(health.register(&redis(&addr, None, 0), 2, None), Some(db0));
+        }
+        assert_eq!(health.len(), 3);
+    }
+
+    #[test]
+    fn servers_sharing_an_address_are_told_apart_in_reports() {
+        let addr = Endpoint::Tcp("127.0.0.1:6379".parse().unwrap());
+        let other = Endpoint::Tcp("127.0.0.1:6380".parse().unwrap());
+        let health = Health::new(&[], 2);
+        for key in [
+            redis(&addr, None, 0),
+            redis(&addr, None, 5),
+            redis(&addr, Some("a"), 5),
+            redis(&addr, Some("b"), 5),
+            redis(&other, None, 5),
+        ] {
+            health.register(&key, 2, None).unwrap();
+        }
+        let labels: Vec<String> = health.report().into_iter().map(|r| r.label).collect();
+        assert_eq!(
+            labels,
+            [
+                "127.0.0.1:6379",
+                "127.0.0.1:6379/db5",
+                "127.0.0.1:6379/db5/auth/id2",
+                "127.0.0.1:6379/db5/auth/id3",
+                "127.0.0.1:6380",
+            ]
+        );
     }
 }
