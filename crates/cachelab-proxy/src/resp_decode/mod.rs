@@ -72,7 +72,9 @@ pub struct RespForward {
 /// one argument per read is not read again from its start on every read).
 #[derive(Debug, Default)]
 pub struct RespDecoder {
-    authenticated: bool,
+    /// The pool password the client gave (a reload that changes the password asks
+    /// for the new one: the client is no longer authenticated).
+    authenticated: Option<String>,
     groups: Groups,
     scan: RequestScan,
 }
@@ -121,7 +123,7 @@ impl RespDecoder {
             Ok(kind) => kind,
             Err(e) => return error(e.reply_line()),
         };
-        let locked = pool.redis_auth.is_some() && !self.authenticated;
+        let locked = pool.redis_auth.is_some() && self.authenticated != pool.redis_auth;
         match kind {
             Kind::Local(Local::Auth) => self.auth(&command, pool, len),
             Kind::Local(Local::Quit) => RespStep::Answer {
@@ -365,6 +367,31 @@ mod tests {
             answer(&open[0]),
             "-ERR Client sent AUTH, but no password is set\r\n"
         );
+    }
+
+    #[test]
+    fn a_reload_that_changes_the_password_asks_for_the_new_one() {
+        let mode = Mode::Replicate {
+            split_multiget: false,
+        };
+        let mut d = RespDecoder::default();
+        let s = steps(
+            &mut d,
+            b"AUTH old\r\nGET k\r\n",
+            &pool(mode, Some("old"), 0),
+        );
+        assert!(matches!(s[1], RespStep::Forward { .. }));
+        // The same connection after a reload to another password, then to none.
+        let s = steps(
+            &mut d,
+            b"GET k\r\nAUTH new\r\nGET k\r\n",
+            &pool(mode, Some("new"), 0),
+        );
+        assert_eq!(answer(&s[0]), "-NOAUTH Authentication required.\r\n");
+        assert_eq!(answer(&s[1]), "+OK\r\n");
+        assert!(matches!(s[2], RespStep::Forward { .. }));
+        let s = steps(&mut d, b"GET k\r\n", &pool(mode, None, 0));
+        assert!(matches!(s[0], RespStep::Forward { .. }));
     }
 
     #[test]

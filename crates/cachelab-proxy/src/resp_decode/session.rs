@@ -54,7 +54,7 @@ impl RespDecoder {
             Some(password) if user_ok && password.as_bytes() == given => Ok(()),
             Some(_) => Err(SessionError::InvalidPassword),
         };
-        self.authenticated = result.is_ok();
+        self.authenticated = result.as_ref().ok().and(pool.redis_auth.clone());
         match result {
             Ok(()) => RespStep::Answer {
                 len,
