@@ -96,7 +96,7 @@ def measure(page: Path) -> dict:
     script = (Path(__file__).parent / "browser_checks.js").read_text()
     probe = page.with_name("probe.html")
     probe.write_text(page.read_text().replace("</body>", f"<script>{script}</script></body>"))
-    dom = chromium("--virtual-time-budget=10000", "--dump-dom", probe.as_uri())
+    dom = chromium("--virtual-time-budget=10000", "--dump-dom", probe.resolve().as_uri())
     found = re.search(r'<pre id="browser-checks">(.*?)</pre>', dom, flags=re.S)
     assert found, dom[-2000:]
     return json.loads(html.unescape(found.group(1)))
@@ -126,5 +126,5 @@ def test_the_report_is_one_file_with_named_points(report):
 
 def test_a_screenshot_of_the_findings(report, tmp_path):
     shot = tmp_path / "report.png"
-    chromium(f"--screenshot={shot}", report.as_uri())
+    chromium(f"--screenshot={shot}", report.resolve().as_uri())
     assert shot.read_bytes()[:4] == b"\x89PNG"

@@ -80,13 +80,18 @@ class Load:
     resource: str
     utilisation: float
     how: str
+    #: Not a utilisation but the requests there (a server's time as the middleware sees
+    #: it holds the round trip and the server's queue, so it may exceed 1): ranked after
+    #: every true utilisation.
+    occupancy: bool = False
 
 
 def loads(p: PointResult, quotas: dict[str, float] | None = None) -> list[Load]:
     """Every resource the point measured, busiest first, by the utilisation law U = X D / m:
-    the middleware's workers, each server (per thread; its time includes its queue and
-    the round trip), the links' bound, the host's CPUs, each emulated host's CPU against
-    its quota (`quotas`, cores by host), and the load generators' busiest thread."""
+    the middleware's workers, the links' bound, the host's CPUs, each emulated host's CPU
+    against its quota (`quotas`, cores by host), and the load generators' busiest thread;
+    then each server's occupancy X V S per thread (its time as the middleware measures it
+    includes the round trip and its queue, so it is no utilisation)."""
     out = []
     u = utilisation(p)
     mw = p.middleware
@@ -102,7 +107,8 @@ def loads(p: PointResult, quotas: dict[str, float] | None = None) -> list[Load]:
             out.append(Load(f"server {j + 1}", u[f"server {j + 1}"] / threads,
                             f"X V S / threads = {mw.throughput:,.0f}/s x "
                             f"{mw.visits(j):.2f} x {server.service.mean:,.0f} µs / {threads}"
-                            " (S includes the round trip and the server's queue)"))
+                            " (S includes the round trip and the server's queue)",
+                            occupancy=True))
     if p.link_bound is not None and p.throughput and p.link_bound.ops_per_s > 0:
         out.append(Load(f"the link ({p.link_bound.limit})",
                         p.throughput / p.link_bound.ops_per_s,
@@ -121,7 +127,7 @@ def loads(p: PointResult, quotas: dict[str, float] | None = None) -> list[Load]:
     if clients:
         out.append(Load("the load generators", max(clients),
                         f"busiest thread {max(clients):.0%} of a core"))
-    return sorted(out, key=lambda x: -x.utilisation)
+    return sorted(out, key=lambda x: (x.occupancy, -x.utilisation))
 
 
 def host_quotas(config: dict) -> dict[str, float]:

@@ -111,7 +111,3 @@ def curve_name(fixed: Iterable[tuple[str, object]]) -> str:
     """A configuration (every factor but the x axis) as a reader says it."""
     return ", ".join(level_name(path, level) for path, level in fixed) or "all points"
 
-
-def raw_name(factors: Iterable[tuple[str, object]]) -> str:
-    """The raw form the exports keep ("workload.ratio=0:1, middleware.workers=8")."""
-    return ", ".join(f"{path}={level_text(level)}" for path, level in factors)
