@@ -43,14 +43,22 @@ def x_axis(ax: Axes, xlabel: str, ticks: Sequence[str] | None, log_x: bool = Fal
     ax.grid(True, alpha=0.3)
 
 
+#: More points than this on a per-point axis: their labels are slanted.
+CROWDED = 6
+
+
 def point_axis(ax: Axes, shown: Sequence[PointResult]) -> None:
     """One tick per point, in `shown`'s order, labelled with its factor levels as a reader
     says them (one line per factor, in the sweep's order; "-" where a point does not set
     one); a point without factors (a one-point experiment) is "base"."""
     factors = list(dict.fromkeys(f for p in shown for f in p.factors))
-    ax.set_xticks(range(len(shown)), [
-        "\n".join(naming.level_name(f, p.factors[f]) if f in p.factors else "-"
-                  for f in factors) or "base" for p in shown])
+    levels = [[naming.level_name(f, p.factors[f]) if f in p.factors else "-"
+               for f in factors] for p in shown]
+    if len(shown) <= CROWDED:
+        ax.set_xticks(range(len(shown)), ["\n".join(x) or "base" for x in levels])
+    else:  # one slanted line each, so that neighbours do not overlap
+        ax.set_xticks(range(len(shown)), [", ".join(x) or "base" for x in levels],
+                      rotation=35, ha="right", rotation_mode="anchor", fontsize="small")
     ax.set_xlabel("point")
 
 
