@@ -48,6 +48,23 @@ count = 1
 "workload.ratio" = ["0:1", "1:9"]
 "middleware.workers" = [8, 32]
 "load.clients" = [1, 4]
+
+[study]
+source = "a study made up for this test"
+
+[[study.effects]]
+cite = "Table 1"
+where = { "workload.ratio" = "0:1" }
+response = "throughput"
+factors = { W = "middleware.workers", C = "load.clients" }
+variation_pct = { W = 60.0, C = 30.0, WC = 5.0, error = 5.0 }
+effects = { I = 5000, W = 1000, C = 700, WC = 100 }
+
+[[study.points]]
+cite = "Table 2"
+where = { "middleware.workers" = 8 }
+throughput = 5000
+at = "max"
 """
 
 
@@ -120,6 +137,9 @@ def test_the_report_is_one_file_with_named_points(report):
             '<span class="level">read-only</span>, <span class="level">8 workers</span>, '
             '<span class="level">4 clients</span></span>') in page
     assert '<span class="level">sets:gets 1:9</span>' in page
+    # The study's allocation of variation sits in the findings, beside ours.
+    findings = page[page.index('<section id="findings">'):page.index('<section id="throughput">')]
+    assert '<table class="findings-study">' in findings and "60.0 / " in findings
     text = re.sub(r"<[^>]+>", " ", re.sub(r'title="[^"]*"', "", page))
     assert "workload.ratio=" not in text
 
