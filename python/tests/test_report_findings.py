@@ -148,6 +148,14 @@ def test_what_not_to_trust_links_each_doubt_to_its_detail():
                 "4 clients: +25%)")]
 
 
+def test_many_unstable_points_are_one_doubt_linked_to_their_list():
+    shaky = validate.Verdict(3, (0,), 0.4, False, False, "CV 40%")
+    points = [point(i, verdict=shaky) for i in range(findings.LISTED + 1)] + [point(9)]
+    (found,) = findings.doubts(points, [], [], [], [])
+    assert (found.link, found.what) == ("unstable", "5 of 6 points stayed unstable (their "
+                                        "runs' throughput varied more than the threshold)")
+
+
 def test_nothing_to_distrust_in_a_clean_experiment():
     assert findings.doubts([point()], [], [], [], []) == []
 

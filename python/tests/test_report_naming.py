@@ -21,7 +21,9 @@ def test_a_point_reads_as_its_levels_in_the_sweeps_order():
 def test_the_total_of_clients_is_added_where_the_client_factor_is_not_it():
     # 3 instances x 32 connections: the factor's level is not what the system saw.
     assert naming.point_name({"load.clients": 32}, clients=96) == \
-        "32 clients, 96 clients in all"
+        "96 clients (32 per load thread)"
+    assert naming.point_name({"load.threads": 2, "load.clients": 4}, clients=8) == \
+        "2 client threads, 4 clients, 8 clients in all"
     assert naming.point_name({"servers.count": 3}, clients=96) == "3 servers"
 
 

@@ -29,6 +29,8 @@ SATURATED = 0.8
 FIT = 1.5
 #: An interactive-law error above this share of N / X points at the measurement.
 LAW_ERROR = 0.1
+#: More unstable points than this are one finding, linked to their list.
+LISTED = 4
 
 
 def anchor(p: PointResult) -> str:
@@ -240,15 +242,20 @@ class Doubt:
 def doubts(points: Sequence[PointResult], late: Sequence[LateRun],
            checks: Sequence[RunCheck], searches: Sequence[StoredCapacity],
            laws: Sequence[LawRow]) -> list[Doubt]:
-    """Unstable points, open-loop schedules missed, load generators that sent late,
-    failed self-checks (by kind: a busy machine, a saturated client, dependent or drifting
-    seconds), capacity searches limited by their generator, and interactive-law errors
-    above LAW_ERROR."""
+    """Unstable points (one line for more than LISTED), open-loop schedules missed, load
+    generators that sent late, failed self-checks (by kind: a busy machine, a saturated
+    client, dependent or drifting seconds), capacity searches limited by their generator,
+    and interactive-law errors above LAW_ERROR."""
     out = []
     names = {p.index: p.name for p in points}
+    unstable = [p for p in points if p.verdict and not p.verdict.stable and not p.verdict.more]
+    if len(unstable) > LISTED:
+        out.append(Doubt(f"{len(unstable)} of {len(points)} points stayed unstable (their "
+                         "runs' throughput varied more than the threshold)", "unstable"))
+    else:
+        out += [Doubt(f"{p.name}: unstable ({known(p.verdict).reason})", anchor(p))
+                for p in unstable]
     for p in points:
-        if p.verdict and not p.verdict.stable and not p.verdict.more:
-            out.append(Doubt(f"{p.name}: unstable ({p.verdict.reason})", anchor(p)))
         if p.fell_behind_runs:
             out.append(Doubt(f"{p.name}: the load generator fell behind its open-loop "
                              f"schedule in {p.fell_behind_runs} run(s)", anchor(p)))

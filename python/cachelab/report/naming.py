@@ -98,13 +98,18 @@ def level_name(path: str, level: object) -> str:
 
 def point_name(factors: dict[str, object], clients: int | None = None) -> str:
     """A point's factors in the sweep's order, each as a reader says it; `clients` (the
-    total of every instance, thread and connection) is added where the client factors do
+    total of every instance, thread and connection) is said where the client factors do
     not already say it. No factors: "base"."""
-    parts = [level_name(path, level) for path, level in factors.items()]
-    said = [factors[p] for p in CLIENT_PATHS if p in factors]
-    if clients is not None and said and (len(said) > 1 or _number(said[0]) != str(clients)):
-        parts.append(f"{clients} clients in all")
-    return ", ".join(parts) or "base"
+    said = [p for p in CLIENT_PATHS if p in factors]
+    if clients is None or not said or (said == ["load.clients"]
+                                       and _number(factors["load.clients"]) == str(clients)):
+        return ", ".join(level_name(p, v) for p, v in factors.items()) or "base"
+    if said == ["load.clients"]:  # connections per load thread, times threads and instances
+        return ", ".join(f"{clients} clients ({_number(v)} per load thread)"
+                         if p == "load.clients" else level_name(p, v)
+                         for p, v in factors.items())
+    return ", ".join([*(level_name(p, v) for p, v in factors.items()),
+                      f"{clients} clients in all"])
 
 
 def curve_name(fixed: Iterable[tuple[str, object]]) -> str:
