@@ -8,10 +8,11 @@ VENV      := .venv
 PY        := $(VENV)/bin/python
 STAMP     := $(VENV)/.installed
 SUDO      := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
-# Debian packages the tests, the demo and the benchmarks run against.
-APT_PKGS  := memcached redis-server nutcracker libmemcached-tools iperf3 openssh-server
+# Debian packages the tests, the demo and the benchmarks run against (chromium: the
+# report's browser test opens a generated report headless).
+APT_PKGS  := memcached redis-server nutcracker libmemcached-tools iperf3 openssh-server chromium
 # Commands that tell whether each package above is installed.
-APT_CMDS  := memcached redis-server nutcracker memcaslap iperf3 sshd
+APT_CMDS  := memcached redis-server nutcracker memcaslap iperf3 sshd chromium
 
 .PHONY: help deps system-deps rust-deps build test lint test-rust test-python demo bench fuzz clean
 

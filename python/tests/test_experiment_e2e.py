@@ -140,8 +140,8 @@ def test_a_tiny_experiment_fills_the_database_and_renders(binaries, tmp_path):
     assert "tiny" in html and "Every point is stable" in html and "unfinished" not in html
     for image in ("throughput", "response-time", "percentiles", "decomposition",
                   "queue-length", "server-service", "cpu"):
-        png = out / "report-images" / f"{image}.png"
-        assert png.read_bytes()[:4] == b"\x89PNG" and f"report-images/{image}.png" in html
+        assert f'<figure id="fig-{image}">' in html  # inline: the page is one file
+    assert 'src="data:image/svg+xml;base64,' in html and not (out / "report-images").exists()
     assert "memcached" in html and "Interactive response-time law" in html
     assert "order statistics" in html and "intended-&gt;kernel_rx" in html
 
@@ -204,7 +204,10 @@ def test_a_killed_runner_resumes_without_redoing_finished_runs(binaries, tmp_pat
     page = report_cmd.run(out)  # the report of an unfinished experiment
     html = page.read_text()
     assert "unfinished" in html and "not run yet" in html
-    assert (out / "report-images" / "throughput.png").exists()
+    assert '<figure id="fig-throughput">' in html
+    report_cmd.run(out, image_files=True)  # PNG files beside the page, when asked
+    assert (out / "report-images" / "throughput.png").read_bytes()[:4] == b"\x89PNG"
+    assert "report-images/throughput.png" in page.read_text()
 
     assert main(["run", str(path), "--out", str(out), "--no-report"]) == 1  # needs --resume
     outcome, _ = run_cmd.run(path, out, resume=True, report=False,

@@ -37,7 +37,7 @@ def test_the_one_point_experiment_repeats_its_configuration(proxy_binary, tmp_pa
     html = page.read_text()
     assert "one-point" in html and "Every point is stable" in html
     for image in ("throughput", "decomposition", "cpu"):
-        assert (out / "report-images" / f"{image}.png").read_bytes()[:4] == b"\x89PNG"
+        assert f'<figure id="fig-{image}">' in html
     export_cmd.run(out, "csv")
     with open(out / "export" / "points.csv", newline="") as f:
         rows = list(csv.reader(f))

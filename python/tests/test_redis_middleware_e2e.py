@@ -88,5 +88,5 @@ def test_a_tiny_redis_experiment_through_the_middleware(proxy_binary, tmp_path):
     assert len(sec.queueing) == 2 and {q.mmm.model for q in sec.queueing} == {"M/M/m"}
     assert len(sec.mva) == 1, sec.mva_note
     html = page.read_text()
-    assert "redis" in html and "report-images/decomposition.png" in html
+    assert "redis" in html and '<figure id="fig-decomposition">' in html
 

@@ -85,7 +85,7 @@ def test_workers_share_cpus_unless_pinned_apart_or_on_hosts_of_their_own():
     assert _cpuset("0-2,5") == (0, 1, 2, 5) and _cpuset(None) == ()
 
 
-def test_per_point_plots_label_each_point_with_its_factor_levels():
+def test_per_point_plots_label_each_point_with_its_levels_as_a_reader_says_them():
     from matplotlib.figure import Figure
 
     from cachelab.report import plots
@@ -94,8 +94,9 @@ def test_per_point_plots_label_each_point_with_its_factor_levels():
              point(1, {"workload.ratio": "1:0", "middleware.sharded": True}, 1)]
     ax = Figure().add_subplot()
     plots.point_axis(ax, shown)
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["0:1\n8\n-", "1:0\n-\ntrue"]
-    assert ax.get_xlabel() == "workload.ratio / middleware.workers / middleware.sharded"
+    assert [t.get_text() for t in ax.get_xticklabels()] == [
+        "read-only\n8 workers\n-", "write-only\n-\nsharded"]
+    assert ax.get_xlabel() == "point"
     cpu = {s: 10.0 for s in plots.CPU_STACK}
     ax = Figure().add_subplot()
     plots.plot_cpu(ax, [dataclasses.replace(point(0, {}, 1), cpu=cpu)])

@@ -246,7 +246,7 @@ def test_intervals_checks_and_clocks_are_stored_and_shown(tmp_path):
     assert "order statistics" in html and "intended-&gt;kernel_rx" in html
     assert "failed a self-check" in html and "the run drifts" in html
     assert "the throughput may be the client&#39;s" in html
-    assert "percentiles-measured.png" in html and "p99_width_ms" in html
+    assert '<figure id="fig-percentiles-measured">' in html and "p99_width_ms" in html
 
 
 def test_the_clock_probe_finds_no_offset_against_itself():

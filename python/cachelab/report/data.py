@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from cachelab.analysis import laws, linkbound, qos
 from cachelab.hosts.hostinfo import HostInfo
 from cachelab.readers import loadgen
-from cachelab.report import measure
+from cachelab.report import measure, naming
 from cachelab.run import validate
 from cachelab.spec import experiment as spec
 from cachelab.spec import topology
@@ -100,6 +100,12 @@ class PointResult:
     def measured(self) -> bool:
         return self.throughput is not None
 
+    @property
+    def name(self) -> str:
+        """The point as a reader says it ("read-only, 8 workers, 16 clients"); `label`
+        keeps the raw factor paths for the exports and hover titles."""
+        return naming.point_name(self.factors, self.clients)
+
 
 @dataclass(frozen=True)
 class ReportData:
@@ -130,7 +136,9 @@ def load(s: Store) -> ReportData:
 
 def _point(s: Store, stored: StoredPoint, runs: list[StoredRun], settings: dict[str, Any],
            intervals: dict[str, dict[str, StoredInterval]]) -> PointResult:
-    base: dict[str, Any] = dict(index=stored.index, label=stored.label, factors=stored.factors,
+    order = [f for f in settings.get("factors", []) if f in stored.factors]
+    factors = {f: stored.factors[f] for f in order} | stored.factors  # the sweep's order
+    base: dict[str, Any] = dict(index=stored.index, label=stored.label, factors=factors,
                 config=stored.config, clients=stored.clients, runs=len(runs))
     if not runs:
         return PointResult(**base, steady_runs=0, verdict=None)
@@ -257,6 +265,13 @@ class Curve:
     label: str
     points: tuple[PointResult, ...]
     x: tuple[float, ...]
+    #: The factors fixed along the curve, with their levels, in the sweep's order.
+    fixed: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The configuration as a reader says it ("read-only, 8 workers")."""
+        return naming.curve_name(self.fixed) if self.fixed else self.label
 
 
 def curves(data: ReportData) -> tuple[list[Curve], list[str] | None]:
@@ -269,16 +284,20 @@ def curves(data: ReportData) -> tuple[list[Curve], list[str] | None]:
     numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in raw.values())
     ticks = None if numeric else list(dict.fromkeys(str(v) for v in raw.values()))
     groups: dict[str, list[PointResult]] = {}
+    fixed: dict[str, tuple[tuple[str, object], ...]] = {}
     for p in data.points:
         if p.measured:
-            key = ", ".join(f"{f}={p.factors[f]}" for f in others if f in p.factors)
-            groups.setdefault(key or "all points", []).append(p)
+            mine = tuple((f, p.factors[f]) for f in others if f in p.factors)
+            key = ", ".join(f"{f}={v}" for f, v in mine) or "all points"
+            groups.setdefault(key, []).append(p)
+            fixed[key] = mine
     out = []
     for label, pts in groups.items():
         xs = [float(raw[p.index]) if ticks is None else float(ticks.index(str(raw[p.index])))
               for p in pts]
         order = sorted(range(len(pts)), key=lambda i: xs[i])
-        out.append(Curve(label, tuple(pts[i] for i in order), tuple(xs[i] for i in order)))
+        out.append(Curve(label, tuple(pts[i] for i in order), tuple(xs[i] for i in order),
+                         fixed[label]))
     return out, ticks
 
 
@@ -297,6 +316,8 @@ def log_x(found: list[Curve], ticks: list[str] | None) -> bool:
 class QosRow:
     curve: str
     result: qos.QosResult | None
+    #: The configuration as a reader says it (`curve` keeps the raw factor paths).
+    name: str = ""
 
 
 def qos_rows(found: list[Curve], target_ms: float) -> list[QosRow]:
@@ -304,7 +325,7 @@ def qos_rows(found: list[Curve], target_ms: float) -> list[QosRow]:
     return [QosRow(c.label, qos.max_throughput_under(
         [qos.Point(x, known(p.throughput), percentile_ms(p, "p99"))
          for x, p in zip(c.x, c.points, strict=True)],
-        target_ms)) for c in found]
+        target_ms), c.name) for c in found]
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ for a CPU), which the model would then count a second time in its own queues.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from cachelab.analysis import middleware_model, mva, network_model
@@ -35,6 +36,8 @@ class QueueingPoint:
     mm1: middleware_model.ModelRow | None
     mmm: middleware_model.ModelRow
     mm1_reason: str | None = None
+    #: The configuration as a reader says it (`curve` keeps the raw factor paths).
+    curve_name: str = ""
 
     @property
     def rows(self) -> tuple[middleware_model.ModelRow, ...]:
@@ -67,6 +70,8 @@ class MvaSection:
     #: its utilisation X D / m, and the host's CPU busy share (percent) if sampled.
     busiest: tuple[str, float] | None
     cpu_busy: float | None
+    #: The configuration as a reader says it (`curve` keeps the raw factor paths).
+    name: str = ""
 
 
 def measured(p: PointResult) -> middleware_model.Measured | None:
@@ -119,7 +124,8 @@ def queueing_points(curves: list[Curve], x_path: str = "clients") -> list[Queuei
         out += [QueueingPoint(c.label, x, p, m,
                               None if capacity is None else
                               middleware_model.mm1_row(m, capacity),
-                              middleware_model.mmm_row(m), reason) for x, p, m in found]
+                              middleware_model.mmm_row(m), reason, c.name)
+                for x, p, m in found]
     return out
 
 
@@ -172,19 +178,19 @@ def mva_sections(curves: list[Curve], x_path: str) -> tuple[list[MvaSection], st
     out, reasons = [], []
     for c in curves:
         if all(p.config["middleware"]["count"] == 0 for p in c.points):
-            reasons.append(f"{c.label}: no middleware, whose per-stage times the network "
+            reasons.append(f"{c.name}: no middleware, whose per-stage times the network "
                            "needs")
             continue
         points = [p for p in c.points if p.config["load"]["mode"] == "closed"
                   and p.middleware is not None and p.throughput]
         if len(points) < 2:
-            reasons.append(f"{c.label}: fewer than two closed-loop points with middleware "
+            reasons.append(f"{c.name}: fewer than two closed-loop points with middleware "
                            "statistics")
             continue
         try:
-            out.append(_section(c.label, points))
+            out.append(dataclasses.replace(_section(c.label, points), name=c.name))
         except AnalysisError as exc:
-            reasons.append(f"{c.label}: {exc}")
+            reasons.append(f"{c.name}: {exc}")
     return out, "; ".join(reasons) or None
 
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from cachelab.analysis.design import level_text
+from cachelab.report import naming
 from cachelab.report.data import (
     STAGES,
     Curve,
@@ -43,15 +43,23 @@ def x_axis(ax: Axes, xlabel: str, ticks: Sequence[str] | None, log_x: bool = Fal
     ax.grid(True, alpha=0.3)
 
 
+#: More points than this on a per-point axis: their labels are slanted.
+CROWDED = 6
+
+
 def point_axis(ax: Axes, shown: Sequence[PointResult]) -> None:
-    """One tick per point, in `shown`'s order, labelled with its factor levels (one line
-    per factor, in the sweep's order; "-" where a point does not set one), and the factors
-    named on the axis; a point without factors (a one-point experiment) is "base"."""
+    """One tick per point, in `shown`'s order, labelled with its factor levels as a reader
+    says them (one line per factor, in the sweep's order; "-" where a point does not set
+    one); a point without factors (a one-point experiment) is "base"."""
     factors = list(dict.fromkeys(f for p in shown for f in p.factors))
-    ax.set_xticks(range(len(shown)), [
-        "\n".join(level_text(p.factors[f]) if f in p.factors else "-" for f in factors)
-        or "base" for p in shown])
-    ax.set_xlabel(" / ".join(factors) if factors else "point")
+    levels = [[naming.level_name(f, p.factors[f]) if f in p.factors else "-"
+               for f in factors] for p in shown]
+    if len(shown) <= CROWDED:
+        ax.set_xticks(range(len(shown)), ["\n".join(x) or "base" for x in levels])
+    else:  # one slanted line each, so that neighbours do not overlap
+        ax.set_xticks(range(len(shown)), [", ".join(x) or "base" for x in levels],
+                      rotation=35, ha="right", rotation_mode="anchor", fontsize="small")
+    ax.set_xlabel("point")
 
 
 def _legend(ax: Axes, n: int) -> None:
@@ -65,7 +73,7 @@ def _plot_mean_with_std(ax: Axes, curves: Sequence[Curve], mean: str, std: str, 
     for c in curves:
         ax.errorbar(c.x, [getattr(p, mean) for p in c.points],
                     yerr=[getattr(p, std) for p in c.points], marker="o", capsize=3,
-                    label=c.label)
+                    label=c.name)
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
     x_axis(ax, xlabel, ticks, log_x)
@@ -82,7 +90,7 @@ def plot_throughput(ax: Axes, curves: Sequence[Curve], xlabel: str,
         bounds = [p.link_bound.ops_per_s if p.link_bound else None for p in c.points]
         if any(b is not None for b in bounds):
             ax.plot(c.x, [b if b is not None else float("nan") for b in bounds], ls="--",
-                    color=line.get_color(), alpha=0.7, label=f"link bound ({c.label})")
+                    color=line.get_color(), alpha=0.7, label=f"link bound ({c.name})")
     if any(p.link_bound for c in curves for p in c.points):
         _legend(ax, 2 * len(curves))
 
@@ -108,7 +116,7 @@ def plot_percentiles(ax: Axes, curves: Sequence[Curve], qos_ms: float, xlabel: s
             ax.errorbar(c.x, [percentile_ms(p, name, role) for p in c.points],
                         yerr=[[e[0] for e in errors], [e[1] for e in errors]],
                         linestyle=style, marker=".", color=colour, capsize=2)
-        handles.append(Line2D([], [], color=colour, label=c.label))
+        handles.append(Line2D([], [], color=colour, label=c.name))
     handles += [Line2D([], [], color="black", linestyle=style, label=name)
                 for name, style in PERCENTILE_STYLES.items()]
     handles.append(ax.axhline(qos_ms, color="red", linewidth=1.5,
@@ -142,7 +150,7 @@ def plot_queue_length(ax: Axes, curves: Sequence[Curve], xlabel: str,
         pairs = [(x, p.queue_len) for x, p in zip(c.x, c.points, strict=True)
                  if p.queue_len is not None]
         if pairs:
-            ax.plot(*zip(*pairs, strict=True), marker="o", label=c.label)
+            ax.plot(*zip(*pairs, strict=True), marker="o", label=c.name)
             drawn += 1
     ax.set_ylabel("mean queue length")
     ax.set_ylim(bottom=0)
@@ -236,20 +244,22 @@ def plot_timeline(ax: Axes, runs: Sequence, order: str) -> None:
     ax.grid(True, alpha=0.3)
 
 
-def render(path: Path, draw: Callable[[Axes], None], width: float = 8.0,
-           height: float = 4.5) -> Path:
-    """Draws one plot on a new Figure and writes it as PNG."""
-    return render_grid(path, [draw], ncols=1, width=width, height=height)
+def render(target: Path | BinaryIO, draw: Callable[[Axes], None], width: float = 8.0,
+           height: float = 4.5, fmt: str = "png") -> None:
+    """Draws one plot on a new Figure and writes it (PNG or SVG) to a file or a stream."""
+    render_grid(target, [draw], ncols=1, width=width, height=height, fmt=fmt)
 
 
-def render_grid(path: Path, draws: Sequence[Callable[[Axes], None]], ncols: int = 2,
-                width: float = 8.0, height: float = 4.5) -> Path:
+def render_grid(target: Path | BinaryIO, draws: Sequence[Callable[[Axes], None]],
+                ncols: int = 2, width: float = 8.0, height: float = 4.5,
+                fmt: str = "png") -> None:
     """Draws several plots side by side (`ncols` per row, each row `height` inches high)
-    on one Figure and writes it as PNG."""
+    on one Figure and writes it (PNG or SVG, without a date, so the same data gives the
+    same bytes) to a file or a stream."""
     ncols = max(1, min(ncols, len(draws)))
     rows = -(-len(draws) // ncols)
     fig = Figure(figsize=(width, height * rows), layout="constrained")
     for i, draw in enumerate(draws):
         draw(fig.add_subplot(rows, ncols, i + 1))
-    fig.savefig(path, dpi=100)
-    return path
+    metadata = {"Date": None} if fmt == "svg" else None
+    fig.savefig(target, dpi=100, format=fmt, metadata=metadata)

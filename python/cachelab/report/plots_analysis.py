@@ -86,6 +86,7 @@ def plot_models(ax: Axes, rows: Sequence[QueueingPoint], metric: str, xlabel: st
     handles = []
     for i, curve in enumerate(curves):
         mine = [r for r in rows if r.curve == curve]
+        curve = mine[0].curve_name or curve
         colour = f"C{i % 10}"
         xs = [r.x for r in mine]
         ax.plot(xs, [getattr(r.mmm, metric).measured * scale for r in mine], marker="o",
@@ -148,7 +149,7 @@ def plot_histogram(ax: Axes, dist: OpDistribution) -> None:
                   label=f"{name} (n = {h.total:,}, {h.overflow:,} over {h.cutoff:.3g} ms)")
     ax.set_xlabel(f"{dist.op} response time (ms), bucket {dist.client.width * 1e3:.3g} µs")
     ax.set_ylabel("requests")
-    ax.set_title(dist.curve, fontsize="small")
+    ax.set_title(dist.point.name, fontsize="small")  # the configuration at its peak
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="x-small")
 
@@ -170,7 +171,7 @@ def plot_utilisation(ax: Axes, curves: Sequence[Curve], xlabel: str,
                     linestyle=styles.get(name, "--"),
                     alpha=1.0 if name in styles else 0.6)
         if series:
-            handles.append(Line2D([], [], color=colour, label=c.label))
+            handles.append(Line2D([], [], color=colour, label=c.name))
     legend: list[tuple[str, LineStyle]] = [("workers", "-"), ("servers", "--"),
                                            ("host CPU", ":")]
     handles += [Line2D([], [], color="black", linestyle=s, label=n) for n, s in legend]
@@ -194,7 +195,7 @@ def plot_latency_throughput(ax: Axes, curves: Sequence[Curve], qos_ms: float) ->
             ax.errorbar(xs, [percentile_ms(p, name) for p in pts],
                         yerr=[[e[0] for e in errors], [e[1] for e in errors]], marker=marker,
                         color=colour, linestyle=style, capsize=2)
-        handles.append(Line2D([], [], color=colour, label=c.label))
+        handles.append(Line2D([], [], color=colour, label=c.name))
     handles += [Line2D([], [], color="black", label="p99"),
                 Line2D([], [], color="black", linestyle="--", label="p50"),
                 ax.axhline(qos_ms, color="red", linewidth=1.2, label=f"QoS {qos_ms:g} ms")]
@@ -219,7 +220,7 @@ def plot_per_op(ax: Axes, curves: Sequence[Curve], metric: str, xlabel: str,
             if pairs:
                 ops.add(op)
                 ax.plot(*zip(*pairs, strict=True), marker=".", color=colour, linestyle=style)
-        handles.append(Line2D([], [], color=colour, label=c.label))
+        handles.append(Line2D([], [], color=colour, label=c.name))
     handles += [Line2D([], [], color="black", linestyle=s, label=op)
                 for op, s in OP_STYLES.items() if op in ops]
     ax.set_ylabel("throughput (ops/s)" if metric == "throughput" else "response time (ms)")

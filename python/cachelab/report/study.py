@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from cachelab.analysis.design import level_text
 from cachelab.errors import UserError
+from cachelab.report import naming
 from cachelab.report.data import PointResult
 from cachelab.report.designs import Designs
 from cachelab.spec import experiment as spec
@@ -43,6 +44,8 @@ class EffectsComparison:
     design: str | None
     rows: tuple[EffectRow, ...]
     note: str | None = None
+    #: Our design's group as a reader says it ("read-only"); `design` keeps the raw label.
+    design_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,8 @@ class PointRow:
     point: PointResult | None
     study_throughput: float | None
     study_response_ms: float | None
+    #: `where` as a reader says it ("8 workers").
+    where_name: str = ""
 
     @property
     def throughput_ratio(self) -> float | None:
@@ -114,7 +119,9 @@ def _effects(e: study_mod.StudyEffects, designs: Designs | None) -> EffectsCompa
                                   estimates.get(name), mine.estimate if mine else None))
         if "I" in estimates:
             rows.insert(0, EffectRow("I", "I", None, None, estimates["I"], mean.estimate))
-        return EffectsComparison(e.cite, e.response, a.design.label, tuple(rows))
+        return EffectsComparison(e.cite, e.response, a.design.label, tuple(rows),
+                                 design_name=naming.curve_name(a.design.group)
+                                 if a.design.group else a.design.label)
     where = ", ".join(f"{p}={level_text(v)}" for p, v in e.where) or "all runs"
     return EffectsComparison(e.cite, e.response, None, (),
                              f"no analysed design of {', '.join(sorted(paths))} at {where}")
@@ -122,13 +129,15 @@ def _effects(e: study_mod.StudyEffects, designs: Designs | None) -> EffectsCompa
 
 def _points(p: study_mod.StudyPoint, points: tuple[PointResult, ...]) -> list[PointRow]:
     where = ", ".join(f"{path}={level_text(v)}" for path, v in p.where) or "every point"
+    named = naming.curve_name(p.where) if p.where else "every point"
     found = [q for q in points if q.measured and all(
         level_text(config_value(q.config, path)) == level_text(v) for path, v in p.where)]
     if p.at == "max" and found:
         found = [max(found, key=lambda q: q.throughput or 0.0)]
     if not found:
-        return [PointRow(p.cite, where, p.at, None, p.throughput, p.response_ms)]
-    return [PointRow(p.cite, where, p.at, q, p.throughput, p.response_ms) for q in found]
+        return [PointRow(p.cite, where, p.at, None, p.throughput, p.response_ms, named)]
+    return [PointRow(p.cite, where, p.at, q, p.throughput, p.response_ms, named)
+            for q in found]
 
 
 def config_value(config: dict, path: str) -> object:
