@@ -3,6 +3,7 @@ exposition parser (prometheus_client's OpenMetrics parser, strict about the form
 
 import socket
 import subprocess
+import time
 import urllib.request
 
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
@@ -20,6 +21,20 @@ def _scrape(port):
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
         assert reply.headers["Content-Type"].startswith("application/openmetrics-text")
         return {f.name: f for f in text_string_to_metric_families(reply.read().decode())}
+
+
+def _scrape_settled(port, requests):
+    """A scrape once `requests` gets are counted (at most 5 s): the loop records a
+    request's sample just after its reply is written, so the client can read the last
+    reply a moment before the sample lands."""
+    deadline = time.monotonic() + 5
+    while True:
+        families = _scrape(port)
+        count = _samples(families["cachelab_proxy_response_seconds"],
+                         "cachelab_proxy_response_seconds_count", op="get")
+        if (count and count[0].value >= requests) or time.monotonic() > deadline:
+            return families
+        time.sleep(0.02)
 
 
 def _samples(family, name, **labels):
@@ -40,7 +55,7 @@ def test_a_scrape_parses_and_its_histograms_count_every_request(three_memcached,
             assert c.set("k", b"v") == "STORED"
             for _ in range(30):
                 assert c.get("k") == b"v"
-        families = _scrape(port)
+        families = _scrape_settled(port, 30)
 
         requests = families["cachelab_proxy_requests"]
         assert _samples(requests, "cachelab_proxy_requests_total", op="get")[0].value == 30
