@@ -9,6 +9,7 @@
 //! `CACHELAB_DIFF_SECONDS` and runs fresh seeds for that long.
 
 mod common;
+#[allow(dead_code)] // the RESP fuzz uses the rest
 mod diff;
 
 use std::net::SocketAddr;

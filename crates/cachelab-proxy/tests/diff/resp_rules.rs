@@ -1,0 +1,71 @@
+//! Where the proxy answers a RESP request differently from Redis on purpose, in one
+//! place: each difference names the README rule it follows. A request the generator
+//! marks with one of these is not sent to Redis (it would change what Redis holds, as
+//! `FLUSHALL` or `SELECT 1` would); the proxy's reply must be the documented one.
+//! Everything else must equal Redis's reply byte for byte, after [`normalize`].
+
+/// A documented difference: the proxy answers this request itself, not as Redis would.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Known {
+    /// README, Redis pools, "Refused, with the connection kept": commands no key
+    /// routes get `-ERR <NAME> is not supported by cachelab-proxy: <why>`.
+    Refused(String),
+    /// Same rule, "scripting without keys": `EVAL`/`EVALSHA` with no keys.
+    NoKeys(String),
+    /// README, "Answered by the proxy": `SELECT` of a database other than the pool's
+    /// gets `-ERR SELECT <n>: this pool serves database 0 only`.
+    OtherDb(String),
+}
+
+impl Known {
+    /// The reply the rule documents, exactly (a refusal's reason is the proxy's own
+    /// text, so only its start is fixed).
+    pub fn accepts(&self, reply: &[u8]) -> bool {
+        let one_line =
+            reply.ends_with(b"\r\n") && reply.iter().filter(|b| **b == b'\n').count() == 1;
+        let text = String::from_utf8_lossy(reply);
+        one_line
+            && match self {
+                Known::Refused(name) => {
+                    text.starts_with(&format!("-ERR {name} is not supported by cachelab-proxy: "))
+                }
+                Known::NoKeys(name) => {
+                    text == format!(
+                        "-ERR {name} without keys cannot be routed: name at least one key\r\n"
+                    )
+                }
+                Known::OtherDb(db) => {
+                    text == format!("-ERR SELECT {db}: this pool serves database 0 only\r\n")
+                }
+            }
+    }
+
+    /// What the rule expects, for a failure's message.
+    pub fn describe(&self) -> String {
+        match self {
+            Known::Refused(name) => {
+                format!("(rule) -ERR {name} is not supported by cachelab-proxy: ...")
+            }
+            Known::NoKeys(name) => format!("(rule) -ERR {name} without keys cannot be routed: ..."),
+            Known::OtherDb(db) => {
+                format!("(rule) -ERR SELECT {db}: this pool serves database 0 only")
+            }
+        }
+    }
+}
+
+/// Replies as compared. With `clock` (an unmutated `TTL` or `PTTL`), a positive integer
+/// reply is masked: the time left depends on when each server was asked, not on the
+/// proxy (`-1` and `-2`, no expiry and no key, stay). Nothing else is masked.
+pub fn normalize(reply: &[u8], clock: bool) -> Vec<u8> {
+    let positive = reply.len() > 3
+        && reply[0] == b':'
+        && reply[1] != b'-'
+        && reply[1] != b'0'
+        && reply.ends_with(b"\r\n");
+    if clock && positive {
+        b":#\r\n".to_vec()
+    } else {
+        reply.to_vec()
+    }
+}
