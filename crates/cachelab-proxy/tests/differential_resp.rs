@@ -58,11 +58,13 @@ impl Pair {
         }
     }
 
-    /// Sends `request` both ways; a documented difference is not sent to Redis.
+    /// Sends `request` both ways; a documented difference is not sent to Redis. A
+    /// request after which the connection ends is sent when its answer is read, after
+    /// every earlier one: Redis drops the replies it has not written yet when it reads
+    /// the end of its input or closes with input unread, so with replies still owed the
+    /// outcome would depend on timing.
     fn send(&mut self, request: &RespRequest) {
-        if request.last {
-            self.direct.send_last(&request.wire);
-            self.proxied.send_last(&request.wire);
+        if request.last || request.closes {
             return;
         }
         if request.known.is_none() {
@@ -74,6 +76,13 @@ impl Pair {
     /// The answers to the oldest request sent: Redis's (None: the rule's) and the
     /// proxy's, or a description of how they differ.
     fn receive(&mut self, request: &RespRequest) -> Result<Answer, String> {
+        if request.last {
+            self.direct.send_last(&request.wire);
+            self.proxied.send_last(&request.wire);
+        } else if request.closes {
+            self.direct.send(&request.wire);
+            self.proxied.send(&request.wire);
+        }
         let got = self.proxied.receive();
         let expected = match (&request.known, self.direct.is_closed()) {
             (None, _) => self.direct.receive(),
@@ -191,10 +200,10 @@ fn run_seed(seed: u64, t: &Target, volume: &mut Volume) -> Result<(), String> {
                     let mut burst = Vec::new();
                     for _ in 0..rng.random_range(1..=MOST_PER_BURST) {
                         let request = gen.request(&ns);
-                        let last = request.last;
+                        let ends = request.last || request.closes;
                         burst.push(request);
-                        if last {
-                            break;
+                        if ends {
+                            break; // nothing goes behind it (see `Pair::send`)
                         }
                     }
                     plan.push((conn, burst));

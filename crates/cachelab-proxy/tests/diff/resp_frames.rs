@@ -46,6 +46,8 @@ fn request(wire: Vec<u8>, last: bool) -> RespRequest {
     RespRequest {
         wire,
         last,
+        // A frame Redis rejects at once (not left waiting) is a protocol error.
+        closes: !last,
         known: None,
         clock: false,
     }

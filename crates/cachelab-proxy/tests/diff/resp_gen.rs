@@ -22,29 +22,11 @@
 use rand::{Rng, RngExt};
 
 use super::resp_frames::{array, inline, mutated};
-use super::resp_rules::Known;
+use super::resp_rules::{Known, REFUSED};
 
 const NAMES: &[&str] = &["a", "b", "n", "l", "{t}x", "{t}y", "{t}z", "odd key\r\n\0"];
 /// One hash tag: on one server of any pool.
 const TAGGED: &[&str] = &["{t}x", "{t}y", "{t}z"];
-const REFUSED: &[&[&str]] = &[
-    &["MULTI"],
-    &["EXEC"],
-    &["WATCH", "a"],
-    &["SUBSCRIBE", "ch"],
-    &["PUBLISH", "ch", "m"],
-    &["BLPOP", "l", "0"],
-    &["KEYS", "*"],
-    &["SCAN", "0"],
-    &["DBSIZE"],
-    &["FLUSHALL"],
-    &["FLUSHDB"],
-    &["CONFIG", "GET", "save"],
-    &["CLIENT", "LIST"],
-    &["SCRIPT", "FLUSH"],
-    &["OBJECT", "ENCODING", "a"],
-    &["WAIT", "0", "0"],
-];
 /// Names neither Redis nor the proxy knows.
 const UNKNOWN: &[&str] = &[
     "FOO",
@@ -62,6 +44,11 @@ pub struct RespRequest {
     /// connection's writing ended, so what compares is each side's reaction to the end
     /// of input.
     pub last: bool,
+    /// The server closes the connection after answering it (a protocol error, `QUIT`):
+    /// it is sent after every earlier answer was read and nothing follows it but its
+    /// sync, because Redis closing with replies unwritten and requests unread resets
+    /// the connection and loses what it had not sent, however much that was.
+    pub closes: bool,
     /// The proxy answers it as a README rule says, not as Redis would.
     pub known: Option<Known>,
     /// Its reply reads the clock (see `resp_rules::normalize`).
@@ -101,17 +88,25 @@ impl<R: Rng> RespGen<R> {
         [ns.as_bytes(), self.pick(TAGGED).as_bytes()].concat()
     }
 
+    /// Up to `most` keys, now and then many more (a split over every shard).
     fn keys(&mut self, ns: &str, most: usize) -> Args {
+        let most = if self.chance(3) { 60 } else { most };
         (0..self.rng.random_range(1..=most))
             .map(|_| self.key(ns))
             .collect()
     }
 
     fn value(&mut self) -> Vec<u8> {
-        match self.rng.random_range(0..10) {
-            0..=2 => self.rng.random_range(-5..1000i32).to_string().into_bytes(),
-            3 => b"3.5".to_vec(),
-            4 => b"a b\r\n\0\"'".to_vec(),
+        match self.rng.random_range(0..100) {
+            // Larger than a read: replies cross reads, and an MGET's parts too.
+            0 => {
+                let len = self.rng.random_range(10_000..300_000);
+                let fill = *self.pick(b"LVW");
+                vec![fill; len]
+            }
+            1..=30 => self.rng.random_range(-5..1000i32).to_string().into_bytes(),
+            31..=40 => b"3.5".to_vec(),
+            41..=50 => b"a b\r\n\0\"'".to_vec(),
             _ => {
                 let len = self.rng.random_range(0..20);
                 (0..len).map(|_| *self.pick(b"abcxyz0189 ")).collect()
@@ -174,16 +169,21 @@ impl<R: Rng> RespGen<R> {
             return RespRequest {
                 wire: self.pick(&EMPTY).to_vec(),
                 last: false,
+                closes: false,
                 known: None,
                 clock: false,
             };
         }
         if known.is_none() && self.chance(8) {
-            if let Some(request) = mutated(&mut self.rng, &args, self.open) {
+            if let Some(mut request) = mutated(&mut self.rng, &args, self.open) {
+                request.clock = clock;
                 return request;
             }
         }
-        let wire = if self.chance(20) {
+        // Inline only under Redis's 64 KiB line: past it, where Redis notices the line
+        // is too long depends on how its 16 KiB reads fall (the proxy's bound is exact).
+        let size: usize = args.iter().map(Vec::len).sum();
+        let wire = if size < 60_000 && self.chance(20) {
             inline(&args)
         } else {
             array(&args)
@@ -191,6 +191,7 @@ impl<R: Rng> RespGen<R> {
         RespRequest {
             wire,
             last: false,
+            closes: args[0].eq_ignore_ascii_case(b"QUIT"),
             known,
             clock,
         }

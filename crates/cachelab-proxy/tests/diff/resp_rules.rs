@@ -4,6 +4,26 @@
 //! `FLUSHALL` or `SELECT 1` would); the proxy's reply must be the documented one.
 //! Everything else must equal Redis's reply byte for byte, after [`normalize`].
 
+/// Commands the README lists as refused (one of each reason), with arguments.
+pub const REFUSED: &[&[&str]] = &[
+    &["MULTI"],
+    &["EXEC"],
+    &["WATCH", "a"],
+    &["SUBSCRIBE", "ch"],
+    &["PUBLISH", "ch", "m"],
+    &["BLPOP", "l", "0"],
+    &["KEYS", "*"],
+    &["SCAN", "0"],
+    &["DBSIZE"],
+    &["FLUSHALL"],
+    &["FLUSHDB"],
+    &["CONFIG", "GET", "save"],
+    &["CLIENT", "LIST"],
+    &["SCRIPT", "FLUSH"],
+    &["OBJECT", "ENCODING", "a"],
+    &["WAIT", "0", "0"],
+];
+
 /// A documented difference: the proxy answers this request itself, not as Redis would.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Known {
