@@ -113,7 +113,13 @@ pub fn mutated<R: Rng>(rng: &mut R, args: &[Vec<u8>], open: bool) -> Option<Resp
     if one_tag.contains(&name.as_slice()) || (!open && name == b"SELECT") {
         return None;
     }
-    let mut request = malformed(rng, args);
+    // A command on the key of large values, or a large frame, is malformed only in ways
+    // that end it before it runs and never read its bytes as inline lines: Redis drops
+    // the unwritten part of a large reply at the end of its input, and takes an inline
+    // line over 64 KiB or refuses it depending on how its reads fall.
+    let large = args.iter().any(|a| a.ends_with(b"big"))
+        || args.iter().map(Vec::len).sum::<usize>() > 60_000;
+    let mut request = malformed(rng, args, large);
     if open {
         return Some(request);
     }
@@ -132,7 +138,7 @@ pub fn mutated<R: Rng>(rng: &mut R, args: &[Vec<u8>], open: bool) -> Option<Resp
 }
 
 /// One malformed frame from `args` (a non-empty command).
-fn malformed<R: Rng>(rng: &mut R, args: &[Vec<u8>]) -> RespRequest {
+fn malformed<R: Rng>(rng: &mut R, args: &[Vec<u8>], large: bool) -> RespRequest {
     let mut frame = array(args);
     let heads = headers(args);
     // A bulk string's header, never the count's.
@@ -140,7 +146,13 @@ fn malformed<R: Rng>(rng: &mut R, args: &[Vec<u8>]) -> RespRequest {
     let replace = |frame: &mut Vec<u8>, start: usize, end: usize, with: &[u8]| {
         frame.splice(start..end, with.iter().copied());
     };
-    match rng.random_range(0..12) {
+    const BEFORE_IT_RUNS: [u32; 5] = [0, 1, 2, 6, 7];
+    let case = if large {
+        BEFORE_IT_RUNS[rng.random_range(0..BEFORE_IT_RUNS.len())]
+    } else {
+        rng.random_range(0..12)
+    };
+    match case {
         0 => {
             // Redis: "expected '$', got ..."
             let byte = [b':', b'+', b'-', b'*', b'x', b' '][rng.random_range(0..6)];

@@ -24,7 +24,18 @@ use rand::{Rng, RngExt};
 use super::resp_frames::{array, inline, mutated};
 use super::resp_rules::{Known, REFUSED};
 
-const NAMES: &[&str] = &["a", "b", "n", "l", "{t}x", "{t}y", "{t}z", "odd key\r\n\0"];
+/// `big` alone may hold values larger than a read (see `RespGen::value_for`).
+const NAMES: &[&str] = &[
+    "a",
+    "b",
+    "n",
+    "l",
+    "big",
+    "{t}x",
+    "{t}y",
+    "{t}z",
+    "odd key\r\n\0",
+];
 /// One hash tag: on one server of any pool.
 const TAGGED: &[&str] = &["{t}x", "{t}y", "{t}z"];
 /// Names neither Redis nor the proxy knows.
@@ -96,14 +107,22 @@ impl<R: Rng> RespGen<R> {
             .collect()
     }
 
+    /// A value to store under `key`: under `big`, now and then one larger than a read
+    /// (replies cross reads, and an MGET's parts too). Only there, so that a request
+    /// whose reply can be large is known by its key: Redis drops the part of a reply it
+    /// has not written when it reads the end of its input, so such a request is never
+    /// the last of a connection (`resp_frames::mutated`).
+    fn value_for(&mut self, key: &[u8]) -> Vec<u8> {
+        if key.ends_with(b"big") && self.chance(30) {
+            let len = self.rng.random_range(10_000..300_000);
+            return vec![*self.pick(b"LVW"); len];
+        }
+        self.value()
+    }
+
     fn value(&mut self) -> Vec<u8> {
         match self.rng.random_range(0..100) {
-            // Larger than a read: replies cross reads, and an MGET's parts too.
-            0 => {
-                let len = self.rng.random_range(10_000..300_000);
-                let fill = *self.pick(b"LVW");
-                vec![fill; len]
-            }
+            0 => b"".to_vec(),
             1..=30 => self.rng.random_range(-5..1000i32).to_string().into_bytes(),
             31..=40 => b"3.5".to_vec(),
             41..=50 => b"a b\r\n\0\"'".to_vec(),
@@ -210,7 +229,8 @@ impl<R: Rng> RespGen<R> {
             }
             6 => {
                 let name = *self.pick(&["SETNX", "GETSET", "APPEND"]);
-                let (k, v) = (self.key(ns), self.value());
+                let k = self.key(ns);
+                let v = self.value_for(&k);
                 self.cmd(name, vec![k, v])
             }
             7 => {
@@ -229,7 +249,7 @@ impl<R: Rng> RespGen<R> {
                 if self.chance(50) {
                     self.cmd("GETRANGE", vec![k, a, b])
                 } else {
-                    let v = self.value();
+                    let v = self.value_for(&k);
                     self.cmd("SETRANGE", vec![k, b"2".to_vec(), v])
                 }
             }
@@ -240,8 +260,9 @@ impl<R: Rng> RespGen<R> {
             13..=14 => {
                 let mut pairs = Vec::new();
                 for k in self.keys(ns, 4) {
+                    let v = self.value_for(&k);
                     pairs.push(k);
-                    pairs.push(self.value());
+                    pairs.push(v);
                 }
                 if self.chance(10) {
                     pairs.pop(); // an odd count: Redis's arity error
@@ -315,7 +336,8 @@ impl<R: Rng> RespGen<R> {
     }
 
     fn set(&mut self, ns: &str) -> Args {
-        let (k, v) = (self.key(ns), self.value());
+        let k = self.key(ns);
+        let v = self.value_for(&k);
         let mut rest = vec![k, v];
         match self.rng.random_range(0..12) {
             0 => rest.extend([b"EX".to_vec(), self.expiry()]),
@@ -335,7 +357,7 @@ impl<R: Rng> RespGen<R> {
     /// `WRONGTYPE`).
     fn collection(&mut self, ns: &str) -> Args {
         let k = self.key(ns);
-        let (v, w) = (self.value(), self.value());
+        let (v, w) = (self.value_for(&k), self.value());
         let words: &[&str] = match self.rng.random_range(0..16) {
             0 => return self.cmd("LPUSH", vec![k, v, w]),
             1 => return self.cmd("RPUSH", vec![k, v]),
