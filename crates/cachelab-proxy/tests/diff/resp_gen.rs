@@ -357,10 +357,12 @@ impl<R: Rng> RespGen<R> {
     /// `WRONGTYPE`).
     fn collection(&mut self, ns: &str) -> Args {
         let k = self.key(ns);
-        let (v, w) = (self.value_for(&k), self.value());
+        // Large values go into lists only: a hash or set holding one becomes a hash
+        // table, whose order (HGETALL) depends on its server's random hash seed.
+        let (v, w, large) = (self.value(), self.value(), self.value_for(&k));
         let words: &[&str] = match self.rng.random_range(0..16) {
-            0 => return self.cmd("LPUSH", vec![k, v, w]),
-            1 => return self.cmd("RPUSH", vec![k, v]),
+            0 => return self.cmd("LPUSH", vec![k, large, w]),
+            1 => return self.cmd("RPUSH", vec![k, large]),
             2 => &["LRANGE", "0", "-1"],
             3 => &["LLEN"],
             4 => &["LPOP", "2"],
