@@ -25,14 +25,13 @@ mod common;
 mod diff;
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use cachelab_testkit::Redis;
 use common::resp::{redis_proxy, start_redis};
 use common::Proxy;
 use diff::resp_gen::{RespGen, RespRequest};
 use diff::resp_rules::normalize;
-use diff::{Answer, Sync, SyncedConn};
+use diff::{Answer, Seeds, Sync, SyncedConn};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -281,43 +280,26 @@ fn info_stat(proxy: &Proxy, name: &str) -> u64 {
 }
 
 fn differential(name: &str, target: Target, bounded_seeds: u64) {
-    let seconds: Option<u64> = std::env::var("CACHELAB_DIFF_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok());
-    let started = Instant::now();
-    let first_seed = match std::env::var("CACHELAB_DIFF_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
-        Some(seed) => seed,
-        None if seconds.is_some() => SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs(),
-        None => 1,
-    };
+    let seeds = Seeds::from_env(bounded_seeds);
     let mut volume = Volume::default();
     let mut failures = Vec::new();
-    for seed in first_seed.. {
+    for seed in seeds.first.. {
         if let Err(difference) = run_seed(seed, &target, &mut volume) {
             failures.push(difference);
         }
-        let done = match seconds {
-            Some(s) => started.elapsed() >= Duration::from_secs(s) || failures.len() >= 5,
-            None => seed + 1 - first_seed >= bounded_seeds,
-        };
-        if done {
+        if seeds.finished(seed + 1 - seeds.first, failures.len()) {
             break;
         }
     }
     eprintln!(
-        "RESP differential fuzz ({name}): {} seeds from {first_seed} ({} failed), {} requests \
+        "RESP differential fuzz ({name}): {} seeds from {} ({} failed), {} requests \
          ({} pipelined bursts) over {CONNECTIONS} connections in {:.1} s",
         volume.seeds + failures.len() as u64,
+        seeds.first,
         failures.len(),
         volume.requests,
         volume.bursts,
-        started.elapsed().as_secs_f64()
+        seeds.started.elapsed().as_secs_f64()
     );
     assert!(
         failures.is_empty(),

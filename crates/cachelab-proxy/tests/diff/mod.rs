@@ -10,9 +10,50 @@ pub mod resp_gen;
 pub mod resp_rules;
 
 use std::net::SocketAddr;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 #[allow(unused_imports)] // the memcached fuzz reads answers one at a time, with the meta sync
 pub use conn::{Answer, Sync, SyncedConn};
+
+/// Which seeds a run takes, from the environment: `CACHELAB_DIFF_SECONDS` runs fresh
+/// seeds (from the clock) for that long, stopping early at 5 failures (`make fuzz`);
+/// without it a bounded number of seeds from 1 (`make test`); `CACHELAB_DIFF_SEED`
+/// starts at that seed instead (to replay a failure).
+pub struct Seeds {
+    pub first: u64,
+    seconds: Option<u64>,
+    bounded: u64,
+    pub started: Instant,
+}
+
+impl Seeds {
+    pub fn from_env(bounded: u64) -> Seeds {
+        let var = |name: &str| std::env::var(name).ok().and_then(|s| s.parse::<u64>().ok());
+        let seconds = var("CACHELAB_DIFF_SECONDS");
+        let first = match (var("CACHELAB_DIFF_SEED"), seconds) {
+            (Some(seed), _) => seed,
+            (None, Some(_)) => SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_secs(),
+            (None, None) => 1,
+        };
+        Seeds {
+            first,
+            seconds,
+            bounded,
+            started: Instant::now(),
+        }
+    }
+
+    /// Whether the run is over after `done` seeds, `failed` of them failed.
+    pub fn finished(&self, done: u64, failed: usize) -> bool {
+        match self.seconds {
+            Some(s) => self.started.elapsed() >= Duration::from_secs(s) || failed >= 5,
+            None => done >= self.bounded,
+        }
+    }
+}
 
 /// Replies as compared: `me`'s clock fields (`exp=`, `la=`) masked, and its `fetch=`:
 /// memcached looks an item up before refusing some requests (an `mg` whose opaque is
