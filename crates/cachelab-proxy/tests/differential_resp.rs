@@ -18,7 +18,7 @@
 //! `make test` runs a bounded number of seeds; `make fuzz` sets `CACHELAB_DIFF_SECONDS`
 //! and runs fresh seeds for that long. `CACHELAB_DIFF_SEED=<n>` starts at seed n;
 //! `CACHELAB_DIFF_OPEN=1` also sends the requests of open findings (they fail until
-//! fixed; see `RespGen::open_finding`).
+//! fixed; see `resp_rules::OPEN_FINDINGS`).
 
 mod common;
 #[allow(dead_code)] // the memcached fuzz uses the rest

@@ -24,6 +24,26 @@ pub const REFUSED: &[&[&str]] = &[
     &["WAIT", "0", "0"],
 ];
 
+/// Requests that meet open findings of the RESP fuzz (reported with issue 33), sent
+/// only with `CACHELAB_DIFF_OPEN=1`: they fail until those are fixed. Redis 7's texts
+/// for `SELECT` of a malformed or negative number and for `AUTH` without a password
+/// differ from the proxy's; a reply nested deeper than 32 arrays is refused as "out of
+/// step" (issue 33, item 3). Malformed frames that panic the proxy's parser and NUL
+/// bytes in inline lines are held back in `resp_frames::mutated`.
+pub const OPEN_FINDINGS: &[&[&str]] = &[
+    &["SELECT", "x"],
+    &["SELECT", "-1"],
+    &["SELECT", "00"],
+    &["AUTH", "pw"],
+    &["AUTH", "a", "b", "c"],
+    &[
+        "EVAL",
+        "local t = {} for i = 1, 40 do t = {t} end return t",
+        "1",
+        "k",
+    ],
+];
+
 /// A documented difference: the proxy answers this request itself, not as Redis would.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Known {
