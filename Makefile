@@ -77,8 +77,9 @@ bench: deps build
 	@for b in bench/*_bench.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 # cargo-fuzz needs nightly; each target runs for a bounded time and fails on any crash.
-# Then the differential fuzz: memcached directly vs through the proxy, fresh seeds for
-# FUZZ_SECONDS, failing on the first reply that differs.
+# Then the differential fuzz: memcached, then redis-server (one, and three shards),
+# directly vs through the proxy, fresh seeds for FUZZ_SECONDS per test, failing on
+# the replies that differ.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := parse_request parse_reply parse_command
 fuzz: deps
@@ -88,6 +89,8 @@ fuzz: deps
 	  cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; done
 	CACHELAB_DIFF_SECONDS=$(FUZZ_SECONDS) cargo test --release -p cachelab-proxy \
 	  --test differential -- --nocapture
+	CACHELAB_DIFF_SECONDS=$(FUZZ_SECONDS) cargo test --release -p cachelab-proxy \
+	  --test differential_resp -- --nocapture
 
 clean:
 	cargo clean

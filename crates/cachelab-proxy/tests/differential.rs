@@ -9,14 +9,14 @@
 //! `CACHELAB_DIFF_SECONDS` and runs fresh seeds for that long.
 
 mod common;
+#[allow(dead_code)] // the RESP fuzz uses the rest
 mod diff;
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
 
 use common::{Memcached, Proxy};
 use diff::gen::Gen;
-use diff::{normalize, stat, SyncedConn};
+use diff::{normalize, stat, Seeds, SyncedConn};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -105,42 +105,22 @@ fn differential(shell: &str, bounded_seeds: u64) {
     let direct = Memcached::start();
     let behind = Memcached::start();
     let proxy = Proxy::start(&[&behind], &["-t", "1", "--shell", shell]);
-    let seconds: Option<u64> = std::env::var("CACHELAB_DIFF_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok());
-    let started = Instant::now();
-    let first_seed = match std::env::var("CACHELAB_DIFF_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
-        Some(seed) => seed,
-        None => match seconds {
-            Some(_) => std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs(),
-            None => 1,
-        },
-    };
-    let (mut seeds, mut requests, mut failures) = (0u64, 0usize, Vec::new());
-    loop {
-        let seed = first_seed + seeds;
+    let seeds = Seeds::from_env(bounded_seeds);
+    let (mut done, mut requests, mut failures) = (0u64, 0usize, Vec::new());
+    for seed in seeds.first.. {
         match run_seed(seed, direct.addr, proxy.addr) {
             Ok(sent) => requests += sent,
             Err(difference) => failures.push(difference),
         }
-        seeds += 1;
-        let done = match seconds {
-            Some(s) => started.elapsed() >= Duration::from_secs(s) || failures.len() >= 5,
-            None => seeds >= bounded_seeds,
-        };
-        if done {
+        done += 1;
+        if seeds.finished(done, failures.len()) {
             break;
         }
     }
     eprintln!(
-        "differential fuzz: {seeds} seeds from {first_seed}, {requests} requests over {CONNECTIONS} connections in {:.1} s",
-        started.elapsed().as_secs_f64()
+        "differential fuzz: {done} seeds from {}, {requests} requests over {CONNECTIONS} connections in {:.1} s",
+        seeds.first,
+        seeds.started.elapsed().as_secs_f64()
     );
     assert!(failures.is_empty(), "differences:\n{}", failures.join("\n"));
     assert_eq!(

@@ -1,90 +1,58 @@
-//! The differential fuzz's parts: a request generator, and a connection that sends one
-//! request followed by a sync request and reads everything up to the sync's reply.
+//! The differential fuzz's parts: connections that send each request followed by a
+//! sync request and read everything up to the sync's reply, and for each protocol a
+//! request generator (memcached text and meta: `gen`; RESP: `resp_gen`, with the
+//! proxy's documented differences from Redis in `resp_rules`).
 
+mod conn;
 pub mod gen;
+pub mod resp_frames;
+pub mod resp_gen;
+pub mod resp_rules;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// How long one request may take to be answered before the exchange gives up.
-const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(3);
+#[allow(unused_imports)] // the memcached fuzz reads answers one at a time, with the meta sync
+pub use conn::{Answer, Sync, SyncedConn};
 
-/// A connection whose replies are read request by request: after each request it sends
-/// `mg __cachelab_sync O<n>` (a key the generator never uses), whose reply `EN O<n>` is
-/// unique, so whatever came before it answers the request, however many replies that
-/// was (none for noreply, two when a data block was read as a command).
-pub struct SyncedConn {
-    stream: TcpStream,
-    buf: Vec<u8>,
-    next_sync: u64,
+/// Which seeds a run takes, from the environment: `CACHELAB_DIFF_SECONDS` runs fresh
+/// seeds (from the clock) for that long, stopping early at 5 failures (`make fuzz`);
+/// without it a bounded number of seeds from 1 (`make test`); `CACHELAB_DIFF_SEED`
+/// starts at that seed instead (to replay a failure).
+pub struct Seeds {
+    pub first: u64,
+    seconds: Option<u64>,
+    bounded: u64,
+    pub started: Instant,
 }
 
-/// What one request got: the bytes before the sync reply, and whether the sync came.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Answer {
-    pub bytes: Vec<u8>,
-    pub synced: bool,
-}
-
-impl SyncedConn {
-    pub fn connect(addr: SocketAddr, first_sync: u64) -> SyncedConn {
-        let stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-        stream.set_nodelay(true).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
-        SyncedConn {
-            stream,
-            buf: Vec::new(),
-            next_sync: first_sync,
+impl Seeds {
+    pub fn from_env(bounded: u64) -> Seeds {
+        let var = |name: &str| std::env::var(name).ok().and_then(|s| s.parse::<u64>().ok());
+        let seconds = var("CACHELAB_DIFF_SECONDS");
+        let first = match (var("CACHELAB_DIFF_SEED"), seconds) {
+            (Some(seed), _) => seed,
+            (None, Some(_)) => SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_secs(),
+            (None, None) => 1,
+        };
+        Seeds {
+            first,
+            seconds,
+            bounded,
+            started: Instant::now(),
         }
     }
 
-    pub fn exchange(&mut self, request: &[u8]) -> Answer {
-        let sync = self.next_sync;
-        self.next_sync += 1;
-        let mut wire = request.to_vec();
-        wire.extend(format!("mg __cachelab_sync O{sync}\r\n").as_bytes());
-        self.stream.write_all(&wire).unwrap();
-        let marker = format!(" O{sync}\r\n");
-        let deadline = Instant::now() + EXCHANGE_TIMEOUT;
-        loop {
-            if let Some(end) = find(&self.buf, marker.as_bytes()) {
-                let line_start = self.buf[..end]
-                    .iter()
-                    .rposition(|b| *b == b'\n')
-                    .map_or(0, |i| i + 1);
-                let bytes = self.buf[..line_start].to_vec();
-                self.buf.drain(..end + marker.len());
-                return Answer {
-                    bytes,
-                    synced: true,
-                };
-            }
-            if Instant::now() > deadline {
-                return Answer {
-                    bytes: std::mem::take(&mut self.buf),
-                    synced: false,
-                };
-            }
-            let mut chunk = [0u8; 65536];
-            match self.stream.read(&mut chunk) {
-                Ok(0) => {
-                    return Answer {
-                        bytes: std::mem::take(&mut self.buf),
-                        synced: false,
-                    }
-                }
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                Err(_) => {} // read timeout: look again until the deadline
-            }
+    /// Whether the run is over after `done` seeds, `failed` of them failed.
+    pub fn finished(&self, done: u64, failed: usize) -> bool {
+        match self.seconds {
+            Some(s) => self.started.elapsed() >= Duration::from_secs(s) || failed >= 5,
+            None => done >= self.bounded,
         }
     }
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// Replies as compared: `me`'s clock fields (`exp=`, `la=`) masked, and its `fetch=`:

@@ -5,7 +5,7 @@ use cachelab_protocol::resp::Command;
 
 use super::error::{unknown, CommandError};
 use super::table::{COMMANDS, LOCAL, REFUSED};
-use super::{Keys, Kind};
+use super::{Keys, Kind, Local};
 
 /// Longest command name in the tables; a longer name is unknown without a lookup.
 pub(super) const MAX_NAME: usize = 24;
@@ -38,7 +38,8 @@ pub fn classify(command: &Command<'_>) -> Result<Kind, CommandError> {
         return Ok(Kind::Routed(spec));
     }
     if let Some(&(name, arity, local)) = LOCAL.iter().find(|(n, _, _)| *n == lower) {
-        if !arity_ok(arity, argc) {
+        // Redis's PING has arity -1 and refuses more than one message itself.
+        if !arity_ok(arity, argc) || (local == Local::Ping && argc > 2) {
             return Err(CommandError::WrongArity(name));
         }
         return Ok(Kind::Local(local));

@@ -48,8 +48,12 @@ impl CommandError {
 }
 
 /// Redis's unknown-command error: the name, then the arguments quoted, up to 128 bytes.
+/// Redis formats each with C's `%s`, which stops at a NUL byte, so the text does too.
 pub(super) fn unknown(command: &Command<'_>) -> CommandError {
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let text = |b: &[u8]| {
+        let end = memchr::memchr(0, b).unwrap_or(b.len());
+        String::from_utf8_lossy(&b[..end]).into_owned()
+    };
     let name = command.name().map(text).unwrap_or_default();
     let mut args = String::new();
     for arg in command.args().iter().skip(1) {

@@ -297,6 +297,22 @@ mod tests {
     }
 
     #[test]
+    fn unknown_command_text_stops_at_a_nul_byte_as_redis_s_printf_does() {
+        assert_eq!(
+            reply(&["FO\0O", "a\0b", "c"]),
+            "-ERR unknown command 'FO', with args beginning with: 'a' 'c' \r\n"
+        );
+    }
+
+    #[test]
+    fn ping_takes_at_most_one_message() {
+        assert_eq!(
+            reply(&["PING", "a", "b"]),
+            "-ERR wrong number of arguments for 'ping' command\r\n"
+        );
+    }
+
+    #[test]
     fn unknown_arguments_are_cut_at_128_bytes() {
         let long = "a".repeat(300);
         let line = reply(&["FOO", &long, "b"]);
