@@ -16,9 +16,7 @@
 //! different clients' requests in one batch with `--pipeline` above 1.
 //!
 //! `make test` runs a bounded number of seeds; `make fuzz` sets `CACHELAB_DIFF_SECONDS`
-//! and runs fresh seeds for that long. `CACHELAB_DIFF_SEED=<n>` starts at seed n;
-//! `CACHELAB_DIFF_OPEN=1` also sends the requests of open findings (they fail until
-//! fixed; see `resp_rules::OPEN_FINDINGS`).
+//! and runs fresh seeds for that long. `CACHELAB_DIFF_SEED=<n>` starts at seed n.
 
 mod common;
 #[allow(dead_code)] // the memcached fuzz uses the rest
@@ -143,14 +141,13 @@ struct Target {
     direct: Redis,
     behind: Vec<Redis>,
     proxy: Proxy,
-    open: bool,
 }
 
 /// Runs one seed's stream; adds what it sent to `volume`, or returns the first
 /// difference.
 fn run_seed(seed: u64, t: &Target, volume: &mut Volume) -> Result<(), String> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let mut gen = RespGen::new(Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5eed), t.open);
+    let mut gen = RespGen::new(Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5eed));
     // Both sides start each seed empty (FLUSHALL through the proxy is refused).
     t.direct.command(&["FLUSHALL"]);
     for server in &t.behind {
@@ -319,10 +316,6 @@ fn differential(name: &str, target: Target, bounded_seeds: u64) {
     );
 }
 
-fn open_findings() -> bool {
-    std::env::var_os("CACHELAB_DIFF_OPEN").is_some()
-}
-
 /// The proxy in front of one redis-server with `extra` options.
 fn one_server(extra: &[&str]) -> Target {
     let behind = start_redis(1);
@@ -331,7 +324,6 @@ fn one_server(extra: &[&str]) -> Target {
         direct: Redis::start(),
         behind,
         proxy,
-        open: open_findings(),
     }
 }
 
@@ -357,7 +349,6 @@ fn three_shards(extra: &[&str]) -> (tempfile::TempDir, Target) {
         direct: Redis::start(),
         behind,
         proxy,
-        open: open_findings(),
     };
     (dir, target)
 }

@@ -262,7 +262,7 @@ fn refused_commands_name_themselves_and_the_connection_stays_usable() {
         (&["GET"], "-ERR wrong number of arguments for 'get' command"),
         (
             &["AUTH", "pw"],
-            "-ERR Client sent AUTH, but no password is set",
+            "-ERR AUTH <password> called without any password configured",
         ),
     ];
     for (args, start) in cases {

@@ -26,6 +26,7 @@ pub use reply::{
     compose_resp_value, parse_resp_reply, RespElements, RespReply, RespValue, MAX_BULK_LEN,
     MAX_DEPTH,
 };
+pub use request::string2ll;
 pub use request::{
     compose_inline, parse_command, Command, RespInvalid, RespLimits, RespParseError,
     RespRequestError, DEFAULT_MAX_ARGS, MAX_INLINE_LEN,

@@ -213,7 +213,9 @@ fn header(buf: &[u8], start: usize, max_len: usize) -> Header<'_> {
     let rest = &buf[start..];
     let window = &rest[..rest.len().min(max_len)];
     match memchr::memchr(b'\r', window) {
-        Some(cr) if cr + 1 < rest.len() => Header::Line(&rest[1..cr], start + cr + 2),
+        // A line of nothing but its `\r` (`*1\r\n\r\n`) has no digits: Redis then
+        // finds no `$` and says which byte it found.
+        Some(cr) if cr + 1 < rest.len() => Header::Line(&rest[1.min(cr)..cr], start + cr + 2),
         Some(_) => Header::Incomplete,
         None if rest.len() > max_len => Header::TooLong,
         None => Header::Incomplete,
@@ -274,7 +276,10 @@ fn parse_inline<'a>(
     limits: &RespLimits,
 ) -> Result<(Command<'a>, usize), RespParseError> {
     let window = &buf[..buf.len().min(limits.max_inline_len + 1)];
-    let Some(newline) = memchr::memchr(b'\n', window) else {
+    // Redis looks for the newline with `strchr`, which stops at a NUL byte: a NUL
+    // before the newline hides it, and the line waits for the inline limit.
+    let newline = memchr::memchr2(b'\n', 0, window).filter(|&i| window[i] == b'\n');
+    let Some(newline) = newline else {
         return if buf.len() > limits.max_inline_len {
             Err(invalid(RespRequestError::TooBigInline, buf.len()))
         } else {
@@ -298,7 +303,7 @@ fn parse_inline<'a>(
 
 /// Redis's `string2ll`: an optional `-`, then digits without a leading zero (`0`
 /// alone excepted), no `+`, no spaces, no overflow.
-pub(crate) fn string2ll(s: &[u8]) -> Option<i64> {
+pub fn string2ll(s: &[u8]) -> Option<i64> {
     let (negative, digits) = match s.split_first() {
         Some((b'-', rest)) => (true, rest),
         _ => (false, s),
@@ -532,8 +537,31 @@ mod tests {
     }
 
     #[test]
-    fn inline_line_stops_at_a_nul_byte_as_in_redis() {
-        assert_eq!(parse(b"GET a\0b c\r\n"), Ok((args(&["GET", "a"]), 11)));
+    fn a_nul_byte_hides_an_inline_line_s_end_as_in_redis() {
+        // Redis finds the newline with strchr: past a NUL it never does, and the line
+        // waits until it is too big.
+        assert_eq!(parse(b"GET a\0b c\r\n"), Err(RespParseError::Incomplete));
+        let mut long = b"GET a\0".to_vec();
+        long.extend(std::iter::repeat_n(b'x', MAX_INLINE_LEN));
+        long.extend_from_slice(b"\r\n");
+        assert!(matches!(
+            parse(&long),
+            Err(RespParseError::Invalid(RespInvalid {
+                error: RespRequestError::TooBigInline,
+                ..
+            }))
+        ));
+    }
+
+    #[test]
+    fn a_bulk_header_of_nothing_but_its_cr_names_the_byte_found() {
+        // Redis: "expected '$', got ' '" (the CR printed as a space), then it closes.
+        let error = error_of(b"*1\r\n\r\n", &RespLimits::default());
+        assert_eq!(error, RespRequestError::ExpectedDollar(b'\r'));
+        assert_eq!(
+            reply_of(error),
+            "-ERR Protocol error: expected '$', got ' '\r\n"
+        );
     }
 
     #[test]

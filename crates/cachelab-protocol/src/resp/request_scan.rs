@@ -34,6 +34,9 @@ pub struct RequestScan {
     due: Option<usize>,
     /// The argument being read ends (with its `\r\n`) here.
     arg_end: Option<usize>,
+    /// An inline line holds a NUL before any newline: Redis's `strchr` never finds its
+    /// end, so only the inline limit ends it.
+    nul: bool,
     /// Bytes looked at, over every call.
     examined: u64,
 }
@@ -77,10 +80,12 @@ impl RequestScan {
     /// An inline command ends at its `\n`, within the inline limit.
     fn inline(&mut self, buf: &[u8], limits: &RespLimits) -> Scan {
         let limit = buf.len().min(limits.max_inline_len + 1);
-        if self.searched < limit {
+        if self.searched < limit && !self.nul {
             self.examined += (limit - self.searched) as u64;
-            if memchr::memchr(b'\n', &buf[self.searched..limit]).is_some() {
-                return Scan::Ready;
+            match memchr::memchr2(b'\n', 0, &buf[self.searched..limit]) {
+                Some(i) if buf[self.searched + i] == b'\n' => return Scan::Ready,
+                Some(_) => self.nul = true,
+                None => {}
             }
             self.searched = limit;
         }
@@ -130,7 +135,7 @@ impl RequestScan {
             if cr + 1 >= buf.len() {
                 return Scan::Incomplete;
             }
-            let digits = &buf[self.pos + 1..cr];
+            let digits = &buf[(self.pos + 1).min(cr)..cr];
             let next = cr + 2;
             match self.due {
                 None => match string2ll(digits) {

@@ -275,11 +275,27 @@ mod tests {
                 "$2\r\nyo\r\n",
                 "+OK\r\n",
                 "-ERR SELECT 0: this pool serves database 2 only\r\n",
-                "-ERR invalid DB index\r\n",
+                "-ERR value is not an integer or out of range\r\n",
                 "+OK\r\n"
             ]
         );
         assert!(matches!(s[6], RespStep::Answer { close: true, .. }));
+        // Redis's texts: a strict integer, within an int, not negative.
+        let bad = steps(
+            &mut RespDecoder::default(),
+            b"SELECT 02\r\nSELECT +2\r\nSELECT -1\r\nSELECT 99999999999\r\n",
+            &p,
+        );
+        let answers: Vec<String> = bad[..4].iter().map(answer).collect();
+        assert_eq!(
+            answers,
+            [
+                "-ERR value is not an integer or out of range\r\n",
+                "-ERR value is not an integer or out of range\r\n",
+                "-ERR DB index is out of range\r\n",
+                "-ERR value is out of range, value must between -2147483648 and 2147483647\r\n",
+            ]
+        );
         assert!(matches!(
             s[4],
             RespStep::Answer {
@@ -365,7 +381,22 @@ mod tests {
         let open = steps(&mut RespDecoder::default(), b"AUTH pw\r\n", &replicate());
         assert_eq!(
             answer(&open[0]),
-            "-ERR Client sent AUTH, but no password is set\r\n"
+            "-ERR AUTH <password> called without any password configured for the default user. \
+             Are you sure your configuration is correct?\r\n"
+        );
+        let open = steps(
+            &mut RespDecoder::default(),
+            b"AUTH default x\r\nAUTH bob x\r\nAUTH a b c\r\n",
+            &replicate(),
+        );
+        let answers: Vec<String> = open[..3].iter().map(answer).collect();
+        assert_eq!(
+            answers,
+            [
+                "+OK\r\n",
+                "-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+                "-ERR syntax error\r\n"
+            ]
         );
     }
 

@@ -2,7 +2,7 @@
 //! `AUTH` against the pool's password, `PING`, `ECHO` and `SELECT` of the pool's
 //! database, and the error lines of these answers.
 
-use cachelab_protocol::resp::{put_bulk, Command};
+use cachelab_protocol::resp::{put_bulk, string2ll, Command};
 use thiserror::Error;
 
 use super::{RespDecoder, RespStep};
@@ -17,11 +17,24 @@ pub enum SessionError {
     NoAuth,
     #[error("ERR invalid password")]
     InvalidPassword,
-    /// Redis's text when a client authenticates to a server without a password.
-    #[error("ERR Client sent AUTH, but no password is set")]
+    /// Redis 7's text when a client gives a password to a server without one.
+    #[error(
+        "ERR AUTH <password> called without any password configured for the default \
+         user. Are you sure your configuration is correct?"
+    )]
     NoPasswordSet,
-    #[error("ERR invalid DB index")]
-    InvalidDb,
+    /// Redis 7's text for a user other than `default` where none is configured.
+    #[error("WRONGPASS invalid username-password pair or user is disabled.")]
+    WrongPass,
+    #[error("ERR syntax error")]
+    Syntax,
+    /// Redis's `getIntFromObjectOrReply` texts, then `selectDb`'s.
+    #[error("ERR value is not an integer or out of range")]
+    NotAnInteger,
+    #[error("ERR value is out of range, value must between -2147483648 and 2147483647")]
+    NotAnInt,
+    #[error("ERR DB index is out of range")]
+    DbOutOfRange,
     /// The servers are on the pool's database; another one would need a connection of
     /// its own on every server.
     #[error("ERR SELECT {asked}: this pool serves database {served} only")]
@@ -50,7 +63,11 @@ impl RespDecoder {
         let given = command.args().last().map(|a| &a[..]).unwrap_or_default();
         let user_ok = command.args().len() == 2 || command.arg(1) == Some(b"default");
         let result = match &pool.redis_auth {
-            None => Err(SessionError::NoPasswordSet),
+            _ if command.args().len() > 3 => Err(SessionError::Syntax),
+            // As Redis 7 without a password: its `default` user takes any password.
+            None if command.args().len() == 2 => Err(SessionError::NoPasswordSet),
+            None if user_ok => Ok(()),
+            None => Err(SessionError::WrongPass),
             Some(password) if user_ok && password.as_bytes() == given => Ok(()),
             Some(_) => Err(SessionError::InvalidPassword),
         };
@@ -87,10 +104,9 @@ pub(super) fn answer_local(
         Local::Echo => put_bulk(&mut out, command.arg(1).unwrap_or_default()),
         Local::Select => {
             let asked = command.arg(1).unwrap_or_default();
-            let db: u32 = std::str::from_utf8(asked)
-                .ok()
-                .and_then(|t| t.parse().ok())
-                .ok_or(SessionError::InvalidDb)?;
+            let db = string2ll(asked).ok_or(SessionError::NotAnInteger)?;
+            let db = i32::try_from(db).map_err(|_| SessionError::NotAnInt)?;
+            let db = u32::try_from(db).map_err(|_| SessionError::DbOutOfRange)?;
             if db != pool.redis_db {
                 return Err(SessionError::OtherDb {
                     asked: db.to_string(),

@@ -22,7 +22,7 @@
 use rand::{Rng, RngExt};
 
 use super::resp_frames::{array, inline, mutated};
-use super::resp_rules::{Known, OPEN_FINDINGS, REFUSED};
+use super::resp_rules::{Known, REDIS_TEXTS, REFUSED};
 
 /// `big` alone may hold values larger than a read (see `RespGen::value_for`).
 const NAMES: &[&str] = &[
@@ -68,8 +68,6 @@ pub struct RespRequest {
 
 pub struct RespGen<R> {
     rng: R,
-    /// Also the requests of `resp_rules::OPEN_FINDINGS`.
-    open: bool,
 }
 
 type Args = Vec<Vec<u8>>;
@@ -79,8 +77,8 @@ fn args(words: &[&str]) -> Args {
 }
 
 impl<R: Rng> RespGen<R> {
-    pub fn new(rng: R, open: bool) -> Self {
-        RespGen { rng, open }
+    pub fn new(rng: R) -> Self {
+        RespGen { rng }
     }
 
     fn chance(&mut self, percent: u32) -> bool {
@@ -194,7 +192,7 @@ impl<R: Rng> RespGen<R> {
             };
         }
         if known.is_none() && self.chance(8) {
-            if let Some(mut request) = mutated(&mut self.rng, &args, self.open) {
+            if let Some(mut request) = mutated(&mut self.rng, &args) {
                 request.clock = clock;
                 return request;
             }
@@ -326,8 +324,8 @@ impl<R: Rng> RespGen<R> {
             28 => self.wrong_arity(ns),
             29 => Vec::new(),
             30 if self.chance(20) => self.cmd("QUIT", Vec::new()),
-            31 if self.open => {
-                let words = *self.pick(OPEN_FINDINGS);
+            31 => {
+                let words = *self.pick(REDIS_TEXTS);
                 args(words)
             }
             _ => {
