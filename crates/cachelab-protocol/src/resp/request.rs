@@ -212,7 +212,9 @@ enum Header<'a> {
 fn header(buf: &[u8], start: usize, max_len: usize) -> Header<'_> {
     let rest = &buf[start..];
     let window = &rest[..rest.len().min(max_len)];
-    match memchr::memchr(b'\r', window) {
+    // Redis looks for the `\r` with `strchr`, which stops at a NUL byte: a NUL before
+    // it hides the line's end, as for an inline line.
+    match memchr::memchr2(b'\r', 0, window).filter(|&i| window[i] == b'\r') {
         // A line of nothing but its `\r` (`*1\r\n\r\n`) has no digits: Redis then
         // finds no `$` and says which byte it found.
         Some(cr) if cr + 1 < rest.len() => Header::Line(&rest[1.min(cr)..cr], start + cr + 2),
@@ -551,6 +553,15 @@ mod tests {
                 ..
             }))
         ));
+    }
+
+    #[test]
+    fn a_nul_byte_hides_a_header_line_s_end_as_in_redis() {
+        assert_eq!(
+            parse(b"*2\r\n$3\r\nGET\r\n\0\r\n$1\r\nk\r\n"),
+            Err(RespParseError::Incomplete)
+        );
+        assert_eq!(parse(b"*\x002\r\n"), Err(RespParseError::Incomplete));
     }
 
     #[test]

@@ -34,8 +34,8 @@ pub struct RequestScan {
     due: Option<usize>,
     /// The argument being read ends (with its `\r\n`) here.
     arg_end: Option<usize>,
-    /// An inline line holds a NUL before any newline: Redis's `strchr` never finds its
-    /// end, so only the inline limit ends it.
+    /// The line being read (inline, or a header) holds a NUL before its end: Redis's
+    /// `strchr` never finds that end, so only the inline limit ends the request.
     nul: bool,
     /// Bytes looked at, over every call.
     examined: u64,
@@ -117,9 +117,17 @@ impl RequestScan {
             // must have arrived, as `parse_command`'s `header` reads it.
             let window_end = buf.len().min(self.pos + limits.max_inline_len);
             let from = self.searched.max(self.pos);
-            let cr = if from < window_end {
+            let cr = if from < window_end && !self.nul {
                 self.examined += (window_end - from) as u64;
-                memchr::memchr(b'\r', &buf[from..window_end]).map(|i| from + i)
+                // A NUL hides the `\r` from Redis's `strchr`: the header then never ends.
+                match memchr::memchr2(b'\r', 0, &buf[from..window_end]) {
+                    Some(i) if buf[from + i] == b'\r' => Some(from + i),
+                    Some(_) => {
+                        self.nul = true;
+                        None
+                    }
+                    None => None,
+                }
             } else {
                 None
             };
