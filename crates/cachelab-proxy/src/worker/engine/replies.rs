@@ -36,9 +36,7 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
                     continue;
                 }
                 Past::Lost => {
-                    self.drop_connection(server, Down::OutOfStep(OutOfStep::Foreign));
-                    self.actions.push_back(Action::Count(Count::OutOfStep));
-                    fail_pending(&mut self.exchanges, server, now);
+                    self.out_of_step(server, OutOfStep::Foreign, now);
                     continue;
                 }
             }
@@ -90,16 +88,12 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
                     if step.is_some() {
                         // Whatever follows on this connection may answer something
                         // else: close it, and let the requests after this one fail over.
-                        self.drop_connection(
-                            server,
-                            Down::OutOfStep(if foreign {
-                                OutOfStep::Foreign
-                            } else {
-                                OutOfStep::ReadDifferently
-                            }),
-                        );
-                        self.actions.push_back(Action::Count(Count::OutOfStep));
-                        fail_pending(&mut self.exchanges, server, now);
+                        let why = if foreign {
+                            OutOfStep::Foreign
+                        } else {
+                            OutOfStep::ReadDifferently
+                        };
+                        self.out_of_step(server, why, now);
                     }
                 }
                 Err(ReplyError::Incomplete) => {
@@ -116,13 +110,19 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
                 Err(ReplyError::Malformed(_)) => {
                     // Not what was asked (a stray reply, or one read out of step): the
                     // connection goes, but a client's bytes must not eject a server.
-                    self.drop_connection(server, Down::OutOfStep(OutOfStep::Foreign));
-                    self.actions.push_back(Action::Count(Count::OutOfStep));
-                    fail_pending(&mut self.exchanges, server, now);
+                    self.out_of_step(server, OutOfStep::Foreign, now);
                 }
             }
         }
         pending
+    }
+
+    /// `server`'s connection is out of step: it goes (without blaming the server), and
+    /// the requests still waiting on it fail.
+    fn out_of_step(&mut self, server: ServerId, why: OutOfStep, now: Instant) {
+        self.drop_connection(server, Down::OutOfStep(why));
+        self.actions.push_back(Action::Count(Count::OutOfStep));
+        fail_pending(&mut self.exchanges, server, now);
     }
 
     /// Reads on past a refused reply on `server`'s connection, if one is being read
