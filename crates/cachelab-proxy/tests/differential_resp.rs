@@ -25,7 +25,7 @@ mod diff;
 use std::net::SocketAddr;
 
 use cachelab_testkit::Redis;
-use common::resp::{redis_proxy, start_redis};
+use common::resp::{redis_proxy, redis_shard_pool, start_redis};
 use common::Proxy;
 use diff::resp_gen::{RespGen, RespRequest};
 use diff::resp_rules::normalize;
@@ -330,21 +330,7 @@ fn one_server(extra: &[&str]) -> Target {
 /// A sharded pool of three redis-servers (murmur, ketama, hash tag `{}`), with `extra`.
 fn three_shards(extra: &[&str]) -> (tempfile::TempDir, Target) {
     let behind = start_redis(3);
-    let dir = common::temp_dir();
-    let path = dir.path().join("cachelab-shards.toml");
-    let list: Vec<String> = behind.iter().map(|s| format!("\"{}\"", s.addr)).collect();
-    std::fs::write(
-        &path,
-        format!(
-            "[pools.r]\nlisten = \"127.0.0.1:0\"\nprotocol = \"redis\"\nmode = \"shard\"\n\
-             hash = \"murmur\"\nhash_tag = \"{{}}\"\nservers = [{}]\n",
-            list.join(", ")
-        ),
-    )
-    .unwrap();
-    let mut args = vec!["--config".to_string(), path.display().to_string()];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let proxy = Proxy::start_args(&args);
+    let (dir, proxy) = redis_shard_pool(&behind, extra);
     let target = Target {
         direct: Redis::start(),
         behind,

@@ -11,7 +11,7 @@ use std::io::Read;
 
 use cachelab_protocol::RespValue;
 use cachelab_testkit::Redis;
-use common::resp::{bulk, redis_proxy, start_redis, RespClient};
+use common::resp::{bulk, redis_proxy, redis_shard_pool, start_redis, RespClient};
 use common::Proxy;
 
 /// Commands of every routed class, in an order whose replies depend on what came before.
@@ -78,20 +78,7 @@ fn reference() -> Vec<String> {
 }
 
 fn shard_pool(servers: &[Redis]) -> (tempfile::TempDir, Proxy) {
-    let dir = common::temp_dir();
-    let path = dir.path().join("redis.toml");
-    let list: Vec<String> = servers.iter().map(|s| format!("\"{}\"", s.addr)).collect();
-    std::fs::write(
-        &path,
-        format!(
-            "[pools.r]\nlisten = \"127.0.0.1:0\"\nprotocol = \"redis\"\nmode = \"shard\"\n\
-             hash = \"murmur\"\nhash_tag = \"{{}}\"\nservers = [{}]\n",
-            list.join(", ")
-        ),
-    )
-    .unwrap();
-    let proxy = Proxy::start_args(&["--config".into(), path.display().to_string()]);
-    (dir, proxy)
+    redis_shard_pool(servers, &[])
 }
 
 fn assert_same_as_redis(proxy: &Proxy, expected: &[String], pool: &str) {

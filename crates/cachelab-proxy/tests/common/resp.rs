@@ -25,6 +25,26 @@ pub fn redis_proxy(servers: &[Redis], extra: &[&str]) -> Proxy {
     Proxy::start_args(&args)
 }
 
+/// A proxy with one sharded Redis pool over `servers` (murmur, ketama, hash tag `{}`),
+/// written as a TOML config into the returned directory, with `extra` options.
+pub fn redis_shard_pool(servers: &[Redis], extra: &[&str]) -> (tempfile::TempDir, Proxy) {
+    let dir = cachelab_testkit::temp_dir();
+    let path = dir.path().join("cachelab-shards.toml");
+    let list: Vec<String> = servers.iter().map(|s| format!("\"{}\"", s.addr)).collect();
+    std::fs::write(
+        &path,
+        format!(
+            "[pools.r]\nlisten = \"127.0.0.1:0\"\nprotocol = \"redis\"\nmode = \"shard\"\n\
+             hash = \"murmur\"\nhash_tag = \"{{}}\"\nservers = [{}]\n",
+            list.join(", ")
+        ),
+    )
+    .unwrap();
+    let mut args = vec!["--config".to_string(), path.display().to_string()];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    (dir, Proxy::start_args(&args))
+}
+
 /// A blocking RESP client: one command, one reply.
 pub struct RespClient {
     pub client: Client,
