@@ -41,11 +41,13 @@ impl Op {
     }
 }
 
-/// A composed request: its type and how many keys it asked for.
+/// A composed request: its type, how many keys it asked for, and the number of its
+/// first key (a lookaside client sets that key after a miss).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sent {
     pub op: Op,
     pub keys: u32,
+    pub key: u64,
 }
 
 /// What one reply said.
@@ -170,8 +172,13 @@ impl Generator {
     }
 
     fn compose_set(&mut self, out: &mut Vec<u8>) -> Sent {
-        self.keys.clear();
         let number = self.set_keys.next(&mut self.rng);
+        self.compose_set_of(number, out)
+    }
+
+    /// A SET of key `number` (a lookaside client's set after a miss uses it directly).
+    pub fn compose_set_of(&mut self, number: u64, out: &mut Vec<u8>) -> Sent {
+        self.keys.clear();
         self.push_key(number);
         let size = self.sizes.next(number, &mut self.rng);
         let exptime = self.expiry.map_or(0, |e| e.draw(&mut self.rng));
@@ -199,14 +206,19 @@ impl Generator {
         Sent {
             op: Op::Set,
             keys: 1,
+            key: number,
         }
     }
 
     /// A GET of `n` keys: 1 is a plain GET, more a multi-get.
     fn compose_get(&mut self, out: &mut Vec<u8>, n: usize) -> Sent {
         self.keys.clear();
-        for _ in 0..n {
+        let mut first = 0;
+        for i in 0..n {
             let number = self.get_keys.next(&mut self.rng);
+            if i == 0 {
+                first = number;
+            }
             self.push_key(number);
         }
         match self.protocol {
@@ -223,7 +235,11 @@ impl Generator {
             Protocol::Redis => compose_mget(out, self.keys.split(|b| *b == b' ')),
         }
         let op = if n == 1 { Op::Get } else { Op::MultiGet };
-        Sent { op, keys: n as u32 }
+        Sent {
+            op,
+            keys: n as u32,
+            key: first,
+        }
     }
 }
 
@@ -366,7 +382,8 @@ mod tests {
             g.compose(&mut out),
             Sent {
                 op: Op::Set,
-                keys: 1
+                keys: 1,
+                key: 0,
             }
         );
         assert_eq!(out, b"set k:0 0 0 4\r\nxxxx\r\n");
@@ -375,7 +392,8 @@ mod tests {
             g.compose(&mut out),
             Sent {
                 op: Op::MultiGet,
-                keys: 3
+                keys: 3,
+                key: 0,
             }
         );
         assert_eq!(out, b"get k:0 k:1 k:2\r\n");
@@ -441,7 +459,8 @@ mod tests {
                 Protocol::Redis,
                 Sent {
                     op: Op::Set,
-                    keys: 1
+                    keys: 1,
+                    key: 0,
                 },
                 b"+OK\r\n"
             )
@@ -506,6 +525,7 @@ mod tests {
         let get3 = Sent {
             op: Op::MultiGet,
             keys: 3,
+            key: 0,
         };
         let reply = b"VALUE k:1 0 1\r\nx\r\nEND\r\n";
         assert_eq!(
@@ -522,6 +542,7 @@ mod tests {
         let set = Sent {
             op: Op::Set,
             keys: 1,
+            key: 0,
         };
         assert_eq!(
             read_reply(Protocol::MemcacheText, set, b"STORED\r\n"),
@@ -548,6 +569,7 @@ mod tests {
         let get = Sent {
             op: Op::Get,
             keys: 1,
+            key: 0,
         };
         assert_eq!(
             read_reply(Protocol::Redis, get, b"$-1\r\n").unwrap().0,
@@ -568,6 +590,7 @@ mod tests {
         let mget = Sent {
             op: Op::MultiGet,
             keys: 3,
+            key: 0,
         };
         let reply = b"*3\r\n$1\r\na\r\n$-1\r\n$-1\r\n";
         assert_eq!(
@@ -581,6 +604,7 @@ mod tests {
         let set = Sent {
             op: Op::Set,
             keys: 1,
+            key: 0,
         };
         assert!(
             read_reply(Protocol::Redis, set, b"-OOM command not allowed\r\n")
