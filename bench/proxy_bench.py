@@ -6,8 +6,8 @@
 Loopback only, bounded run times. cachelab-proxy runs as a replicate pool (`-m`) in three
 configurations (CACHELAB_MODES; all are printed): "default", the original study's
 structure (W = 64 workers, one request per worker at the servers), "production", the
-configuration the README recommends for speed (PRODUCTION_ARGS), and "busy-poll", the
-same spinning 100 us after each read (`--busy-poll-us`); and as a hashing pool
+configuration recommended for speed (PRODUCTION_ARGS, docs/performance.md), and
+"busy-poll", the same spinning 100 us after each read (`--busy-poll-us`); and as a hashing pool
 from the very nutcracker.yml twemproxy runs with ("cachelab-shard": the same servers,
 hash and ketama ring, so both shard keys the same way). `--baseline BIN` adds another
 cachelab-proxy binary (e.g. an older build) in the production and default modes
@@ -78,8 +78,9 @@ from _targets import (
     summary_line,
 )
 
-# The configuration the README recommends for speed, measured as "cachelab-production" and
-# judged against issue 14's first targets. Change it here when the recommendation changes.
+# The configuration recommended for speed (docs/performance.md), measured as
+# "cachelab-production" and judged against issue 14's first targets. Change it here when
+# the recommendation changes.
 PRODUCTION_ARGS = ["-t", "4", "--pipeline", "16"]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,7 +133,7 @@ class Target:
 
 # The middleware's configurations measured. "default" is the original study's structure:
 # 64 workers, one request per worker at the servers (pinned to one CPU it runs one
-# runtime thread). "production" is PRODUCTION_ARGS, what the README recommends for speed.
+# runtime thread). "production" is PRODUCTION_ARGS, what docs/performance.md recommends.
 CACHELAB_MODES = {
     "default": ["-t", "64"],
     "production": PRODUCTION_ARGS,

@@ -6,7 +6,7 @@
 //! Each case is followed by a sync request, `mg __cachelab_sync O<n>` (answered
 //! `EN O<n>`), so a case answered by several replies or by none is compared whole. The
 //! cases run in order on one connection each way, so state carries (and is compared:
-//! `gets` shows the cas uniques). Where the proxy differs by design (the README's table
+//! `gets` shows the cas uniques). Where the proxy differs by design (docs/proxy.md's table
 //! of deliberate differences), a second table holds both answers, so the table stays
 //! true.
 
@@ -434,7 +434,7 @@ fn memcached_closes_on_these_and_so_does_the_proxy() {
     }
 }
 
-/// The README's deliberate differences: (input, memcached's reply, the proxy's reply).
+/// docs/proxy.md's deliberate differences: (input, memcached's reply, the proxy's reply).
 const DIFFERENCES: &[(&[u8], &str, &str)] = &[
     (
         b"get c\x01d\r\n",
@@ -501,7 +501,7 @@ fn the_deliberate_differences_are_the_ones_the_readme_lists() {
     );
 }
 
-/// The README's row for a pipelined `get` of an over-long key: memcached 1.6.18 drops
+/// docs/proxy.md's row for a pipelined `get` of an over-long key: memcached 1.6.18 drops
 /// the reply of the command read with it (which it applied); the proxy answers both.
 #[test]
 fn the_reply_before_a_pipelined_over_long_key_is_kept() {

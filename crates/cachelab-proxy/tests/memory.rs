@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use common::{start_servers, values_reply, Client};
 
 const BUDGET_MIB: u64 = 64;
-/// The bound this test holds: the README's memory bound (twice the budget for buffer
+/// The bound this test holds: docs/proxy.md's memory bound (twice the budget for buffer
 /// capacity, plus buffers per connection) with room for the allocator, in KiB.
 const ALLOWANCE_KIB: u64 = 48 * 1024;
 

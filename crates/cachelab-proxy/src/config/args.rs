@@ -198,7 +198,7 @@ pub struct Args {
     pub max_line_length: usize,
 
     /// Memory for requests and replies in MiB: requests and replies that would not fit
-    /// are answered `SERVER_ERROR out of memory` (see the README's memory bound).
+    /// are answered `SERVER_ERROR out of memory` (see docs/proxy.md, Memory bound).
     #[arg(long, default_value_t = DEFAULT_MEMORY_BUDGET_MB, value_name = "MIB")]
     pub memory_budget: usize,
 
@@ -218,7 +218,7 @@ pub struct Args {
     pub idle_timeout: f64,
 
     /// What the command line's pool speaks: memcached's text protocol, or Redis's RESP2
-    /// (its clients and -m servers then speak Redis; see the README's Redis pools).
+    /// (its clients and -m servers then speak Redis; see docs/redis-pools.md).
     #[arg(long, value_enum, default_value_t = ProtocolArg::Memcached, conflicts_with = "config")]
     pub protocol: ProtocolArg,
 

@@ -1,7 +1,7 @@
 //! A seeded generator of memcached text and meta requests, valid and mutated, for the
 //! differential fuzz. Every request it makes is complete as memcached frames it (a data
 //! block is never shorter than announced, so the sync request after it is never read
-//! as data), and it avoids what the README lists as deliberate differences (control
+//! as data), and it avoids what docs/proxy.md lists as deliberate differences (control
 //! characters in keys, NUL bytes, bare `\n`, the binary protocol, `stats`, `version`,
 //! `gat`, an opaque over 32 bytes, a quiet `ma` creating its key, keys before an
 //! over-long one in a multi-get) and what depends on the clock (`mg t`/`l`, `flush_all` with a delay).

@@ -60,7 +60,7 @@ pub struct RespRequest {
     /// sync, because Redis closing with replies unwritten and requests unread resets
     /// the connection and loses what it had not sent, however much that was.
     pub closes: bool,
-    /// The proxy answers it as a README rule says, not as Redis would.
+    /// The proxy answers it as a rule of docs/redis-pools.md says, not as Redis would.
     pub known: Option<Known>,
     /// Its reply reads the clock (see `resp_rules::normalize`).
     pub clock: bool,

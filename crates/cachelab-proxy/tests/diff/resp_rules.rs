@@ -1,10 +1,10 @@
 //! Where the proxy answers a RESP request differently from Redis on purpose, in one
-//! place: each difference names the README rule it follows. A request the generator
+//! place: each difference names the docs/redis-pools.md rule it follows. A request the generator
 //! marks with one of these is not sent to Redis (it would change what Redis holds, as
 //! `FLUSHALL` or `SELECT 1` would); the proxy's reply must be the documented one.
 //! Everything else must equal Redis's reply byte for byte, after [`normalize`].
 
-/// Commands the README lists as refused (one of each reason), with arguments.
+/// Commands docs/redis-pools.md lists as refused (one of each reason), with arguments.
 pub const REFUSED: &[&[&str]] = &[
     &["MULTI"],
     &["EXEC"],
@@ -44,12 +44,12 @@ pub const REDIS_TEXTS: &[&[&str]] = &[
 /// A documented difference: the proxy answers this request itself, not as Redis would.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Known {
-    /// README, Redis pools, "Refused, with the connection kept": commands no key
+    /// docs/redis-pools.md, "Refused, with the connection kept": commands no key
     /// routes get `-ERR <NAME> is not supported by cachelab-proxy: <why>`.
     Refused(String),
     /// Same rule, "scripting without keys": `EVAL`/`EVALSHA` with no keys.
     NoKeys(String),
-    /// README, "Answered by the proxy": `SELECT` of a database other than the pool's
+    /// docs/redis-pools.md, "Answered by the proxy": `SELECT` of a database other than the pool's
     /// gets `-ERR SELECT <n>: this pool serves database 0 only`.
     OtherDb(String),
 }
