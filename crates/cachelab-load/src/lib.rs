@@ -29,6 +29,7 @@
 pub mod args;
 pub mod config;
 pub mod cycle;
+pub mod dist;
 pub mod keys;
 pub mod memtier;
 pub mod percentiles;
