@@ -73,8 +73,8 @@ def test_plain_lines_and_the_live_panel():
     p.end(status)
     lines = plain.getvalue().splitlines()
     assert lines[0] == "experiment 'p': 3 points x 2 repetitions (up to 4), 10 s runs"
-    assert lines[1].startswith("point 3/3 rep 1 [load.clients=4] started; elapsed 0:00:00")
-    assert lines[2] == ("point 3/3 rep 1 [load.clients=4]: 12,345 ops/s, avg 0.500 ms, "
+    assert lines[1].startswith("point 3/3 rep 1 [4 clients] started; elapsed 0:00:00")
+    assert lines[2] == ("point 3/3 rep 1 [4 clients]: 12,345 ops/s, avg 0.500 ms, "
                         "p99 0.900 ms, cv 2.1%, 10.2 s -> stable")
     assert lines[3] == "1 run in 0:00:00"
 
@@ -83,7 +83,7 @@ def test_plain_lines_and_the_live_panel():
     live.begin(status)
     status.start(EXPERIMENT.points[1], 2)
     panel = live._render().plain
-    assert "point 2/3 [load.clients=2] repetition 2" in panel and "runs left" in panel
+    assert "point 2/3 [2 clients] repetition 2" in panel and "runs left" in panel
     live.finished(status, record(1, 2), verdict)
     live.end(status)
     assert "12,345 ops/s" in screen.getvalue()

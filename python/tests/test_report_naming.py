@@ -1,6 +1,6 @@
-"""Points named as a reader says them (report/naming.py): each rule by its test."""
+"""Points named as a reader says them (spec/naming.py): each rule by its test."""
 
-from cachelab.report import naming
+from cachelab.spec import naming
 
 
 def test_ratio_0_1_reads_read_only_1_0_write_only_and_others_sets_gets():

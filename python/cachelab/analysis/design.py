@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cachelab.analysis.errors import AnalysisError
+from cachelab.spec.naming import level_text
 
 #: Run columns a design can take as its response, with the words the report uses.
 RESPONSES = {
@@ -81,13 +82,6 @@ class Plan:
     runs: int
     steady_runs: int
     skipped: tuple[str, ...] = field(default=())
-
-
-def level_text(value: object) -> str:
-    """A level as text, as experiment files write it (true, 4, 0:1)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def resolve(name: str, paths: Sequence[str], what: str = "factor") -> str:

@@ -12,6 +12,7 @@ from cachelab.errors import UserError
 from cachelab.run.progress import Progress, for_terminal
 from cachelab.run.runner import Outcome, run_experiment
 from cachelab.spec import experiment as spec
+from cachelab.spec.naming import name_of
 
 
 def run(path: Path, out: Path | None = None, *, resume: bool = False, again: bool = False,
@@ -49,8 +50,9 @@ def command(experiment: Path, out: Path | None, resume: bool, again: bool,
             no_report: bool) -> int:
     """Run an experiment file: every point of its sweep, repeated and validated."""
     outcome, page = run(experiment, out, resume=resume, again=again, report=not no_report)
+    names = {p.label: name_of(p) for p in spec.load(experiment).points}  # as progress says
     for label, reason in outcome.unstable:
-        click.echo(f"unstable: [{label}] {reason}")
+        click.echo(f"unstable: [{names.get(label, label)}] {reason}")
     click.echo(f"results: {outcome.database.resolve()}")
     if page is not None:
         click.echo(f"report: {page.resolve()}")

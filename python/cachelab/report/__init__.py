@@ -24,8 +24,9 @@ import jinja2
 from cachelab import paths
 from cachelab.analysis.design import RESPONSES, Design
 from cachelab.report import data as data_mod
-from cachelab.report import findings, methodology, naming, plots, plots_analysis, sections
+from cachelab.report import findings, methodology, plots, plots_analysis, sections
 from cachelab.report.figures import Figures
+from cachelab.spec import naming
 from cachelab.store import Store
 
 TEMPLATE = "template.html.j2"

@@ -17,10 +17,10 @@ from typing import Any, TypeVar
 from cachelab.analysis import laws, linkbound, qos
 from cachelab.hosts.hostinfo import HostInfo
 from cachelab.readers import loadgen
-from cachelab.report import measure, naming
+from cachelab.report import measure
 from cachelab.run import validate
 from cachelab.spec import experiment as spec
-from cachelab.spec import topology
+from cachelab.spec import naming, topology
 from cachelab.store import (
     ClientClock,
     ClientTiming,

@@ -13,7 +13,6 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from cachelab.report import naming
 from cachelab.report.data import (
     STAGES,
     Curve,
@@ -22,6 +21,7 @@ from cachelab.report.data import (
     percentile_error,
     percentile_ms,
 )
+from cachelab.spec import naming
 
 #: The line styles the plots use (matplotlib's names).
 LineStyle = Literal["-", "--", "-.", ":"]

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 from cachelab.analysis.design import level_text
 from cachelab.errors import UserError
-from cachelab.report import naming
 from cachelab.report.data import PointResult
 from cachelab.report.designs import Designs
 from cachelab.spec import experiment as spec
+from cachelab.spec import naming
 from cachelab.spec import study as study_mod
 
 

@@ -3,7 +3,8 @@ elapsed and the estimated time left, and one summary line per finished run.
 
 `Status` holds the numbers (tested directly); `Progress` prints plain lines (pipes, CI,
 tests); `LiveProgress` redraws a rich status panel on a terminal with the summary lines
-scrolling above it.
+scrolling above it. Points are named as the report names them ("read-only, 8 workers,
+16 clients"), not by their factor paths.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from rich.text import Text
 
 from cachelab.run.validate import RunOutcome, Verdict
 from cachelab.spec.experiment import Experiment, Point
+from cachelab.spec.naming import name_of
 from cachelab.store import RunRecord
 
 #: Assumed overhead of a run beyond its run time (start, populate, stop, store) until a
@@ -86,7 +88,7 @@ def clock_text(seconds: float) -> str:
 def summary_line(status: Status, record: RunRecord, verdict: Verdict) -> str:
     s = record.summary
     cv = "-" if s.cv_within is None else f"{s.cv_within:.1%}"
-    label = status.exp.points[record.point].label
+    label = name_of(status.exp.points[record.point])
     if verdict.stable:
         state = " -> stable"
     elif verdict.runs < status.exp.repetitions:
@@ -124,7 +126,7 @@ class Progress:
     def started(self, status: Status) -> None:
         assert status.point is not None
         self._print(f"point {status.point.index + 1}/{len(status.exp.points)} rep "
-                    f"{status.repetition} [{status.point.label}] started; elapsed "
+                    f"{status.repetition} [{name_of(status.point)}] started; elapsed "
                     f"{clock_text(status.elapsed_s())}, about "
                     f"{clock_text(status.remaining_s())} left")
 
@@ -154,7 +156,7 @@ class LiveProgress(Progress):
             return Text("")
         return Text.assemble(
             ("running ", "bold"), f"point {s.point.index + 1}/{len(s.exp.points)} ",
-            (f"[{s.point.label}]", "cyan"), f" repetition {s.repetition}\n",
+            (f"[{name_of(s.point)}]", "cyan"), f" repetition {s.repetition}\n",
             f"this run {clock_text(s.clock() - s.run_began)} of about "
             f"{clock_text(s.seconds_per_run())}; elapsed {clock_text(s.elapsed_s())}; "
             f"{s.runs_left()} runs left, about {clock_text(s.remaining_s())} to go")

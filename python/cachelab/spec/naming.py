@@ -1,13 +1,22 @@
 """Points named as a reader says them: "read-only, 8 workers, 16 clients" rather than
 "workload.ratio=0:1, middleware.workers=8, load.clients=16". The raw factor paths stay in
 the exports and in each name's hover title. Pure: factor paths and levels in, text out.
+Here in spec/ so that every later package can name points alike: `cachelab run`'s progress
+lines as well as the report.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from cachelab.analysis.design import level_text
+from cachelab.spec.experiment import Point
+
+
+def level_text(value: object) -> str:
+    """A level as text, as experiment files write it (true, 4, 0:1)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def ratio_name(level: object) -> str:
@@ -116,3 +125,8 @@ def curve_name(fixed: Iterable[tuple[str, object]]) -> str:
     """A configuration (every factor but the x axis) as a reader says it."""
     return ", ".join(level_name(path, level) for path, level in fixed) or "all points"
 
+
+def name_of(point: Point) -> str:
+    """A sweep point as a reader says it, its clients counted over every instance and
+    thread; `point.label` keeps the raw factor paths."""
+    return point_name(dict(point.factors), point.config.total_clients)
