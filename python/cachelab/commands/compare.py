@@ -12,7 +12,7 @@ from cachelab.report import compare
 
 def run(directories: list[Path], out: Path, level: float = 0.05) -> tuple[Path,
                                                                           compare.Comparison]:
-    """Writes OUT/compare.html (plots beside it) and OUT/compare.csv."""
+    """Writes OUT/compare.html (its plots inline) and OUT/compare.csv."""
     if not 0 < level < 1:
         raise UserError(f"--level: must be between 0 and 1, got {level}")
     return compare.write(directories, out, level)
@@ -23,7 +23,7 @@ def run(directories: list[Path], out: Path, level: float = 0.05) -> tuple[Path,
                 type=click.Path(file_okay=False, path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("compare-out"), show_default=True,
-              help="Directory for compare.html, its images and compare.csv.")
+              help="Directory for compare.html (its plots inline) and compare.csv.")
 @click.option("--level", default=0.05, show_default=True, type=float,
               help="Significance level of Welch's t-test for each difference.")
 def command(directories: tuple[Path, ...], out: Path, level: float) -> None:

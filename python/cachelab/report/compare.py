@@ -29,7 +29,6 @@ from cachelab.report.plots import x_axis
 from cachelab.store import Store
 
 PAGE = "compare.html"
-IMAGES = "compare-images"
 TABLE = "compare.csv"
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
@@ -247,7 +246,7 @@ def write_csv(comparison: Comparison, path: Path) -> Path:
 
 
 def write(directories: list[Path], out: Path, level: float = 0.05) -> tuple[Path, Comparison]:
-    """Writes OUT/compare.html, its images and OUT/compare.csv."""
+    """Writes OUT/compare.html (one file, its plots inline as SVG) and OUT/compare.csv."""
     comparison = load(directories, level)
     paths.writable_dir(out, "the comparison")
     with paths.writing(out, "the comparison"):
@@ -255,7 +254,7 @@ def write(directories: list[Path], out: Path, level: float = 0.05) -> tuple[Path
 
 
 def _write_page(comparison: Comparison, out: Path) -> Path:
-    figures = Figures(out / IMAGES, IMAGES)
+    figures = Figures()  # inline, as the report's: one file that can be mailed
     ticks = _ticks(comparison)
     xs = [_x(comparison, p, ticks) for e in comparison.experiments for p in e.data.points
           if p.measured]
