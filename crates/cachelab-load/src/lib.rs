@@ -23,6 +23,10 @@
 //! - [`report`]: the JSON report (one run, or several and their aggregate), the human
 //!   summary, the HdrHistogram log.
 //!
+//! - [`engine`]: one connection's load engine without I/O: what to send next and when,
+//!   what each reply means, what to record (closed loop, open loop, lookaside), tested
+//!   in simulated time.
+//!
 //! [`runner`] is the I/O shell: threads, connections, the precise open-loop timer and the
 //! watchdog that keeps every run within its time.
 
@@ -30,6 +34,7 @@ pub mod args;
 pub mod config;
 pub mod cycle;
 pub mod dist;
+pub mod engine;
 pub mod keys;
 pub mod memtier;
 pub mod percentiles;

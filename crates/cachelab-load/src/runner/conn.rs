@@ -1,13 +1,11 @@
-//! One client connection: composes requests, writes them in batches, parses replies in
-//! order and records each one. Closed loop keeps `--pipeline` requests outstanding; open
-//! loop sends each request at its scheduled time whatever is outstanding. A broken
-//! connection counts its outstanding requests as errors and is re-opened. With
-//! `--reconnect-interval N` a connection sends N requests, waits for their answers, closes
-//! and re-opens (memtier's `shard_connection::process_response` and
-//! `client::hold_pipeline`: no request is outstanding when it closes).
+//! One client connection's I/O: it owns the socket, the buffers and the kernel's
+//! timestamps, and asks the connection's [`Engine`] what to send and what each reply
+//! means. A broken connection counts its outstanding requests as errors and is re-opened
+//! with a back-off. With `--reconnect-interval N` a connection sends N requests, waits
+//! for their answers, closes and re-opens (memtier's `shard_connection::process_response`
+//! and `client::hold_pipeline`: no request is outstanding when it closes).
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
@@ -21,12 +19,10 @@ use super::clock::{realtime_offset_ns, Clock};
 use super::link::{Link, OpenError, Target};
 use super::stamping;
 use super::ticker::Ticker;
-use crate::config::Protocol;
+use crate::engine::{Engine, Idle, Pending, Rules};
 use crate::record::Recorder;
-use crate::schedule::Schedule;
-use crate::stamps::{assign_transmit, unwrap_key, wire_ns, AwaitsTransmit, Stamp};
+use crate::stamps::{assign_transmit, unwrap_key, wire_ns, Stamp};
 use crate::timing::{Times, TimestampMode, Wire};
-use crate::workload::{read_reply, Generator, Sent};
 
 /// Read buffer size to start with; it grows for large multi-get replies.
 const READ_BUFFER: usize = 64 * 1024;
@@ -44,21 +40,14 @@ const BACKOFF_MAX: Duration = Duration::from_secs(1);
 pub struct Shared {
     pub clock: Clock,
     pub recorder: RefCell<Recorder>,
-    pub protocol: Protocol,
+    pub rules: Rules,
     pub target: Target,
-    pub pipeline: usize,
-    /// No request starts (closed loop) or is scheduled (open loop) at or after this time.
-    pub stop_issuing_ns: u64,
     pub connect_timeout: Duration,
     /// Runs bounded only by count give up reconnecting after this long.
     pub reply_timeout: Duration,
-    /// Requests a connection sends before it is closed and re-opened.
-    pub reconnect_interval: Option<u64>,
     /// Open loop: the thread's one timer, which wakes each connection when it is due; with
     /// `--busy-poll-us` (either loop) it also spins while replies are awaited.
     pub ticker: Option<Ticker>,
-    /// `--timestamps`: kernel timestamps are switched on for every connection.
-    pub timestamps: TimestampMode,
 }
 
 /// Why the watchdog interrupted a connection.
@@ -86,28 +75,6 @@ impl Watch {
     }
 }
 
-struct Pending {
-    sent: Sent,
-    /// The intended send time: the scheduled time (open loop), or just before the write
-    /// that carries the request (closed loop).
-    start_ns: u64,
-    /// The offset of the request's last byte in the connection's stream.
-    last_byte: u64,
-    /// The offset of the last byte of the write that carried it (None until written).
-    write_end: Option<u64>,
-    /// The kernel's transmit stamp of that byte, once read from the error queue.
-    transmitted: Stamp,
-}
-
-impl AwaitsTransmit for Pending {
-    fn write_end(&self) -> Option<u64> {
-        self.write_end
-    }
-    fn transmitted(&mut self) -> &mut Stamp {
-        &mut self.transmitted
-    }
-}
-
 enum End {
     /// Nothing more to send and nothing outstanding.
     Done,
@@ -119,20 +86,9 @@ enum End {
 }
 
 pub struct Connection {
-    gen: Generator,
-    /// Requests left to send, when the run is bounded by count.
-    budget: Option<u64>,
-    /// Requests left to send on this connection before it is re-opened
-    /// (`--reconnect-interval`).
-    session_left: Option<u64>,
-    schedule: Option<Schedule>,
+    engine: Engine,
     /// This connection's slot in the thread's ticker.
     slot: usize,
-    pending: VecDeque<Pending>,
-    /// Bytes composed on this session's socket (the transmit stamps' keys count them).
-    composed: u64,
-    /// Bytes written on this session's socket.
-    written_total: u64,
     /// The kernel stamps this session's socket.
     stamping: bool,
     /// This session's socket.
@@ -149,21 +105,10 @@ pub struct Connection {
 
 impl Connection {
     /// `slot` numbers the connection within its thread, from 0.
-    pub fn new(
-        gen: Generator,
-        budget: Option<u64>,
-        schedule: Option<Schedule>,
-        slot: usize,
-    ) -> Connection {
+    pub fn new(engine: Engine, slot: usize) -> Connection {
         Connection {
-            gen,
-            budget,
-            session_left: None,
-            schedule,
+            engine,
             slot,
-            pending: VecDeque::new(),
-            composed: 0,
-            written_total: 0,
             stamping: false,
             fd: -1,
             stamps_queued: 0,
@@ -183,12 +128,10 @@ impl Connection {
             let Some(s) = stream.take() else { break };
             let end = self.session(&shared, s).await;
             let now = shared.clock.now();
-            let timed_out = matches!(end, End::Killed(_));
             {
                 let mut recorder = shared.recorder.borrow_mut();
-                for p in self.pending.drain(..) {
-                    recorder.failed(p.sent.op, now, timed_out);
-                }
+                let timed_out = matches!(end, End::Killed(_));
+                self.engine.fail_outstanding(now, timed_out, &mut recorder);
                 if matches!(end, End::Broken) {
                     recorder.connection_error();
                 }
@@ -201,30 +144,8 @@ impl Connection {
                 }
             }
         }
-        self.account_unsent(&shared);
-    }
-
-    /// Open loop: requests still due before the end that the connection could not send
-    /// (its server was gone) count as scheduled, so the shortfall shows in the report.
-    fn account_unsent(&mut self, shared: &Shared) {
-        let Some(schedule) = &mut self.schedule else {
-            return;
-        };
-        let mut recorder = shared.recorder.borrow_mut();
-        while self.budget != Some(0) && schedule.peek() < shared.stop_issuing_ns {
-            recorder.scheduled(schedule.advance(self.gen.rng()));
-            self.budget = self.budget.map(|n| n - 1);
-        }
-    }
-
-    fn more_to_issue(&self, shared: &Shared, now: u64) -> bool {
-        if self.budget == Some(0) {
-            return false;
-        }
-        match &self.schedule {
-            Some(schedule) => schedule.peek() < shared.stop_issuing_ns,
-            None => now < shared.stop_issuing_ns,
-        }
+        self.engine
+            .account_unsent(&mut shared.recorder.borrow_mut());
     }
 
     async fn reconnect(&mut self, shared: &Shared) -> Option<Link> {
@@ -232,11 +153,11 @@ impl Connection {
         let mut backoff = BACKOFF_FIRST;
         loop {
             let now = shared.clock.now();
-            if !self.more_to_issue(shared, now) || now >= give_up {
+            if !self.engine.more_to_issue(now) || now >= give_up {
                 return None;
             }
             // Never wait past the end of the run: --test-time is always honoured.
-            let left = Duration::from_nanos(shared.stop_issuing_ns.min(give_up) - now);
+            let left = Duration::from_nanos(shared.rules.stop_issuing_ns.min(give_up) - now);
             match Link::open(&shared.target, shared.connect_timeout.min(left)).await {
                 Ok((link, times)) => {
                     opened(&mut shared.recorder.borrow_mut(), &link, times);
@@ -259,89 +180,23 @@ impl Connection {
     fn issue(&mut self, shared: &Shared, now: u64) {
         // Compose only when everything composed before has gone to the kernel: a request
         // counts as sent (and its send lag stops) when it is handed to the socket, so one
-        // that must wait for a full socket to drain waits in the schedule, not in our buffer.
+        // that must wait for a full socket to drain waits in the schedule, not in our
+        // buffer; and the requests composed together leave in one write.
         if self.written < self.wbuf.len() {
             return;
         }
-        let first_new = self.pending.len();
-        match &mut self.schedule {
-            None => {
-                while self.pending.len() < shared.pipeline
-                    && self.budget != Some(0)
-                    && self.session_left != Some(0)
-                    && now < shared.stop_issuing_ns
-                {
-                    let before = self.wbuf.len();
-                    let sent = self.gen.compose(&mut self.wbuf);
-                    self.composed += (self.wbuf.len() - before) as u64;
-                    self.pending.push_back(Pending {
-                        sent,
-                        start_ns: 0,
-                        last_byte: self.composed - 1,
-                        write_end: None,
-                        transmitted: Stamp::default(),
-                    });
-                    self.budget = self.budget.map(|n| n - 1);
-                    self.session_left = self.session_left.map(|n| n - 1);
-                }
-            }
-            Some(schedule) => {
-                while self.budget != Some(0)
-                    && self.session_left != Some(0)
-                    && schedule.peek() <= now
-                    && schedule.peek() < shared.stop_issuing_ns
-                {
-                    let due = schedule.advance(self.gen.rng());
-                    shared.recorder.borrow_mut().scheduled(due);
-                    let before = self.wbuf.len();
-                    let sent = self.gen.compose(&mut self.wbuf);
-                    self.composed += (self.wbuf.len() - before) as u64;
-                    self.pending.push_back(Pending {
-                        sent,
-                        start_ns: due,
-                        last_byte: self.composed - 1,
-                        write_end: None,
-                        transmitted: Stamp::default(),
-                    });
-                    self.budget = self.budget.map(|n| n - 1);
-                    self.session_left = self.session_left.map(|n| n - 1);
-                }
-            }
-        }
-        if self.pending.len() == first_new {
-            return;
-        }
-        // The closed-loop timer starts here, just before the write that carries the batch.
-        let write_ns = shared.clock.now();
-        let open = self.schedule.is_some();
         let mut recorder = shared.recorder.borrow_mut();
-        for p in self.pending.range_mut(first_new..) {
-            if open {
-                recorder.sent(write_ns, Some(write_ns.saturating_sub(p.start_ns)));
-            } else {
-                p.start_ns = write_ns;
-                recorder.sent(write_ns, None);
-            }
-        }
+        self.engine
+            .issue(now, &mut self.wbuf, &mut recorder, || shared.clock.now());
     }
 
-    /// `n` more bytes went to the socket in one write: the requests whose last byte they
-    /// hold were carried by it (its transmit stamp is theirs).
+    /// `n` more bytes went to the socket in one write.
     fn wrote(&mut self, n: usize) {
         self.written += n;
         if n == 0 {
             return;
         }
-        self.written_total += n as u64;
-        let end = self.written_total - 1;
-        for p in self.pending.iter_mut().rev() {
-            if p.write_end.is_some() {
-                break;
-            }
-            if p.last_byte <= end {
-                p.write_end = Some(end);
-            }
-        }
+        self.engine.wrote(n);
         if self.stamping {
             self.stamps_queued += 1;
             if self.stamps_queued >= STAMPS_QUEUED_MAX {
@@ -353,8 +208,8 @@ impl Connection {
     /// Reads the transmit stamps queued on the error queue and gives each to the requests
     /// its write carried.
     fn drain_transmit_stamps(&mut self) {
-        let last = self.composed.saturating_sub(1);
-        let pending = &mut self.pending;
+        let last = self.engine.composed().saturating_sub(1);
+        let pending = self.engine.pending_mut();
         stamping::drain_transmit_stamps(self.fd, |key, stamp| {
             assign_transmit(pending.iter_mut(), unwrap_key(key, last), stamp);
         });
@@ -364,12 +219,10 @@ impl Connection {
     /// Switches kernel timestamps on for a new socket, before anything is written on it:
     /// a plain TCP socket only (see [`Link::unstampable`] for the others).
     fn start_stamping(&mut self, shared: &Shared, link: &Link) {
-        self.composed = 0;
-        self.written_total = 0;
         self.stamping = false;
         self.fd = link.plain_tcp().map_or(-1, AsRawFd::as_raw_fd);
         self.stamps_queued = 0;
-        if shared.timestamps == TimestampMode::Kernel {
+        if shared.rules.timestamps == TimestampMode::Kernel {
             let refused = match link.unstampable() {
                 Some(why) => Some(why.to_string()),
                 None => stamping::enable(self.fd)
@@ -386,13 +239,13 @@ impl Connection {
     }
 
     async fn session(&mut self, shared: &Shared, mut link: Link) -> End {
+        self.engine.start_session();
         self.start_stamping(shared, &link);
         let fd = self.fd;
         self.wbuf.clear();
         self.written = 0;
         self.rstart = 0;
         self.rend = 0;
-        self.session_left = shared.reconnect_interval;
         loop {
             let now = shared.clock.now();
             // With TLS, encrypted bytes still waiting for the socket hold back new
@@ -403,41 +256,28 @@ impl Connection {
             if self.send(&mut link).is_err() {
                 return End::Broken;
             }
-            if self.pending.is_empty() && !self.more_to_issue(shared, now) {
-                return End::Done;
+            match self.engine.idle(now) {
+                Some(Idle::Done) => return End::Done,
+                Some(Idle::Recycle) => return End::Recycle,
+                None => {}
             }
-            if self.pending.is_empty() && self.session_left == Some(0) {
-                return End::Recycle;
-            }
-            self.watch
-                .waiting_since
-                .set(self.pending.front().map(|p| p.start_ns));
+            self.watch.waiting_since.set(self.engine.waiting_since());
             let want_write = self.written < self.wbuf.len() || link.wants_flush();
             // While the socket is full the next send waits for it, not for the clock.
-            let due = match &self.schedule {
-                Some(schedule)
-                    if !want_write
-                        && self.budget != Some(0)
-                        && self.session_left != Some(0)
-                        && schedule.peek() < shared.stop_issuing_ns =>
-                {
-                    Some(schedule.peek())
-                }
-                _ => None,
-            };
+            let due = self.engine.next_due(want_write);
             if self.rbuf.len() - self.rend < MIN_READ_SPACE {
                 self.make_read_space();
             }
             let ticker = shared.ticker.as_ref();
             let slot = self.slot;
             if let Some(ticker) = ticker {
-                ticker.awaiting_reply(slot, self.pending.back().map(|p| p.start_ns));
+                ticker.awaiting_reply(slot, self.engine.newest_start());
             }
             tokio::select! {
                 biased;
                 _ = self.watch.kill.notified() => {
                     if let Some(kill) = self.watch.reason.take() {
-                        if kill == Kill::Deadline || !self.pending.is_empty() {
+                        if kill == Kill::Deadline || !self.engine.pending().is_empty() {
                             return End::Killed(kill);
                         }
                     }
@@ -448,8 +288,7 @@ impl Connection {
                     }
                     let read = match link.plain_tcp() {
                         Some(tcp) if self.stamping => {
-                            let protocol = shared.protocol;
-                            tcp.try_io(Interest::READABLE, || self.read_stamped(protocol, fd))
+                            tcp.try_io(Interest::READABLE, || self.read_stamped(fd))
                         }
                         _ => link.try_recv(&mut self.rbuf[self.rend..]).map(|n| (n, Stamp::default())),
                     };
@@ -497,16 +336,18 @@ impl Connection {
     }
 
     /// Reads with the kernel's receive stamp. A read's stamp is that of the last segment
-    /// it took bytes from, so when a second reply may be queued behind the first (more
-    /// than one request outstanding), the queued bytes are peeked at and only the first
-    /// reply is read: its stamp is then its own, not a later reply's.
-    fn read_stamped(&mut self, protocol: Protocol, fd: RawFd) -> io::Result<(usize, Stamp)> {
+    /// it took bytes from. In the open loop, where a second reply may be queued behind the
+    /// first (more than one request outstanding), the queued bytes are peeked at and only
+    /// the first reply is read, so its stamp is its own, not a later reply's. The closed
+    /// loop reads all that is there: a pipeline's replies mostly arrive together, and
+    /// reading them one by one would cost three system calls a reply.
+    fn read_stamped(&mut self, fd: RawFd) -> io::Result<(usize, Stamp)> {
         let mut want = self.rbuf.len() - self.rend;
-        if self.pending.len() > 1 {
-            let front = self.pending.front().expect("pending").sent;
+        if self.engine.is_open_loop() && self.engine.pending().len() > 1 {
             let (peeked, _) = stamping::peek(fd, &mut self.rbuf[self.rend..])?;
-            if let Ok((_, used)) =
-                read_reply(protocol, front, &self.rbuf[self.rstart..self.rend + peeked])
+            if let Some(used) = self
+                .engine
+                .first_reply_len(&self.rbuf[self.rstart..self.rend + peeked])
             {
                 // rstart..rend holds only an incomplete reply: the first reply ends in
                 // the peeked bytes.
@@ -534,36 +375,23 @@ impl Connection {
                 .software_ns
                 .map(|ns| shared.clock.at_realtime(ns, offset));
         }
-        let mut recorder = shared.recorder.borrow_mut();
-        while self.rstart < self.rend {
-            let Some(front) = self.pending.front() else {
-                return Err(ReplyError::Malformed("reply to no request"));
-            };
-            match read_reply(
-                shared.protocol,
-                front.sent,
-                &self.rbuf[self.rstart..self.rend],
-            ) {
-                Ok((outcome, used)) => {
-                    let times = Times {
-                        intended_ns: front.start_ns,
-                        transmitted_ns: front
-                            .transmitted
-                            .software_ns
-                            .map(|ns| shared.clock.at_realtime(ns, offset)),
-                        received_ns,
-                        wire: wire_ns(front.transmitted, received)
-                            .map(|(ns, hardware)| Wire { ns, hardware }),
-                        read_ns: done_ns,
-                    };
-                    recorder.answered(front.sent.op, &times, shared.timestamps, outcome);
-                    self.pending.pop_front();
-                    self.rstart += used;
-                }
-                Err(ReplyError::Incomplete) => break,
-                Err(e) => return Err(e),
-            }
-        }
+        let clock = shared.clock;
+        let times = |p: &Pending| Times {
+            intended_ns: p.start_ns,
+            transmitted_ns: p
+                .transmitted
+                .software_ns
+                .map(|ns| clock.at_realtime(ns, offset)),
+            received_ns,
+            wire: wire_ns(p.transmitted, received).map(|(ns, hardware)| Wire { ns, hardware }),
+            read_ns: done_ns,
+        };
+        let used = self.engine.replies(
+            &self.rbuf[self.rstart..self.rend],
+            &mut shared.recorder.borrow_mut(),
+            times,
+        )?;
+        self.rstart += used;
         if self.rstart == self.rend {
             self.rstart = 0;
             self.rend = 0;

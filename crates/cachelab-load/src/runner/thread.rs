@@ -12,6 +12,8 @@ use super::conn::{opened, Connection, Kill, Shared, Watch};
 use super::link::{Link, OpenError};
 use super::ticker::Ticker;
 use super::{RunError, ThreadPlan, DRAIN_GRACE};
+use crate::config::Config;
+use crate::engine::{Engine, Rules};
 use crate::record::{CpuUsage, Recorder};
 use crate::schedule::Schedule;
 use crate::setup::SetupTimes;
@@ -96,15 +98,11 @@ pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
     let shared = Rc::new(Shared {
         clock,
         recorder: std::cell::RefCell::new(Recorder::new(plan.window)),
-        protocol: config.workload.protocol,
+        rules: rules(config),
         target: plan.target.clone(),
-        pipeline: config.pipeline,
-        stop_issuing_ns: test_ns.unwrap_or(u64::MAX),
         connect_timeout: config.connect_timeout,
         reply_timeout: config.reply_timeout,
-        reconnect_interval: config.reconnect_interval,
         ticker,
-        timestamps: config.timestamps,
     });
     // The connections opened before the clock started: their set-up is reported, never
     // in request latency.
@@ -148,6 +146,18 @@ pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
     Some(recorder)
 }
 
+/// The engine's rules for this run's connections.
+fn rules(config: &Config) -> Rules {
+    Rules {
+        protocol: config.workload.protocol,
+        pipeline: config.pipeline,
+        stop_issuing_ns: config.test_time.map_or(u64::MAX, |t| t.as_nanos() as u64),
+        reconnect_interval: config.reconnect_interval,
+        lookaside: false,
+        timestamps: config.timestamps,
+    }
+}
+
 /// A connection ready to run, its link, and what opening it took.
 type Prepared = (Connection, Link, SetupTimes);
 
@@ -169,7 +179,8 @@ async fn prepare(plan: &ThreadPlan) -> Result<Vec<Prepared>, RunError> {
         let schedule = config
             .open_loop
             .map(|o| Schedule::new(o.arrival, o.rate, client, total, gen.rng()));
-        let connection = Connection::new(gen, budget, schedule, c);
+        let engine = Engine::new(rules(config), gen, budget, schedule);
+        let connection = Connection::new(engine, c);
         let (link, times) = Link::open(&plan.target, config.connect_timeout)
             .await
             .map_err(|error| match error {
