@@ -72,7 +72,9 @@ fn a_refused_connection_fails_the_run_with_a_clear_message() {
         "{}",
         run.stderr
     );
-    assert!(run.stderr.contains("refused"), "{}", run.stderr);
+    // One line, the cause said once.
+    assert_eq!(run.stderr.matches("refused").count(), 1, "{}", run.stderr);
+    assert_eq!(run.stderr.trim_end().lines().count(), 1, "{}", run.stderr);
     assert!(run.report.is_none());
 }
 

@@ -119,7 +119,10 @@ async fn connect_tcp(addrs: &[SocketAddr]) -> io::Result<TcpStream> {
                 stream.set_nodelay(true)?;
                 return Ok(stream);
             }
-            Err(e) => last = io::Error::new(e.kind(), format!("{addr}: {e}")),
+            // With several addresses (a name), say which one failed; with one, the
+            // caller's message names it already.
+            Err(e) if addrs.len() > 1 => last = io::Error::new(e.kind(), format!("{addr}: {e}")),
+            Err(e) => last = e,
         }
     }
     Err(last)

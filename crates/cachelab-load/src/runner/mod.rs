@@ -38,10 +38,12 @@ pub enum RunError {
         server: String,
         source: std::io::Error,
     },
-    #[error("cannot connect to {server}: {source}")]
+    /// The cause is part of the line, not a `source`: a reporter that prints the chain
+    /// would print it again.
+    #[error("cannot connect to {server}: {cause}")]
     Connect {
         server: String,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("TLS handshake with {server} failed: {reason}")]
     Handshake { server: String, reason: String },

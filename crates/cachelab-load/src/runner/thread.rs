@@ -184,9 +184,9 @@ async fn prepare(plan: &ThreadPlan) -> Result<Vec<Prepared>, RunError> {
         let (link, times) = Link::open(&plan.target, config.connect_timeout)
             .await
             .map_err(|error| match error {
-                OpenError::Connect(source) => RunError::Connect {
+                OpenError::Connect(cause) => RunError::Connect {
                     server: server.clone(),
-                    source,
+                    cause,
                 },
                 OpenError::Handshake(reason) => RunError::Handshake {
                     server: server.clone(),
