@@ -48,4 +48,5 @@ pub mod stamps;
 pub mod start;
 pub mod timing;
 pub mod tls;
+pub mod trace;
 pub mod workload;

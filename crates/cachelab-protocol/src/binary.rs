@@ -1,6 +1,7 @@
 //! The memcached binary protocol, as far as a load generator needs it: GET, multi-key GET
-//! (quiet GETKQs closed by a NOOP, so only hits answer and the NOOP says "done") and SET
-//! composed into a buffer, and responses read back without copying.
+//! (quiet GETKQs closed by a NOOP, so only hits answer and the NOOP says "done"), SET and
+//! the other writes a replayed trace sends (ADD, REPLACE, APPEND, PREPEND, DELETE,
+//! INCREMENT, DECREMENT) composed into a buffer, and responses read back without copying.
 //!
 //! Every packet is a 24-byte header (magic, opcode, key length, extras length, data type,
 //! vbucket or status, total body length, opaque, CAS), then extras, key and value.
@@ -14,8 +15,19 @@ pub const HEADER_LEN: usize = 24;
 
 pub const OP_GET: u8 = 0x00;
 pub const OP_SET: u8 = 0x01;
+pub const OP_ADD: u8 = 0x02;
+pub const OP_REPLACE: u8 = 0x03;
+pub const OP_DELETE: u8 = 0x04;
+pub const OP_INCREMENT: u8 = 0x05;
+pub const OP_DECREMENT: u8 = 0x06;
 pub const OP_NOOP: u8 = 0x0a;
 pub const OP_GETKQ: u8 = 0x0d;
+pub const OP_APPEND: u8 = 0x0e;
+pub const OP_PREPEND: u8 = 0x0f;
+
+/// The expiry of an INCREMENT or DECREMENT that must not create a missing key: it then
+/// answers "key not found", as the text protocol's `incr` does.
+pub const ARITH_NO_CREATE: u32 = 0xffff_ffff;
 
 pub const STATUS_OK: u16 = 0x0000;
 pub const STATUS_KEY_NOT_FOUND: u16 = 0x0001;
@@ -88,9 +100,23 @@ pub fn compose_set(
     data: &[u8],
     opaque: u32,
 ) {
+    compose_store(out, OP_SET, key, flags, exptime, data, opaque);
+}
+
+/// A storage command with flags and expiry in its extras: `opcode` is [`OP_SET`],
+/// [`OP_ADD`] or [`OP_REPLACE`].
+pub fn compose_store(
+    out: &mut impl BufMut,
+    opcode: u8,
+    key: &[u8],
+    flags: u32,
+    exptime: u32,
+    data: &[u8],
+    opaque: u32,
+) {
     header(
         out,
-        OP_SET,
+        opcode,
         key.len(),
         8,
         8 + key.len() + data.len(),
@@ -100,6 +126,36 @@ pub fn compose_set(
     out.put_u32(exptime);
     out.put_slice(key);
     out.put_slice(data);
+}
+
+/// APPEND or PREPEND ([`OP_APPEND`], [`OP_PREPEND`]): no extras, the key and the data.
+pub fn compose_concat(out: &mut impl BufMut, opcode: u8, key: &[u8], data: &[u8], opaque: u32) {
+    header(out, opcode, key.len(), 0, key.len() + data.len(), opaque);
+    out.put_slice(key);
+    out.put_slice(data);
+}
+
+/// DELETE of one key.
+pub fn compose_delete(out: &mut impl BufMut, key: &[u8], opaque: u32) {
+    header(out, OP_DELETE, key.len(), 0, key.len(), opaque);
+    out.put_slice(key);
+}
+
+/// INCREMENT or DECREMENT ([`OP_INCREMENT`], [`OP_DECREMENT`]) by `delta`; the extras
+/// carry the delta, the initial value and the expiry ([`ARITH_NO_CREATE`]: no initial).
+pub fn compose_arith(
+    out: &mut impl BufMut,
+    opcode: u8,
+    key: &[u8],
+    delta: u64,
+    exptime: u32,
+    opaque: u32,
+) {
+    header(out, opcode, key.len(), 20, 20 + key.len(), opaque);
+    out.put_u64(delta);
+    out.put_u64(0); // initial value
+    out.put_u32(exptime);
+    out.put_slice(key);
 }
 
 /// The response at the front of `buf`.
@@ -185,6 +241,25 @@ mod tests {
         assert_eq!(&out[24..28], &5u32.to_be_bytes());
         assert_eq!(&out[28..32], &60u32.to_be_bytes());
         assert_eq!(&out[32..], b"keyvalue");
+    }
+
+    #[test]
+    fn delete_concat_and_arith_have_their_extras() {
+        let mut out = Vec::new();
+        compose_delete(&mut out, b"k", 0);
+        assert_eq!((out[1], out[4], out.len()), (OP_DELETE, 0, HEADER_LEN + 1));
+        out.clear();
+        compose_concat(&mut out, OP_PREPEND, b"k", b"vv", 0);
+        assert_eq!((out[1], out[4], out.len()), (OP_PREPEND, 0, HEADER_LEN + 3));
+        assert_eq!(&out[HEADER_LEN..], b"kvv");
+        out.clear();
+        compose_arith(&mut out, OP_DECREMENT, b"k", 3, ARITH_NO_CREATE, 0);
+        assert_eq!(
+            (out[1], out[4], out.len()),
+            (OP_DECREMENT, 20, HEADER_LEN + 21)
+        );
+        assert_eq!(&out[HEADER_LEN..HEADER_LEN + 8], &3u64.to_be_bytes());
+        assert_eq!(&out[HEADER_LEN + 16..HEADER_LEN + 20], &[0xff; 4]);
     }
 
     #[test]
