@@ -150,7 +150,7 @@ def figures(tool: str, target: str, requests: int, seconds: float, run: dict) ->
 
 def ours(client: list[str], port: int, protocol: str, *, ratio: str, connections: int,
          value: int, keys: int, seconds: float, rate: int | None = None,
-         busy_poll_us: int = 0) -> dict:
+         busy_poll_us: int = 0, pipeline: int = 1) -> dict:
     """One cachelab-load run: the figures, and from its report the latency p50 and, in
     open loop, the send lag percentiles and whether it fell behind."""
     argv = [str(BINARY), "-s", "127.0.0.1", "-p", str(port), "-P", protocol, "-t", "1",
@@ -158,7 +158,7 @@ def ours(client: list[str], port: int, protocol: str, *, ratio: str, connections
             "-d", str(value), f"--key-maximum={keys - 1}"]
     if rate is not None:
         argv += ["--rate", str(rate)]
-    argv += ["--busy-poll-us", str(busy_poll_us)]
+    argv += ["--busy-poll-us", str(busy_poll_us), "--pipeline", str(pipeline)]
     with tempfile.TemporaryDirectory() as tmp:
         report_path = Path(tmp) / "report.json"
         run = measured(client + argv + ["--json-out-file", str(report_path)])
