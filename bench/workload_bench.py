@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "workload.json"
 TRACE = ROOT / "experiments" / "traces" / "synthetic.csv"
 
-TITLES = {"W1": f"W1 requests per load-generator CPU-second with --pipeline 16: >= 1.0x"}
+TITLES = {"W1": "W1 requests per load-generator CPU-second with --pipeline 16: >= 1.0x"}
 
 CONNECTIONS = 4
 VALUE = 64
