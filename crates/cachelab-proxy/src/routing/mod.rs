@@ -22,11 +22,10 @@
 //! part i going to server `(first + i) mod n`.
 
 pub mod answers;
-pub mod hash;
+pub use cachelab_placement::{hash, ring};
 pub mod merge;
 pub mod plan;
 pub mod redis;
-pub mod ring;
 pub mod spans;
 #[cfg(test)]
 pub(crate) mod test_support;

@@ -17,7 +17,7 @@
 
 use std::fmt::Write;
 
-use super::hash::md5_digest;
+use crate::hash::md5_digest;
 
 /// A server as a distribution sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -247,7 +247,7 @@ mod tests {
         let ring = Ring::new(Distribution::Ketama, &members(3));
         let mut counts = [0u32; 3];
         for i in 0..30_000 {
-            counts[ring.home(super::super::hash::fnv1a_64(format!("key:{i}").as_bytes()))] += 1;
+            counts[ring.home(crate::hash::fnv1a_64(format!("key:{i}").as_bytes()))] += 1;
         }
         for c in counts {
             assert!((7_000..13_000).contains(&c), "{counts:?}");
