@@ -9,10 +9,12 @@ PY        := $(VENV)/bin/python
 STAMP     := $(VENV)/.installed
 SUDO      := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 # Debian packages the tests, the demo and the benchmarks run against (chromium: the
-# report's browser test opens a generated report headless).
-APT_PKGS  := memcached redis-server nutcracker libmemcached-tools iperf3 openssh-server chromium
+# report's browser test opens a generated report headless; tcpdump: the capture-to-trace
+# test records loopback).
+APT_PKGS  := memcached redis-server nutcracker libmemcached-tools iperf3 openssh-server chromium \
+             tcpdump
 # Commands that tell whether each package above is installed.
-APT_CMDS  := memcached redis-server nutcracker memcaslap iperf3 sshd chromium
+APT_CMDS  := memcached redis-server nutcracker memcaslap iperf3 sshd chromium tcpdump
 
 .PHONY: help deps system-deps rust-deps build test lint test-rust test-python demo bench fuzz clean
 

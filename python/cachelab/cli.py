@@ -16,7 +16,7 @@ from cachelab.errors import UserError
 
 #: Subcommand modules under `cachelab.commands`, in the order `--help` lists them.
 COMMAND_MODULES = ["proxy", "factorial", "model", "run", "capacity", "report", "compare",
-                   "export"]
+                   "export", "capture"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

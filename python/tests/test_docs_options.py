@@ -107,7 +107,8 @@ def test_the_load_generator_table_is_its_help():
 
 
 COMMANDS = [("run",), ("report",), ("export",), ("compare",), ("capacity",),
-            ("factorial",), ("model", "mm1"), ("model", "mmm"), ("model", "mva")]
+            ("factorial",), ("model", "mm1"), ("model", "mmm"), ("model", "mva"),
+            ("capture",)]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
