@@ -203,3 +203,14 @@ fn the_zstd_tools_output_reads_and_its_checksum_is_checked() {
     let err = error(&damaged, ReadOptions::default());
     assert!(err.contains("checksum mismatch"), "{err}");
 }
+
+#[test]
+fn the_shipped_synthetic_trace_reads_whole_for_memcached() {
+    let shipped = include_bytes!("../../../../experiments/traces/synthetic.csv");
+    let options = ReadOptions::for_protocol(Protocol::MemcacheText);
+    let records = read_all(shipped.to_vec(), options).unwrap();
+    assert_eq!(records.len(), 4000);
+    assert!(records.windows(2).all(|w| w[0].time_ns <= w[1].time_ns));
+    let span = records.last().unwrap().time_ns;
+    assert!((9_000_000_000..11_000_000_000).contains(&span), "{span}");
+}
