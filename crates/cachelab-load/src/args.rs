@@ -144,6 +144,11 @@ pub struct Args {
     #[arg(short = 'n', long, value_name = "NUMBER|allkeys")]
     pub requests: Option<String>,
 
+    /// Start from a preset workload (`--workload list` prints them with their sources);
+    /// any option given explicitly overrides the preset's value.
+    #[arg(long, value_name = "NAME")]
+    pub workload: Option<String>,
+
     /// Set:Get ratio, sent as repeating runs of S sets then G gets on every connection.
     #[arg(long, default_value = DEFAULT_RATIO, value_name = "S:G")]
     pub ratio: String,
@@ -184,6 +189,38 @@ pub struct Args {
     /// range (0 = no expiry).
     #[arg(long, value_name = "MIN-MAX")]
     pub expiry_range: Option<String>,
+
+    /// Value sizes drawn from a distribution for every SET (syntax in
+    /// docs/load-generator.md: `gpareto:loc=15,scale=214.476,shape=0.348238`, `file:PATH`,
+    /// `fb_value`, ...), rounded and clamped to 0..=--max-item-size.
+    #[arg(long, value_name = "DIST")]
+    pub data_size_dist: Option<String>,
+
+    /// The largest value size a distribution may draw (default 1000000, which fits
+    /// memcached's default 1 MiB item with its key and header; at most 512 MiB).
+    #[arg(long, value_name = "BYTES")]
+    pub max_item_size: Option<u64>,
+
+    /// Key sizes drawn from a distribution: each key is the prefix, zeros and its number,
+    /// as long as the size drawn for that key number (the same key always has the same
+    /// size), at least the prefix and the digits, at most 250 bytes.
+    #[arg(long, value_name = "DIST")]
+    pub key_size_dist: Option<String>,
+
+    /// Every SET's expiry in seconds drawn from a distribution (rounded, 0 = none;
+    /// clamped to memcached's 30 days with memcached protocols).
+    #[arg(long, value_name = "DIST")]
+    pub expiry_dist: Option<String>,
+
+    /// Share of GET keys asked from keys never set (one-hit wonders): key numbers above
+    /// --key-maximum, each asked once. From 0 to 1.
+    #[arg(long, value_name = "SHARE")]
+    pub lone_get_share: Option<f64>,
+
+    /// A lookaside client: a GET that misses is followed by a SET of its key
+    /// (`--lookaside=false` turns a preset's off).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub lookaside: Option<bool>,
 
     /// Random value bytes instead of a constant fill.
     #[arg(short = 'R', long)]
@@ -234,9 +271,14 @@ pub struct Args {
     #[arg(long, value_name = "OPS_PER_SEC")]
     pub rate: Option<f64>,
 
-    /// Open-loop inter-arrival times.
-    #[arg(long, value_enum, default_value = "poisson")]
-    pub arrival: ArrivalArg,
+    /// Open-loop inter-arrival times (default poisson).
+    #[arg(long, value_enum)]
+    pub arrival: Option<ArrivalArg>,
+
+    /// Open loop: gaps between a connection's requests drawn from this distribution,
+    /// rescaled so that their mean gives --rate (as mutilate's --iadist), e.g. `fb_ia`.
+    #[arg(long, value_name = "DIST")]
+    pub arrival_dist: Option<String>,
 
     /// Seconds at the start left out of the summary (still in the per-second series).
     #[arg(long, default_value_t = 0.0, value_name = "SECS")]

@@ -5,7 +5,9 @@
 //! - [`args`] (the memtier-compatible command line) and [`config`] (its validation);
 //! - [`memtier`]: memtier_benchmark's options, which of them are supported, and the
 //!   one-line refusal of the others;
-//! - [`keys`]: key patterns R, G, Z, S, P over a key range;
+//! - [`keys`]: key patterns R, G, Z, S, P over a key range; [`keysize`]: key sizes
+//!   drawn per key number;
+//! - [`dist`]: distributions of sizes, gaps and expiry times, and their text syntax;
 //! - [`cycle`]: the set:get cycle and the keys per GET (`--multiget-keys`, memtier's
 //!   `--multi-key-get`);
 //! - [`sizes`]: value sizes (fixed, range, weighted list) and expiry times;
@@ -36,6 +38,7 @@ pub mod cycle;
 pub mod dist;
 pub mod engine;
 pub mod keys;
+pub mod keysize;
 pub mod memtier;
 pub mod percentiles;
 pub mod record;

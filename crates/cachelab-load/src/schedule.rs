@@ -4,7 +4,9 @@
 use rand::Rng;
 use rand_distr::{Distribution, Exp1};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+use crate::dist::Dist;
+
+#[derive(Debug, Clone, PartialEq)]
 pub enum Arrival {
     /// Exponential gaps with the given mean: the connection's requests form a Poisson
     /// process, and so do all connections' together.
@@ -12,13 +14,24 @@ pub enum Arrival {
     /// Equal gaps; connection i of n starts i/n of a gap late, so that together the
     /// connections send at evenly spaced instants.
     Fixed,
+    /// Gaps drawn from a distribution, rescaled so that their mean is the mean gap the
+    /// rate asks for (shape and coefficient of variation kept), as mutilate's `--iadist`
+    /// with `--qps`; negative draws count as 0.
+    Dist {
+        dist: Dist,
+        /// The distribution as it was written.
+        spec: String,
+        /// Its mean, finite and positive (checked by the configuration).
+        mean: f64,
+    },
 }
 
 impl Arrival {
-    pub fn name(self) -> &'static str {
+    pub fn name(&self) -> String {
         match self {
-            Arrival::Poisson => "poisson",
-            Arrival::Fixed => "fixed",
+            Arrival::Poisson => "poisson".into(),
+            Arrival::Fixed => "fixed".into(),
+            Arrival::Dist { spec, .. } => spec.clone(),
         }
     }
 }
@@ -44,8 +57,8 @@ impl Schedule {
         assert!(total_rate > 0.0 && index < connections);
         let mean_gap_ns = 1e9 * connections as f64 / total_rate;
         let first = match arrival {
-            Arrival::Poisson => gap(arrival, mean_gap_ns, rng),
             Arrival::Fixed => mean_gap_ns * index as f64 / connections as f64,
+            _ => gap(&arrival, mean_gap_ns, rng),
         };
         Schedule {
             arrival,
@@ -62,18 +75,19 @@ impl Schedule {
     /// Takes the due time of the next request and moves on to the one after.
     pub fn advance<R: Rng + ?Sized>(&mut self, rng: &mut R) -> u64 {
         let due = self.peek();
-        self.next_ns += gap(self.arrival, self.mean_gap_ns, rng);
+        self.next_ns += gap(&self.arrival, self.mean_gap_ns, rng);
         due
     }
 }
 
-fn gap<R: Rng + ?Sized>(arrival: Arrival, mean_ns: f64, rng: &mut R) -> f64 {
+fn gap<R: Rng + ?Sized>(arrival: &Arrival, mean_ns: f64, rng: &mut R) -> f64 {
     match arrival {
         Arrival::Poisson => {
             let unit: f64 = Exp1.sample(rng);
             unit * mean_ns
         }
         Arrival::Fixed => mean_ns,
+        Arrival::Dist { dist, mean, .. } => dist.sample(rng).max(0.0) * (mean_ns / mean),
     }
 }
 
@@ -146,6 +160,31 @@ mod tests {
         let var =
             counts.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / (counts.len() - 1) as f64;
         assert!((var / mean - 1.0).abs() < 0.1, "dispersion {}", var / mean);
+    }
+
+    #[test]
+    fn drawn_gaps_are_rescaled_to_the_rate_and_keep_their_shape() {
+        // fb_ia (generalized Pareto, shape 0.155, mean 18.97 us) at 10 000/s: gaps of
+        // mean 100 us, and the distribution's coefficient of variation, 1/sqrt(1 - 2k).
+        let dist = crate::dist::builtin::fb_ia();
+        let arrival = Arrival::Dist {
+            mean: dist.mean().unwrap(),
+            spec: "fb_ia".into(),
+            dist,
+        };
+        assert_eq!(arrival.name(), "fb_ia");
+        let t = due_times(arrival, 10_000.0, 0, 1, 20_000_000_000);
+        let gaps: Vec<f64> = t.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let sd =
+            (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / (gaps.len() - 1) as f64).sqrt();
+        let cv = 1.0 / (1.0 - 2.0 * 0.154971f64).sqrt();
+        assert!((mean / 100_000.0 - 1.0).abs() < 0.02, "mean gap {mean} ns");
+        assert!(
+            (sd / mean / cv - 1.0).abs() < 0.05,
+            "cv {} vs {cv}",
+            sd / mean
+        );
     }
 
     #[test]

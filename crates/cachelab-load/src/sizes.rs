@@ -1,10 +1,21 @@
 //! Value sizes and expiry times of SETs, with memtier_benchmark's options (`--data-size`,
 //! `--data-size-range`, `--data-size-pattern`, `--data-size-list`, `--expiry-range`) and
-//! its semantics, read in its obj_gen.cpp and config_types.cpp. Pure.
+//! its semantics, read in its obj_gen.cpp and config_types.cpp; and sizes and expiry
+//! times drawn from a distribution (`--data-size-dist`, `--expiry-dist`). Pure.
 
 use rand::{Rng, RngExt};
 
+use crate::dist::Dist;
 use crate::keys::KeyRange;
+
+/// The largest value size any option may ask for: Redis's largest string (512 MiB).
+/// memcached's own limit is its `-I` (1 MiB by default, 1 GiB at most); a larger request
+/// would only make the load generator try to allocate its value buffer and abort.
+pub const MAX_VALUE_SIZE: u64 = 512 << 20;
+
+/// The default bound of sizes drawn from a distribution (`--max-item-size`): a value
+/// this large fits memcached's default 1 MiB item together with its key and header.
+pub const DEFAULT_MAX_ITEM_SIZE: u64 = 1_000_000;
 
 /// memcached reads an exptime above this many seconds (30 days) as a Unix time, so a
 /// larger relative expiry would expire at once.
@@ -36,7 +47,7 @@ pub struct SizeWeight {
     pub weight: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum DataSize {
     Fixed(usize),
     /// Inclusive range.
@@ -51,6 +62,13 @@ pub enum DataSize {
     /// copy of the list, starting at its first entry). Over any whole number of rounds
     /// the sizes' shares are exactly their weights' shares.
     List(Vec<SizeWeight>),
+    /// Drawn from a distribution for every SET, rounded and clamped to `0..=max`.
+    Dist {
+        dist: Dist,
+        /// The distribution as it was written, for the report.
+        spec: String,
+        max: usize,
+    },
 }
 
 impl DataSize {
@@ -58,6 +76,7 @@ impl DataSize {
         match self {
             DataSize::Fixed(n) | DataSize::Range { min: n, .. } => *n,
             DataSize::List(list) => list.iter().map(|w| w.size).min().unwrap_or(0),
+            DataSize::Dist { dist, max, .. } => dist.clamped_min(0, *max as u64) as usize,
         }
     }
 
@@ -65,6 +84,7 @@ impl DataSize {
         match self {
             DataSize::Fixed(n) | DataSize::Range { max: n, .. } => *n,
             DataSize::List(list) => list.iter().map(|w| w.size).max().unwrap_or(0),
+            DataSize::Dist { dist, max, .. } => dist.clamped_max(0, *max as u64) as usize,
         }
     }
 }
@@ -154,6 +174,7 @@ impl SizeGen {
                 self.sent += 1;
                 list[self.entry].size
             }
+            DataSize::Dist { dist, max, .. } => dist.sample_clamped(rng, 0, *max as u64) as usize,
         }
     }
 }
@@ -183,6 +204,27 @@ impl ExpiryRange {
 
     pub fn draw<R: Rng + ?Sized>(&self, rng: &mut R) -> u32 {
         rng.random_range(self.min..=self.max)
+    }
+}
+
+/// The expiry of every SET: memtier's uniform range, or a distribution of seconds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expiry {
+    Range(ExpiryRange),
+    /// Rounded and clamped to `0..=max` seconds (0: no expiry).
+    Dist {
+        dist: Dist,
+        spec: String,
+        max: u32,
+    },
+}
+
+impl Expiry {
+    pub fn draw<R: Rng + ?Sized>(&self, rng: &mut R) -> u32 {
+        match self {
+            Expiry::Range(range) => range.draw(rng),
+            Expiry::Dist { dist, max, .. } => dist.sample_clamped(rng, 0, u64::from(*max)) as u32,
+        }
     }
 }
 
@@ -288,6 +330,31 @@ mod tests {
         assert_eq!(g.next(1001, &mut r), 200);
         let mut one_key = SizeGen::new(sizes, KeyRange::new(5, 5));
         assert_eq!(one_key.next(5, &mut r), 100);
+    }
+
+    #[test]
+    fn drawn_sizes_and_expiries_stay_within_their_bounds() {
+        let dist = crate::dist::parse("normal:mean=100,sd=400").unwrap();
+        let sizes = DataSize::Dist {
+            dist: dist.clone(),
+            spec: String::new(),
+            max: 300,
+        };
+        assert_eq!((sizes.min(), sizes.max()), (0, 300));
+        let mut g = SizeGen::new(sizes, KeyRange::new(0, 9));
+        let mut r = rng();
+        let drawn: Vec<usize> = (0..10_000).map(|k| g.next(k, &mut r)).collect();
+        assert!(drawn.iter().all(|s| *s <= 300));
+        assert!(
+            drawn.contains(&0) && drawn.contains(&300),
+            "both bounds are reached"
+        );
+        let e = Expiry::Dist {
+            dist,
+            spec: String::new(),
+            max: 200,
+        };
+        assert!((0..1000).all(|_| e.draw(&mut r) <= 200));
     }
 
     #[test]

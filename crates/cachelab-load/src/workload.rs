@@ -11,9 +11,10 @@ use cachelab_protocol::{
 use rand::{Rng, RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::config::{ExpiryRange, Protocol, Requests, Workload};
+use crate::config::{Expiry, Protocol, Requests, Workload};
 use crate::cycle::{OpCycle, Ratio, Step};
 use crate::keys::KeyGen;
+use crate::keysize::{push_padded, KeySize};
 use crate::sizes::SizeGen;
 
 /// The operation types reported separately.
@@ -101,12 +102,20 @@ pub struct Generator {
     ratio: Ratio,
     cycle: OpCycle,
     sizes: SizeGen,
-    expiry: Option<ExpiryRange>,
+    expiry: Option<Expiry>,
     set_keys: KeyGen,
     get_keys: KeyGen,
     values: Rc<Values>,
     rng: Xoshiro256PlusPlus,
     prefix: Vec<u8>,
+    /// Key sizes drawn per key number under `key_seed` (`--key-size-dist`).
+    key_size: Option<KeySize>,
+    key_seed: u64,
+    /// Share of GET keys asked from keys never set, and the next such key: numbers above
+    /// the key range, client `client` taking every `clients`-th, so none is asked twice.
+    lone_share: f64,
+    next_lone: u64,
+    clients: u64,
     /// The current request's keys, space-separated (reused, so composing allocates nothing).
     keys: Vec<u8>,
 }
@@ -126,7 +135,7 @@ impl Generator {
             ratio: workload.ratio,
             cycle: OpCycle::new(workload.ratio, workload.get_keys),
             sizes: SizeGen::new(workload.data_size.clone(), workload.keys),
-            expiry: workload.expiry,
+            expiry: workload.expiry.clone(),
             set_keys: KeyGen::new(workload.set_pattern, workload.keys, client, clients),
             get_keys: KeyGen::new(workload.get_pattern, workload.keys, client, clients),
             values,
@@ -135,6 +144,11 @@ impl Generator {
             ),
             prefix: workload.key_prefix.as_bytes().to_vec(),
             keys: Vec::with_capacity(64),
+            key_size: workload.key_size.clone(),
+            key_seed: seed,
+            lone_share: workload.lone_get_share,
+            next_lone: workload.keys.max + 1 + client as u64,
+            clients: clients as u64,
         }
     }
 
@@ -166,9 +180,28 @@ impl Generator {
         if !self.keys.is_empty() {
             self.keys.push(b' ');
         }
-        self.keys.extend_from_slice(&self.prefix);
-        self.keys
-            .extend_from_slice(itoa::Buffer::new().format(number).as_bytes());
+        match &self.key_size {
+            None => {
+                self.keys.extend_from_slice(&self.prefix);
+                self.keys
+                    .extend_from_slice(itoa::Buffer::new().format(number).as_bytes());
+            }
+            Some(sizes) => {
+                let shortest = self.prefix.len() + itoa::Buffer::new().format(number).len();
+                let size = sizes.size_of(number, self.key_seed, shortest);
+                push_padded(&mut self.keys, &self.prefix, number, size);
+            }
+        }
+    }
+
+    /// The next GET key: one never set with probability `lone_share`, else the pattern's.
+    fn next_get_key(&mut self) -> u64 {
+        if self.lone_share > 0.0 && self.rng.random::<f64>() < self.lone_share {
+            let key = self.next_lone;
+            self.next_lone = self.next_lone.wrapping_add(self.clients);
+            return key;
+        }
+        self.get_keys.next(&mut self.rng)
     }
 
     fn compose_set(&mut self, out: &mut Vec<u8>) -> Sent {
@@ -181,7 +214,7 @@ impl Generator {
         self.keys.clear();
         self.push_key(number);
         let size = self.sizes.next(number, &mut self.rng);
-        let exptime = self.expiry.map_or(0, |e| e.draw(&mut self.rng));
+        let exptime = self.expiry.as_ref().map_or(0, |e| e.draw(&mut self.rng));
         let data = self.values.value(size, &mut self.rng);
         match self.protocol {
             Protocol::MemcacheText => Store {
@@ -215,7 +248,7 @@ impl Generator {
         self.keys.clear();
         let mut first = 0;
         for i in 0..n {
-            let number = self.get_keys.next(&mut self.rng);
+            let number = self.next_get_key();
             if i == 0 {
                 first = number;
             }
@@ -332,7 +365,7 @@ fn read_binary_reply(sent: Sent, buf: &[u8]) -> Result<(Outcome, usize), ReplyEr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::DataSize;
+    use crate::config::{DataSize, ExpiryRange};
     use crate::cycle::GetKeys;
     use crate::keys::{KeyPattern, KeyRange};
     use crate::sizes::SizePattern;
@@ -349,6 +382,10 @@ mod tests {
             keys: KeyRange::new(0, 99),
             set_pattern: KeyPattern::Sequential,
             get_pattern: KeyPattern::Sequential,
+            key_size: None,
+            lone_get_share: 0.0,
+            lookaside: false,
+            preset: None,
         }
     }
 
@@ -443,7 +480,7 @@ mod tests {
     #[test]
     fn sets_carry_the_expiry_in_each_protocol() {
         let mut w = workload(Protocol::MemcacheText, 1, 0, 1);
-        w.expiry = Some(ExpiryRange { min: 7, max: 7 });
+        w.expiry = Some(Expiry::Range(ExpiryRange { min: 7, max: 7 }));
         let mut out = Vec::new();
         generator(&w).compose(&mut out);
         assert_eq!(out, b"set k:0 0 7 4\r\nxxxx\r\n");
@@ -476,7 +513,7 @@ mod tests {
         assert_eq!(out, expected);
         // An expiry of 0 is no expiry: a plain SET.
         w.protocol = Protocol::Redis;
-        w.expiry = Some(ExpiryRange { min: 0, max: 0 });
+        w.expiry = Some(Expiry::Range(ExpiryRange { min: 0, max: 0 }));
         out.clear();
         generator(&w).compose(&mut out);
         assert!(out.starts_with(b"*3\r\n$3\r\nSET\r\n"));

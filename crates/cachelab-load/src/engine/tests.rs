@@ -28,6 +28,10 @@ fn workload(sets: u32, gets: u32, keys: u64, pattern: KeyPattern) -> Workload {
         keys: KeyRange::new(0, keys - 1),
         set_pattern: pattern,
         get_pattern: pattern,
+        key_size: None,
+        lone_get_share: 0.0,
+        lookaside: false,
+        preset: None,
     }
 }
 

@@ -22,6 +22,7 @@ use crate::config::{AddressFamily, Config, DataSize, Requests};
 use crate::cycle::GetKeys;
 use crate::keys::KeyPattern;
 use crate::record::{OpStats, SecondOp};
+use crate::sizes::Expiry;
 use crate::workload::Op;
 
 /// Bumped whenever a field changes meaning or disappears.
@@ -127,6 +128,24 @@ pub struct Configuration {
     pub expiry_min_s: Option<u32>,
     #[serde(default)]
     pub expiry_max_s: Option<u32>,
+    /// `--data-size-dist` as written, else null.
+    #[serde(default)]
+    pub data_size_dist: Option<String>,
+    /// `--key-size-dist` as written, else null.
+    #[serde(default)]
+    pub key_size_dist: Option<String>,
+    /// `--expiry-dist` as written, else null.
+    #[serde(default)]
+    pub expiry_dist: Option<String>,
+    /// Share of GET keys asked from keys never set.
+    #[serde(default)]
+    pub lone_get_share: f64,
+    /// A GET that misses is followed by a SET of its key.
+    #[serde(default)]
+    pub lookaside: bool,
+    /// The `--workload` preset the options started from, else null.
+    #[serde(default)]
+    pub workload: Option<String>,
     pub random_data: bool,
     pub key_prefix: String,
     pub key_minimum: u64,
@@ -368,6 +387,10 @@ fn configuration(config: &Config) -> Configuration {
         ),
         _ => None,
     };
+    let expiry_range = match &w.expiry {
+        Some(Expiry::Range(range)) => Some(*range),
+        _ => None,
+    };
     Configuration {
         server: config.server.clone(),
         port: config.port,
@@ -382,8 +405,8 @@ fn configuration(config: &Config) -> Configuration {
         }
         .into(),
         pipeline: config.pipeline,
-        rate: config.open_loop.map(|o| o.rate),
-        arrival: config.open_loop.map(|o| o.arrival.name().into()),
+        rate: config.open_loop.as_ref().map(|o| o.rate),
+        arrival: config.open_loop.as_ref().map(|o| o.arrival.name()),
         ratio: format!("{}:{}", w.ratio.sets, w.ratio.gets),
         multiget_keys: w.get_keys.max(),
         multi_key_get: matches!(w.get_keys, GetKeys::Memtier(_)),
@@ -391,8 +414,20 @@ fn configuration(config: &Config) -> Configuration {
         data_size_max: w.data_size.max(),
         data_size_pattern,
         data_size_list,
-        expiry_min_s: w.expiry.map(|e| e.min),
-        expiry_max_s: w.expiry.map(|e| e.max),
+        expiry_min_s: expiry_range.map(|e| e.min),
+        expiry_max_s: expiry_range.map(|e| e.max),
+        data_size_dist: match &w.data_size {
+            DataSize::Dist { spec, .. } => Some(spec.clone()),
+            _ => None,
+        },
+        key_size_dist: w.key_size.as_ref().map(|k| k.spec.clone()),
+        expiry_dist: match &w.expiry {
+            Some(Expiry::Dist { spec, .. }) => Some(spec.clone()),
+            _ => None,
+        },
+        lone_get_share: w.lone_get_share,
+        lookaside: w.lookaside,
+        workload: w.preset.clone(),
         random_data: w.random_data,
         key_prefix: w.key_prefix.clone(),
         key_minimum: w.keys.min,
@@ -457,7 +492,7 @@ fn build_one(config: &Config, m: &Measured) -> Report {
         multiget: op(Op::MultiGet),
         total: OpSummary::of(&total, window_s),
     };
-    let open_loop = config.open_loop.map(|o| {
+    let open_loop = config.open_loop.as_ref().map(|o| {
         let rate = |n: u64| {
             if window_s > 0.0 {
                 n as f64 / window_s

@@ -153,7 +153,7 @@ fn rules(config: &Config) -> Rules {
         pipeline: config.pipeline,
         stop_issuing_ns: config.test_time.map_or(u64::MAX, |t| t.as_nanos() as u64),
         reconnect_interval: config.reconnect_interval,
-        lookaside: false,
+        lookaside: config.workload.lookaside,
         timestamps: config.timestamps,
     }
 }
@@ -178,7 +178,8 @@ async fn prepare(plan: &ThreadPlan) -> Result<Vec<Prepared>, RunError> {
         let budget = gen.budget(config.requests);
         let schedule = config
             .open_loop
-            .map(|o| Schedule::new(o.arrival, o.rate, client, total, gen.rng()));
+            .as_ref()
+            .map(|o| Schedule::new(o.arrival.clone(), o.rate, client, total, gen.rng()));
         let engine = Engine::new(rules(config), gen, budget, schedule);
         let connection = Connection::new(engine, c);
         let (link, times) = Link::open(&plan.target, config.connect_timeout)
