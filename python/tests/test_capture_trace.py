@@ -159,3 +159,13 @@ def test_a_capture_cut_inside_a_packet_is_refused(tmp_path):
     path.write_bytes(path.read_bytes()[:-5])
     with pytest.raises(UserError, match="a truncated or damaged capture"):
         read_capture(path, 11211)
+
+
+def test_auto_tells_resp_from_memcached_even_mid_stream_or_inline():
+    ping = Conn(server=("10.0.0.2", 6379))
+    packets = [*ping.syn(1.0), ping.up(1.1, b"PING\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"),
+               ping.down(1.2, b"+PONG\r\n$-1\r\n")]
+    assert rows(requests_of(packets, 6379)) == [(1, "get", b"k", 0, 0)]
+    mid = Conn(server=("10.0.0.2", 6379))
+    packets = [mid.up(1.0, b"xx\r\n*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n"), mid.down(1.1, b":1\r\n")]
+    assert rows(requests_of(packets, 6379)) == [(1, "delete", b"k", 0, 0)]

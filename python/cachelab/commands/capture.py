@@ -31,8 +31,8 @@ def run(pcap: Path, port: int, protocol: str = "auto", out: Path | None = None
               help="The server's TCP port: traffic to it is requests, from it replies.")
 @click.option("--protocol", type=click.Choice(["auto", "memcache", "redis"]), default="auto",
               show_default=True,
-              help="memcached's text protocol or RESP; auto: RESP when a connection's "
-                   "first byte is '*'.")
+              help="memcached's text protocol or RESP; auto: memcached when a "
+                   "connection's first word is a memcached command, else RESP.")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="The trace to write [default: PCAP with the suffix .csv].")
 def command(pcap: Path, port: int, protocol: str, out: Path | None) -> None:

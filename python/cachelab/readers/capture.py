@@ -66,7 +66,9 @@ class _Connection:
         self._up_resync = self._down_resync = False
 
     def _parsers(self, first: bytes) -> None:
-        redis = self.protocol == "redis" or (self.protocol == "auto" and first[:1] == b"*")
+        redis = self.protocol == "redis" or (
+            self.protocol == "auto"
+            and not memcache_wire.starts_like_memcached(first, self._up_resync))
         if redis:
             self.requests, self.replies = resp_wire.Requests(), resp_wire.Replies()
         else:

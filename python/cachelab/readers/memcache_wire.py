@@ -8,6 +8,8 @@ decr. Every other command (touch, meta commands, stats, ...) is read past and no
 
 from __future__ import annotations
 
+import re
+
 from cachelab.readers.tcp import TimedBuffer
 from cachelab.readers.wire import ReplyUnit, WireRequest
 
@@ -24,9 +26,25 @@ _OTHERS = {b"delete", b"incr", b"decr", b"touch", b"stats", b"version", b"flush_
            b"verbosity", b"quit", b"mg", b"ms", b"md", b"ma", b"mn", b"me", b"shutdown",
            b"cache_memlimit", b"slabs", b"lru_crawler", b"watch", b"misbehave"}
 _COMMANDS = _STORAGE | set(_READS) | _OTHERS
+_LINE_START = re.compile(rb"(?:^|\n)(?:" + b"|".join(sorted(_COMMANDS)) + rb") ")
 _REPLY_WORDS = (b"VALUE ", b"END", b"STORED", b"NOT_STORED", b"EXISTS", b"NOT_FOUND",
                 b"DELETED", b"TOUCHED", b"OK", b"ERROR", b"CLIENT_ERROR", b"SERVER_ERROR",
                 b"STAT ", b"VERSION ", b"HD", b"VA ", b"EN", b"NF", b"NS", b"EX", b"MN")
+
+
+def starts_like_memcached(data: bytes, midstream: bool = False) -> bool:
+    """Whether a connection's first bytes are memcached's: a memcached command (its names
+    are lower case; RESP starts with `*`, or an inline command such as `PING`). Caught
+    mid-stream, the first line that starts as a memcached request does, unless a RESP
+    array starts before it."""
+    words = data.split(None, 1)
+    if words and words[0] in _COMMANDS:
+        return True
+    if not midstream:
+        return False
+    memcached = _LINE_START.search(data)
+    resp = re.search(rb"(?:^|\n)\*\d+\r\n\$", data)
+    return memcached is not None and (resp is None or memcached.start() < resp.start())
 
 
 def ttl_of(exptime: int, now: float) -> int:
