@@ -149,9 +149,10 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub workload: Option<String>,
 
-    /// Set:Get ratio, sent as repeating runs of S sets then G gets on every connection.
-    #[arg(long, default_value = DEFAULT_RATIO, value_name = "S:G")]
-    pub ratio: String,
+    /// Set:Get ratio, sent as repeating runs of S sets then G gets on every connection
+    /// (default 1:10).
+    #[arg(long, value_name = "S:G")]
+    pub ratio: Option<String>,
 
     /// Requests each closed-loop connection keeps outstanding.
     #[arg(long, default_value_t = DEFAULT_PIPELINE)]
@@ -239,9 +240,10 @@ pub struct Args {
     pub key_maximum: u64,
 
     /// Set:Get key patterns: R uniform, G gaussian, Z zipf, S sequential, P the range
-    /// split over the clients (sequential within each client's part). One letter sets both.
-    #[arg(long, default_value = DEFAULT_KEY_PATTERN, value_name = "SET:GET")]
-    pub key_pattern: String,
+    /// split over the clients (sequential within each client's part). One letter sets both
+    /// (default R:R).
+    #[arg(long, value_name = "SET:GET")]
+    pub key_pattern: Option<String>,
 
     /// Standard deviation of the gaussian pattern (default: key range / 6).
     #[arg(long)]
@@ -251,9 +253,10 @@ pub struct Args {
     #[arg(long)]
     pub key_median: Option<f64>,
 
-    /// Exponent of the zipf pattern: key rank r is drawn with probability ~ 1/r^s.
-    #[arg(long, visible_alias = "key-zipf-exp", default_value_t = DEFAULT_ZIPF_EXPONENT)]
-    pub zipf_exponent: f64,
+    /// Exponent of the zipf pattern: key rank r is drawn with probability ~ 1/r^s
+    /// (default 1).
+    #[arg(long, visible_alias = "key-zipf-exp")]
+    pub zipf_exponent: Option<f64>,
 
     /// Seed of every random choice; the same seed and options give the same requests.
     #[arg(long, default_value_t = DEFAULT_SEED)]

@@ -12,6 +12,7 @@
 //!   `--multi-key-get`);
 //! - [`sizes`]: value sizes (fixed, range, weighted list) and expiry times;
 //! - [`percentiles`]: the human summary's percentile columns;
+//! - [`presets`]: `--workload` presets from published production studies;
 //! - [`workload`]: values, requests composed with the protocol crate, and what each
 //!   reply means;
 //! - [`schedule`]: open-loop send times (Poisson or fixed);
@@ -41,6 +42,7 @@ pub mod keys;
 pub mod keysize;
 pub mod memtier;
 pub mod percentiles;
+pub mod presets;
 pub mod record;
 pub mod report;
 pub mod runner;

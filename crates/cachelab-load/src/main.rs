@@ -27,6 +27,10 @@ fn main() -> ExitCode {
             None => e.exit(),
         },
     };
+    if args.workload.as_deref() == Some("list") {
+        print!("{}", cachelab_load::presets::list());
+        return ExitCode::SUCCESS;
+    }
     let config = match Config::try_from(&args) {
         Ok(config) => config,
         Err(e) => {

@@ -1,6 +1,7 @@
 //! The validated configuration of a run, built from [`Args`]; every error names the
 //! option at fault.
 
+mod preset;
 mod workload;
 
 use std::path::PathBuf;
@@ -9,6 +10,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use crate::args::{Args, ArrivalArg, TimestampsArg, DEFAULT_REQUESTS};
+use crate::presets;
 use crate::schedule::Arrival;
 pub use crate::sizes::{DataSize, Expiry, ExpiryRange, SizePattern};
 use crate::timing::TimestampMode;
@@ -178,9 +180,13 @@ impl TryFrom<&Args> for Config {
 
     fn try_from(args: &Args) -> Result<Config, ConfigError> {
         let mut args = args.clone();
+        if let Some(name) = &args.workload {
+            let preset = presets::find(name).map_err(|e| invalid("workload", e))?;
+            preset::apply(&preset, &mut args);
+        }
         if args.populate {
-            args.ratio = "1:0".into();
-            args.key_pattern = "P:P".into();
+            args.ratio = Some("1:0".into());
+            args.key_pattern = Some("P:P".into());
             args.requests = Some("allkeys".into());
         }
         let args = &args;

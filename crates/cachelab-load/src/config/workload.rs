@@ -4,7 +4,9 @@
 use cachelab_protocol::limits::MAX_KEY_LEN;
 
 use super::{invalid, ConfigError, Protocol};
-use crate::args::{Args, ProtocolArg, DEFAULT_DATA_SIZE};
+use crate::args::{
+    Args, ProtocolArg, DEFAULT_DATA_SIZE, DEFAULT_KEY_PATTERN, DEFAULT_RATIO, DEFAULT_ZIPF_EXPONENT,
+};
 use crate::cycle::{GetKeys, Ratio};
 use crate::dist;
 use crate::keys::{KeyPattern, KeyRange};
@@ -264,16 +266,12 @@ fn parse_key_patterns(
     args: &Args,
     range: KeyRange,
 ) -> Result<(KeyPattern, KeyPattern), ConfigError> {
-    let letters: Vec<&str> = args.key_pattern.split(':').collect();
+    let text = args.key_pattern.as_deref().unwrap_or(DEFAULT_KEY_PATTERN);
+    let letters: Vec<&str> = text.split(':').collect();
     let (set, get) = match letters.as_slice() {
         [both] => (*both, *both),
         [set, get] => (*set, *get),
-        _ => {
-            return Err(invalid(
-                "key-pattern",
-                format!("{:?} is not SET:GET", args.key_pattern),
-            ))
-        }
+        _ => return Err(invalid("key-pattern", format!("{text:?} is not SET:GET"))),
     };
     Ok((pattern(set, args, range)?, pattern(get, args, range)?))
 }
@@ -305,7 +303,7 @@ fn pattern(letter: &str, args: &Args, range: KeyRange) -> Result<KeyPattern, Con
             Ok(KeyPattern::Gaussian { median, stddev })
         }
         "Z" => {
-            let exponent = args.zipf_exponent;
+            let exponent = args.zipf_exponent.unwrap_or(DEFAULT_ZIPF_EXPONENT);
             if !(exponent > 0.0 && exponent.is_finite()) {
                 return Err(invalid(
                     "zipf-exponent",
@@ -360,7 +358,7 @@ pub(super) fn parse(args: &Args, connections: usize) -> Result<Workload, ConfigE
     };
     Ok(Workload {
         protocol,
-        ratio: parse_ratio(&args.ratio)?,
+        ratio: parse_ratio(args.ratio.as_deref().unwrap_or(DEFAULT_RATIO))?,
         get_keys: parse_get_keys(args)?,
         data_size,
         expiry: parse_expiry(args, protocol)?,
