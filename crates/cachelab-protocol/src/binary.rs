@@ -31,6 +31,8 @@ pub const ARITH_NO_CREATE: u32 = 0xffff_ffff;
 
 pub const STATUS_OK: u16 = 0x0000;
 pub const STATUS_KEY_NOT_FOUND: u16 = 0x0001;
+pub const STATUS_KEY_EXISTS: u16 = 0x0002;
+pub const STATUS_NOT_STORED: u16 = 0x0005;
 
 /// A response header and where its parts are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -71,9 +71,20 @@ impl Composer {
             Protocol::MemcacheBinary => binary(record, key, value, out),
             Protocol::Redis => {
                 redis(record, key, value, out);
-                Expect::Resp
+                return Expect::Resp;
             }
         }
+        expect(record.op)
+    }
+}
+
+/// The kind of memcached reply that answers a request of `op`.
+pub fn expect(op: TraceOp) -> Expect {
+    match op {
+        TraceOp::Get | TraceOp::Gets => Expect::Values,
+        TraceOp::Delete => Expect::Delete,
+        TraceOp::Incr | TraceOp::Decr => Expect::Arith,
+        _ => Expect::Store,
     }
 }
 
@@ -81,7 +92,7 @@ fn memcached_ttl(ttl: u32) -> u32 {
     ttl.min(MEMCACHED_MAX_RELATIVE_TTL)
 }
 
-fn text(record: &Record, key: &[u8], data: &[u8], out: &mut Vec<u8>) -> Expect {
+fn text(record: &Record, key: &[u8], data: &[u8], out: &mut Vec<u8>) {
     let store = |op| Store {
         op,
         key,
@@ -110,48 +121,28 @@ fn text(record: &Record, key: &[u8], data: &[u8], out: &mut Vec<u8>) -> Expect {
         TraceOp::Replace => store(StoreOp::Replace).compose(out),
         TraceOp::Append => store(StoreOp::Append).compose(out),
         TraceOp::Prepend => store(StoreOp::Prepend).compose(out),
-        TraceOp::Delete => {
-            Delete {
-                key,
-                noreply: false,
-            }
-            .compose(out);
-            return Expect::Delete;
+        TraceOp::Delete => Delete {
+            key,
+            noreply: false,
         }
-        TraceOp::Incr => {
-            arith(ArithOp::Incr).compose(out);
-            return Expect::Arith;
-        }
-        TraceOp::Decr => {
-            arith(ArithOp::Decr).compose(out);
-            return Expect::Arith;
-        }
-    }
-    if record.op.is_read() {
-        Expect::Values
-    } else {
-        Expect::Store
+        .compose(out),
+        TraceOp::Incr => arith(ArithOp::Incr).compose(out),
+        TraceOp::Decr => arith(ArithOp::Decr).compose(out),
     }
 }
 
-fn binary(record: &Record, key: &[u8], data: &[u8], out: &mut Vec<u8>) -> Expect {
+fn binary(record: &Record, key: &[u8], data: &[u8], out: &mut Vec<u8>) {
     let ttl = memcached_ttl(record.ttl);
     let store =
         |out: &mut Vec<u8>, opcode| binary::compose_store(out, opcode, key, 0, ttl, data, 0);
     match record.op {
-        TraceOp::Get | TraceOp::Gets => {
-            binary::compose_get(out, key, 0);
-            return Expect::Values;
-        }
+        TraceOp::Get | TraceOp::Gets => binary::compose_get(out, key, 0),
         TraceOp::Set | TraceOp::Cas => store(out, binary::OP_SET),
         TraceOp::Add => store(out, binary::OP_ADD),
         TraceOp::Replace => store(out, binary::OP_REPLACE),
         TraceOp::Append => binary::compose_concat(out, binary::OP_APPEND, key, data, 0),
         TraceOp::Prepend => binary::compose_concat(out, binary::OP_PREPEND, key, data, 0),
-        TraceOp::Delete => {
-            binary::compose_delete(out, key, 0);
-            return Expect::Delete;
-        }
+        TraceOp::Delete => binary::compose_delete(out, key, 0),
         TraceOp::Incr | TraceOp::Decr => {
             let opcode = if record.op == TraceOp::Incr {
                 binary::OP_INCREMENT
@@ -159,10 +150,8 @@ fn binary(record: &Record, key: &[u8], data: &[u8], out: &mut Vec<u8>) -> Expect
                 binary::OP_DECREMENT
             };
             binary::compose_arith(out, opcode, key, 1, binary::ARITH_NO_CREATE, 0);
-            return Expect::Arith;
         }
     }
-    Expect::Store
 }
 
 fn redis(record: &Record, key: &[u8], value: &[u8], out: &mut Vec<u8>) {

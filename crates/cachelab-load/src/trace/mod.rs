@@ -10,7 +10,8 @@
 //!
 //! [`open`] takes the bytes as they are on disk, plain or zstd-compressed (told by the
 //! frame's magic bytes), and gives a [`TraceReader`] of [`Record`]s; [`Composer`] turns a
-//! record into a request. Every refusal is one [`TraceError`] line that names the line.
+//! record into a request, and [`read_reply`] says what its reply means. Every refusal is one
+//! [`TraceError`] line that names the line.
 
 pub mod compose;
 pub mod csv;
@@ -18,10 +19,12 @@ mod error;
 mod lines;
 pub mod monitor;
 mod reader;
+pub mod reply;
 
 pub use compose::Composer;
 pub use error::{TraceError, TraceErrorKind};
 pub use reader::{open, Format, ReadOptions, TraceReader, BACKWARDS_TOLERANCE_NS};
+pub use reply::read_reply;
 
 /// One request of a trace.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
