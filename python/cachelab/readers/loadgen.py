@@ -16,12 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cachelab.errors import UserError
+from cachelab.spec import presets
 from cachelab.spec.experiment import (
     LoadMode,
     RunConfig,
     ServerKind,
     Timestamps,
     WireProtocol,
+    Workload,
 )
 
 SCHEMA = "cachelab-load/1"
@@ -65,10 +67,22 @@ def protocol(config: RunConfig) -> str:
 
 
 def _workload_args(config: RunConfig) -> list[str]:
+    """The protocol, keys and sizes; with a preset, the preset and the fields the file
+    changed from their defaults (spec/presets.py), which override it."""
     w = config.workload
-    return ["-P", protocol(config), "--data-size", str(w.data_size),
-            "--key-prefix", KEY_PREFIX, "--key-minimum", "0",
+    argv = ["-P", protocol(config)]
+    argv += ["--workload", w.preset] if w.preset else []
+    argv += ["--data-size", str(w.data_size)] if presets.given(w, "data_size") else []
+    return [*argv, "--key-prefix", KEY_PREFIX, "--key-minimum", "0",
             "--key-maximum", str(w.key_maximum)]
+
+
+def _mix_args(w: Workload) -> list[str]:
+    """--ratio and --key-pattern, each unless a preset gives it."""
+    pattern = w.pattern_letter
+    argv = ["--ratio", w.ratio] if presets.given(w, "ratio") else []
+    return argv + (["--key-pattern", f"{pattern}:{pattern}"]
+                   if presets.given(w, "key_pattern") else [])
 
 
 def populate_argv(config: RunConfig, host: str, port: int, json_out: Path,
@@ -87,14 +101,12 @@ def run_argv(config: RunConfig, host: str, port: int, *, test_time: float, warmu
     them (evenly without `instance`). With `start_at_ms`, the instance starts its clock on
     that wall-clock instant (Unix ms), as every other instance of the run does."""
     w, load = config.workload, config.load
-    pattern = w.pattern_letter
     placed = config.placement
     clients = load.clients if instance is None else placed.clients[instance]
     share = (1 / config.instances if instance is None
              else placed.instance_shares()[instance])
     argv = [*transport.argv(host, port), *_workload_args(config),
-            "--threads", str(load.threads), "--clients", str(clients),
-            "--ratio", w.ratio, "--key-pattern", f"{pattern}:{pattern}",
+            "--threads", str(load.threads), "--clients", str(clients), *_mix_args(w),
             "--test-time", f"{test_time:g}", "--warmup", f"{warmup:g}",
             "--cooldown", f"{cooldown:g}", "--pipeline", str(load.pipeline),
             "--seed", str(seed), "--json-out-file", str(json_out)]
@@ -118,10 +130,8 @@ def measure_argv(config: RunConfig, host: str, port: int, *, rate: float, test_t
     open loop at a low `rate`, same workload as the load instances, so its latencies are
     not its own queueing."""
     w = config.workload
-    pattern = w.pattern_letter
     argv = [*transport.argv(host, port), *_workload_args(config),
-            "--threads", "1", "--clients", "1", "--ratio", w.ratio,
-            "--key-pattern", f"{pattern}:{pattern}", "--test-time", f"{test_time:g}",
+            "--threads", "1", "--clients", "1", *_mix_args(w), "--test-time", f"{test_time:g}",
             "--warmup", f"{warmup:g}", "--cooldown", f"{cooldown:g}",
             "--seed", str(seed), "--json-out-file", str(json_out), "--rate", f"{rate:g}"]
     argv += _key_args(config)
@@ -138,7 +148,7 @@ def _key_args(config: RunConfig) -> list[str]:
     if w.pattern_letter == "G":
         argv += [f"--key-stddev={w.key_stddev}"] if w.key_stddev is not None else []
         argv += [f"--key-median={w.key_median}"] if w.key_median is not None else []
-    if w.pattern_letter == "Z":
+    if w.pattern_letter == "Z" and presets.given(w, "zipf_exponent"):
         argv += ["--zipf-exponent", f"{w.zipf_exponent:g}"]
     return argv
 

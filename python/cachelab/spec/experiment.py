@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from cachelab.errors import UserError
+from cachelab.spec import presets as presets_mod
 from cachelab.spec import study as study_mod
 from cachelab.spec import sweep as sweep_mod
 from cachelab.spec.order import Order
@@ -242,6 +243,8 @@ class Workload:
     key_median: float | None = _f(None, _at_least(0))
     zipf_exponent: float = _f(1.0, _positive)
     seed: int = _f(5381, _at_least(0))
+    #: cachelab-load's --workload preset (spec/presets.py); the fields above override it.
+    preset: str | None = _f(None, presets_mod.check)
 
     @property
     def pattern_letter(self) -> str:
@@ -574,6 +577,7 @@ def parse(text: str) -> Experiment:
     report_x = _get(report, "x", str, None, "report.")
     raw = {s: _table(doc, s) for s in _SECTIONS}
     _fields(raw, "")
+    sweep_mod.check_size(_table(doc, "sweep"), repetitions, run_time)
     points = _expand(raw, _table(doc, "sweep"))
     if report_x is not None and report_x not in _paths():
         raise UserError(f"report.x: {report_x!r} is not a field (e.g. \"load.clients\")")
@@ -592,7 +596,7 @@ def parse(text: str) -> Experiment:
 def _expand(raw: dict[str, dict], sweep: dict) -> tuple[Point, ...]:
     """The points of the sweep: each explicit point crossed with every factor combination;
     without either, the base configuration alone is the one point."""
-    _no_unknown("sweep.", sweep, ("factors", "points"))
+    _no_unknown("sweep.", sweep, ("factors", "points", "max_points"))
     factors = _flatten(_table(sweep, "factors", "sweep."))
     explicit = sweep.get("points", [])
     if not isinstance(explicit, list):
