@@ -326,6 +326,18 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "kernel")]
     pub timestamps: TimestampsArg,
 
+    /// Replay this trace instead of generating requests: twitter/cache-trace's CSV or
+    /// Redis MONITOR output, plain or zstd-compressed. Without --requests or --test-time
+    /// the whole trace is sent.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
+
+    /// Replay at the trace's own timing divided by this (1 by default: as recorded; 4:
+    /// four times faster); 0 sends as fast as the connections go (closed loop, with
+    /// --pipeline), or at --rate.
+    #[arg(long, value_name = "FACTOR")]
+    pub trace_speed: Option<f64>,
+
     /// Connect, then start the run at this instant (Unix time in milliseconds), so that
     /// instances on several hosts run together. Up to 100 ms in the past starts at once;
     /// further back is refused.

@@ -2,6 +2,7 @@
 //! option at fault.
 
 mod preset;
+mod replay;
 mod workload;
 
 use std::path::PathBuf;
@@ -15,6 +16,7 @@ use crate::schedule::Arrival;
 pub use crate::sizes::{DataSize, Expiry, ExpiryRange, SizePattern};
 use crate::timing::TimestampMode;
 use crate::tls::{parse_protocols, Protocols, TlsOptions};
+pub use replay::{replay_options, TraceReplay};
 pub use workload::{parse_ratio, Workload};
 
 /// `--connect-timeout=0` (memtier's "no limit"): a day, far beyond any run.
@@ -96,6 +98,8 @@ pub struct Config {
     pub timestamps: TimestampMode,
     /// The instant (Unix ms) the first run starts on, once connected.
     pub start_at_unix_ms: Option<u64>,
+    /// `--trace`: replay a trace instead of generating requests.
+    pub trace: Option<TraceReplay>,
 }
 
 impl Config {
@@ -225,8 +229,11 @@ impl TryFrom<&Args> for Config {
         if test_time == Some(Duration::ZERO) {
             return Err(invalid("test-time", "must be positive"));
         }
+        let trace = replay_options(args)?;
         let requests = match (&args.requests, test_time) {
             (Some(text), _) => Some(parse_requests(text)?),
+            // A replay without a bound sends the whole trace.
+            (None, None) if trace.is_some() => None,
             (None, None) => Some(Requests::PerClient(DEFAULT_REQUESTS)),
             (None, Some(_)) => None,
         };
@@ -309,6 +316,7 @@ impl TryFrom<&Args> for Config {
                 TimestampsArg::User => TimestampMode::User,
             },
             start_at_unix_ms: args.start_at,
+            trace,
         })
     }
 }

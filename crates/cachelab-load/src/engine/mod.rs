@@ -22,7 +22,9 @@
 //! - **failures**: a broken connection or a reply timeout fails what is outstanding; an
 //!   open loop counts what it could not send as scheduled, so the shortfall shows.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::rc::Rc;
 
 use cachelab_protocol::{Expect, ReplyError, ReplyScan};
 
@@ -33,8 +35,15 @@ use crate::stamps::{AwaitsTransmit, Stamp};
 use crate::timing::{Times, TimestampMode};
 use crate::workload::{read_reply, Generator, Op, Outcome, Sent};
 
+pub mod replay;
+#[cfg(test)]
+mod replay_tests;
 #[cfg(test)]
 mod tests;
+
+use crate::trace::compose::expect;
+use crate::trace::{read_reply as read_trace_reply, Composer, Record, TraceOp};
+use replay::Feed;
 
 /// What a connection's engine is told once, for the whole run.
 #[derive(Debug, Clone, Copy)]
@@ -64,6 +73,8 @@ pub struct Pending {
     pub write_end: Option<u64>,
     /// The kernel's transmit stamp of that byte, once read from the error queue.
     pub transmitted: Stamp,
+    /// A replayed request: the trace's operation, which says what its reply means.
+    pub replayed: Option<TraceOp>,
 }
 
 impl AwaitsTransmit for Pending {
@@ -101,6 +112,51 @@ pub struct Engine {
     written: u64,
     /// The framing of the reply at the front of the read buffer, across reads.
     scan: Option<ReplyScan>,
+    /// Replaying a trace instead of generating requests.
+    replay: Option<Replay>,
+}
+
+/// A connection's share of a trace being replayed (see [`replay`]).
+pub struct Replay {
+    pub feed: Rc<RefCell<Feed>>,
+    /// This connection's index among its thread's.
+    pub conn: usize,
+    /// Timed replay: trace time is divided by this; 0 (or a rate) ignores trace time.
+    pub speed: f64,
+    composer: Composer,
+    /// The next record, read and not yet sent.
+    next: Option<Record>,
+}
+
+impl Replay {
+    pub fn new(feed: Rc<RefCell<Feed>>, conn: usize, speed: f64, protocol: Protocol) -> Replay {
+        Replay {
+            feed,
+            conn,
+            speed,
+            composer: Composer::new(protocol),
+            next: None,
+        }
+    }
+
+    fn peek(&mut self) -> Option<&Record> {
+        if self.next.is_none() {
+            self.next = self.feed.borrow_mut().next_for(self.conn);
+        }
+        self.next.as_ref()
+    }
+
+    /// When the record of trace time `time_ns` is due in timed replay (`None` when
+    /// trace time is not kept).
+    fn due(&self, time_ns: u64) -> Option<u64> {
+        (self.speed > 0.0).then(|| (time_ns as f64 / self.speed) as u64)
+    }
+
+    /// The next record's due time, if it has one; `Err` at the end of the trace.
+    fn next_due(&mut self) -> Result<Option<u64>, ()> {
+        let time = self.peek().ok_or(())?.time_ns;
+        Ok(self.due(time))
+    }
 }
 
 impl Engine {
@@ -121,7 +177,15 @@ impl Engine {
             composed: 0,
             written: 0,
             scan: None,
+            replay: None,
         }
+    }
+
+    /// The engine of a connection that replays a trace instead of generating requests;
+    /// `schedule` paces it (`--rate`) when trace time is not kept.
+    pub fn replaying(mut self, replay: Replay) -> Engine {
+        self.replay = Some(replay);
+        self
     }
 
     /// A new socket: its stream offsets start again, and so does the session's count.
@@ -132,8 +196,9 @@ impl Engine {
         self.scan = None;
     }
 
+    /// Requests are sent at due times (a schedule, or a trace's own timing).
     pub fn is_open_loop(&self) -> bool {
-        self.schedule.is_some()
+        self.schedule.is_some() || self.replay.as_ref().is_some_and(|r| r.speed > 0.0)
     }
 
     pub fn pending(&self) -> &VecDeque<Pending> {
@@ -169,9 +234,20 @@ impl Engine {
     }
 
     /// Whether the stream has requests left to start at `now`.
-    pub fn more_to_issue(&self, now: u64) -> bool {
+    pub fn more_to_issue(&mut self, now: u64) -> bool {
         if self.budget == Some(0) {
             return false;
+        }
+        if let Some(replay) = &mut self.replay {
+            let stop = self.rules.stop_issuing_ns;
+            let Ok(due) = replay.next_due() else {
+                return false;
+            };
+            return match (due, &self.schedule) {
+                (Some(due), _) => due < stop,
+                (None, Some(schedule)) => schedule.peek() < stop,
+                (None, None) => now < stop,
+            };
         }
         match &self.schedule {
             Some(schedule) => schedule.peek() < self.rules.stop_issuing_ns,
@@ -181,7 +257,7 @@ impl Engine {
 
     /// Whether the session is over: `Some` once nothing is outstanding and nothing is
     /// left to send on it.
-    pub fn idle(&self, now: u64) -> Option<Idle> {
+    pub fn idle(&mut self, now: u64) -> Option<Idle> {
         if !self.pending.is_empty() || self.lookaside_due(now) {
             return None;
         }
@@ -196,9 +272,11 @@ impl Engine {
 
     /// Open loop: when the next request is due, if the connection may send it (and is
     /// not waiting for the socket, `socket_full`, which the next send waits for instead).
-    pub fn next_due(&self, socket_full: bool) -> Option<u64> {
-        let schedule = self.schedule.as_ref()?;
-        let due = schedule.peek();
+    pub fn next_due(&mut self, socket_full: bool) -> Option<u64> {
+        let due = match (&mut self.replay, &self.schedule) {
+            (Some(replay), None) => replay.next_due().ok()??,
+            (_, schedule) => schedule.as_ref()?.peek(),
+        };
         (!socket_full && self.may_send() && due < self.rules.stop_issuing_ns).then_some(due)
     }
 
@@ -227,6 +305,12 @@ impl Engine {
             if !self.may_send() {
                 break;
             }
+            if self.replay.is_some() {
+                if !self.issue_replayed(now, out, recorder) {
+                    break;
+                }
+                continue;
+            }
             let start = match &mut self.schedule {
                 None if self.pending.len() < self.rules.pipeline
                     && now < self.rules.stop_issuing_ns =>
@@ -250,6 +334,7 @@ impl Engine {
         if new == 0 {
             return 0;
         }
+        let open = open || self.is_open_loop();
         // The closed loop's timer starts here, just before the write that carries them.
         let write_ns = write_ns();
         for p in self.pending.range_mut(first_new..) {
@@ -281,6 +366,7 @@ impl Engine {
             last_byte: self.composed - 1,
             write_end: None,
             transmitted: Stamp::default(),
+            replayed: None,
         });
         self.session_left = self.session_left.map(|n| n - 1);
     }
@@ -307,9 +393,7 @@ impl Engine {
     /// is all there; it does not move the framing on.
     pub fn first_reply_len(&self, buf: &[u8]) -> Option<usize> {
         let front = self.pending.front()?;
-        read_reply(self.rules.protocol, front.sent, buf)
-            .ok()
-            .map(|(_, used)| used)
+        self.read(front, buf).ok().map(|(_, used)| used)
     }
 
     /// Takes every complete reply at the front of `buf`, in request order: records each
@@ -327,7 +411,11 @@ impl Engine {
                 return Err(ReplyError::Malformed("reply to no request"));
             };
             let rest = &buf[offset..];
-            let framed = match scan_expect(self.rules.protocol, front.sent.op) {
+            let expect = match front.replayed {
+                Some(op) => text_scan(self.rules.protocol, expect(op)),
+                None => scan_expect(self.rules.protocol, front.sent.op),
+            };
+            let framed = match expect {
                 Some(expect) => {
                     let scan = self.scan.get_or_insert_with(|| ReplyScan::new(expect));
                     match scan.advance(rest)? {
@@ -337,7 +425,7 @@ impl Engine {
                 }
                 None => rest,
             };
-            let (outcome, used) = match read_reply(self.rules.protocol, front.sent, framed) {
+            let (outcome, used) = match self.read(front, framed) {
                 Ok(read) => read,
                 Err(ReplyError::Incomplete) => break,
                 Err(e) => return Err(e),
@@ -354,6 +442,13 @@ impl Engine {
             offset += used;
         }
         Ok(offset)
+    }
+
+    fn read(&self, request: &Pending, buf: &[u8]) -> Result<(Outcome, usize), ReplyError> {
+        match request.replayed {
+            Some(op) => read_trace_reply(self.rules.protocol, op, buf),
+            None => read_reply(self.rules.protocol, request.sent, buf),
+        }
     }
 
     /// The lookaside rule: a single-key GET that missed sets its key.
@@ -374,6 +469,9 @@ impl Engine {
     /// Open loop, at the end: requests still due that the connection could not send (its
     /// server was gone) count as scheduled, so the shortfall shows in the report.
     pub fn account_unsent(&mut self, recorder: &mut Recorder) {
+        if self.replay.is_some() {
+            return self.account_unsent_records(recorder);
+        }
         let Some(schedule) = &mut self.schedule else {
             return;
         };
@@ -382,6 +480,11 @@ impl Engine {
             self.budget = self.budget.map(|n| n - 1);
         }
     }
+}
+
+/// How a reply a replayed request expects is framed (binary replies carry their length).
+fn text_scan(protocol: Protocol, expect: Expect) -> Option<Expect> {
+    (protocol != Protocol::MemcacheBinary).then_some(expect)
 }
 
 /// How a reply to `op` is framed across reads (binary replies carry their length).

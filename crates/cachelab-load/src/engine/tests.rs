@@ -16,7 +16,7 @@ use crate::workload::Values;
 
 const MS: u64 = 1_000_000;
 
-fn workload(sets: u32, gets: u32, keys: u64, pattern: KeyPattern) -> Workload {
+pub(super) fn workload(sets: u32, gets: u32, keys: u64, pattern: KeyPattern) -> Workload {
     Workload {
         protocol: Protocol::MemcacheText,
         ratio: Ratio { sets, gets },
@@ -35,7 +35,7 @@ fn workload(sets: u32, gets: u32, keys: u64, pattern: KeyPattern) -> Workload {
     }
 }
 
-fn rules(pipeline: usize) -> Rules {
+pub(super) fn rules(pipeline: usize) -> Rules {
     Rules {
         protocol: Protocol::MemcacheText,
         pipeline,
@@ -46,14 +46,19 @@ fn rules(pipeline: usize) -> Rules {
     }
 }
 
-fn engine(rules: Rules, w: &Workload, budget: Option<u64>, schedule: Option<Schedule>) -> Engine {
+pub(super) fn engine(
+    rules: Rules,
+    w: &Workload,
+    budget: Option<u64>,
+    schedule: Option<Schedule>,
+) -> Engine {
     let values = Rc::new(Values::new(w.data_size.max(), false, 1));
     let mut e = Engine::new(rules, Generator::new(w, 1, 0, 1, values), budget, schedule);
     e.start_session();
     e
 }
 
-fn recorder() -> Recorder {
+pub(super) fn recorder() -> Recorder {
     Recorder::new(Window {
         start_ns: 0,
         end_ns: u64::MAX,
@@ -103,7 +108,7 @@ impl Server {
     }
 }
 
-fn at(now: u64) -> impl FnMut(&Pending) -> Times {
+pub(super) fn at(now: u64) -> impl FnMut(&Pending) -> Times {
     move |p: &Pending| Times {
         intended_ns: p.start_ns,
         transmitted_ns: None,

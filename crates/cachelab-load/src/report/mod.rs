@@ -99,6 +99,11 @@ pub struct Tool {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Configuration {
+    /// `--trace`: the trace replayed, and `--trace-speed` (0: not timed).
+    #[serde(default)]
+    pub trace: Option<String>,
+    #[serde(default)]
+    pub trace_speed: Option<f64>,
     pub server: String,
     pub port: u16,
     pub protocol: String,
@@ -392,16 +397,18 @@ fn configuration(config: &Config) -> Configuration {
         _ => None,
     };
     Configuration {
+        trace: config.trace.as_ref().map(|t| t.path.display().to_string()),
+        trace_speed: config.trace.as_ref().map(|t| t.speed),
         server: config.server.clone(),
         port: config.port,
         protocol: w.protocol.name().into(),
         threads: config.threads,
         clients: config.clients,
         connections: config.connections(),
-        mode: if config.open_loop.is_some() {
-            "open"
-        } else {
-            "closed"
+        mode: match (&config.trace, config.open_loop.is_some()) {
+            (Some(t), false) if t.speed > 0.0 => "replay",
+            (_, true) => "open",
+            _ => "closed",
         }
         .into(),
         pipeline: config.pipeline,
@@ -492,7 +499,12 @@ fn build_one(config: &Config, m: &Measured) -> Report {
         multiget: op(Op::MultiGet),
         total: OpSummary::of(&total, window_s),
     };
-    let open_loop = config.open_loop.as_ref().map(|o| {
+    // A trace replayed with its own timing is an open loop whose rate is the trace's.
+    let timed_replay = config.trace.as_ref().is_some_and(|t| t.speed > 0.0);
+    let target = config.open_loop.as_ref().map(|o| o.rate).or_else(|| {
+        timed_replay.then(|| recorder.scheduled_in_window as f64 / window_s.max(f64::MIN_POSITIVE))
+    });
+    let open_loop = target.map(|target_rate| {
         let rate = |n: u64| {
             if window_s > 0.0 {
                 n as f64 / window_s
@@ -507,7 +519,7 @@ fn build_one(config: &Config, m: &Measured) -> Report {
             < FELL_BEHIND_RATE_SHARE * recorder.scheduled_in_window as f64
             || recorder.send_lag.quantile(0.99) > FELL_BEHIND_P99_LAG_US;
         OpenLoopReport {
-            target_rate: o.rate,
+            target_rate,
             scheduled_rate: rate(recorder.scheduled_in_window),
             achieved_rate,
             completed_rate: summary.total.ops_per_sec,

@@ -7,6 +7,7 @@
 mod clock;
 mod conn;
 mod link;
+mod replay;
 mod stamping;
 mod thread;
 mod ticker;
@@ -23,6 +24,7 @@ use crate::config::{AddressFamily, Config};
 use crate::record::{Recorder, Window};
 use crate::start::StartError;
 use crate::tls::TlsError;
+use crate::trace::TraceError;
 use link::{Endpoint, Target, TlsTarget};
 
 pub use clock::{monotonic_ns, realtime_ns};
@@ -53,6 +55,8 @@ pub enum RunError {
     Thread(std::io::Error),
     #[error("{0} (connecting took until then)")]
     StartMissed(StartError),
+    #[error("{path}: {error}")]
+    Trace { path: String, error: TraceError },
 }
 
 /// What a run measured.
@@ -143,6 +147,13 @@ fn target(config: &Config) -> Result<Target, RunError> {
 /// Runs the load described by `config` and returns the merged measurements.
 pub fn run(config: &Config) -> Result<RunResult, RunError> {
     let target = target(config)?;
+    if let Some(trace) = &config.trace {
+        // A trace that cannot be read is refused before anything is sent.
+        let mut records = replay::records(trace, config.workload.protocol)?;
+        if let Some(Err(error)) = records.next() {
+            return Err(replay::refused(trace, error));
+        }
+    }
     let failure = Arc::new(Mutex::new(None));
     let barrier = Arc::new(Barrier::new(config.threads + 1));
     let origin_ns = Arc::new(AtomicU64::new(0));

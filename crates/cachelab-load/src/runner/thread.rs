@@ -1,6 +1,7 @@
 //! One load thread: a current-thread runtime, its connections, and a watchdog that
 //! enforces reply timeouts and the run's hard deadline, so a run never hangs.
 
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -11,9 +12,10 @@ use super::clock::{monotonic_ns, Clock};
 use super::conn::{opened, Connection, Kill, Shared, Watch};
 use super::link::{Link, OpenError};
 use super::ticker::Ticker;
-use super::{RunError, ThreadPlan, DRAIN_GRACE};
+use super::{replay, RunError, ThreadPlan, DRAIN_GRACE};
 use crate::config::Config;
-use crate::engine::{Engine, Rules};
+use crate::engine::replay::Feed;
+use crate::engine::{Engine, Replay, Rules};
 use crate::record::{CpuUsage, Recorder};
 use crate::schedule::Schedule;
 use crate::setup::SetupTimes;
@@ -48,8 +50,15 @@ pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build();
+    let feed = match replay::feed(&plan.config, plan.index) {
+        Ok(feed) => feed,
+        Err(error) => {
+            fail(&plan, error);
+            None
+        }
+    };
     let prepared = match runtime {
-        Ok(runtime) => match runtime.block_on(prepare(&plan)) {
+        Ok(runtime) => match runtime.block_on(prepare(&plan, feed.as_ref())) {
             Ok(connections) => Some((runtime, connections)),
             Err(error) => {
                 fail(&plan, error);
@@ -68,7 +77,7 @@ pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
         return None;
     }
     let config = &plan.config;
-    if config.open_loop.is_some() {
+    if timed(config) {
         // Let the kernel wake us as close to each scheduled time as it can.
         // SAFETY: prctl with PR_SET_TIMERSLACK takes a plain integer.
         unsafe {
@@ -84,7 +93,7 @@ pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
     // ticker only to spin for replies.
     let ticker = {
         let _entered = runtime.enter();
-        (config.open_loop.is_some() || busy_poll_ns > 0)
+        (timed(config) || busy_poll_ns > 0)
             .then(|| Ticker::new(clock, busy_poll_ns, connections.len()))
             .transpose()
     };
@@ -143,7 +152,18 @@ pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
         cpu_after.1.saturating_sub(cpu_before.1),
         monotonic_ns() - wall_before,
     );
+    // A trace refused part-way stopped its connections: the run fails with its line.
+    if let (Some(feed), Some(trace)) = (&feed, &plan.config.trace) {
+        if let Some(error) = feed.borrow_mut().error.take() {
+            fail(&plan, replay::refused(trace, error));
+        }
+    }
     Some(recorder)
+}
+
+/// Requests go at due times: the open loop, or a trace replayed with its own timing.
+fn timed(config: &Config) -> bool {
+    config.open_loop.is_some() || config.trace.as_ref().is_some_and(|t| t.speed > 0.0)
 }
 
 /// The engine's rules for this run's connections.
@@ -161,7 +181,10 @@ fn rules(config: &Config) -> Rules {
 /// A connection ready to run, its link, and what opening it took.
 type Prepared = (Connection, Link, SetupTimes);
 
-async fn prepare(plan: &ThreadPlan) -> Result<Vec<Prepared>, RunError> {
+async fn prepare(
+    plan: &ThreadPlan,
+    feed: Option<&Rc<RefCell<Feed>>>,
+) -> Result<Vec<Prepared>, RunError> {
     let config = &plan.config;
     let total = config.connections();
     let server = plan.target.name.clone();
@@ -180,7 +203,11 @@ async fn prepare(plan: &ThreadPlan) -> Result<Vec<Prepared>, RunError> {
             .open_loop
             .as_ref()
             .map(|o| Schedule::new(o.arrival.clone(), o.rate, client, total, gen.rng()));
-        let engine = Engine::new(rules(config), gen, budget, schedule);
+        let mut engine = Engine::new(rules(config), gen, budget, schedule);
+        if let (Some(feed), Some(trace)) = (feed, &config.trace) {
+            let protocol = config.workload.protocol;
+            engine = engine.replaying(Replay::new(feed.clone(), c, trace.speed, protocol));
+        }
         let connection = Connection::new(engine, c);
         let (link, times) = Link::open(&plan.target, config.connect_timeout)
             .await

@@ -1,0 +1,138 @@
+//! `--trace`: a trace of known requests and times, replayed against a real memcached
+//! started by the test, arrives whole, with its mix, at its own pace.
+
+mod common;
+
+use std::io::Write;
+
+use common::*;
+
+/// A trace of `n` requests `gap_us` apart over 5 clients, in twitter/cache-trace's CSV
+/// with fractional seconds: 1 in 5 a set, 1 in 20 a delete, 1 in 20 an add, the rest
+/// gets, over 100 keys. Returns the file and the counts of (sets and adds, gets,
+/// deletes).
+fn trace(n: u64, gap_us: u64) -> (tempfile::NamedTempFile, [u64; 3]) {
+    let mut file = tempfile::Builder::new()
+        .prefix("cachelab-trace-")
+        .suffix(".csv")
+        .tempfile()
+        .unwrap();
+    let mut counts = [0u64; 3];
+    for i in 0..n {
+        let (op, value, index) = match i % 20 {
+            0..=3 => ("set", 100, 0),
+            4 => ("add", 100, 0),
+            5 => ("delete", 0, 2),
+            _ => ("get", 0, 1),
+        };
+        counts[index] += 1;
+        let t = (i * gap_us) as f64 / 1e6;
+        writeln!(file, "{t:.6},key{},8,{value},{},{op},0", i * 7 % 100, i % 5).unwrap();
+    }
+    file.flush().unwrap();
+    (file, counts)
+}
+
+fn replay(server: &Memcached, path: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["-P", "memcache_text", "-t", "1", "-c", "5", "--trace", path];
+    args.extend_from_slice(extra);
+    load(server.addr, &args).ok().clone()
+}
+
+/// The mean gap between sends, over the report's send intervals.
+fn mean_send_gap_ns(report: &serde_json::Value) -> f64 {
+    let gaps = report["send_intervals_ns"].as_array().unwrap();
+    let sum: u64 = gaps.iter().map(|g| g.as_u64().unwrap()).sum();
+    sum as f64 / gaps.len() as f64
+}
+
+#[test]
+fn a_replay_at_the_traces_own_pace_sends_every_record_with_its_mix_and_gaps() {
+    let server = Memcached::start();
+    let (file, [writes, gets, deletes]) = trace(2000, 1000);
+    let report = replay(&server, file.path().to_str().unwrap(), &[]);
+    assert_valid_report(&report);
+    assert_eq!(report["configuration"]["mode"], "replay");
+    assert_eq!(u(&report, "/totals/sent"), 2000);
+    assert_eq!(u(&report, "/totals/completed"), 2000);
+    assert_eq!(u(&report, "/totals/errors"), 0);
+    assert_eq!(server.stat("cmd_get"), gets);
+    assert_eq!(server.stat("cmd_set"), writes);
+    assert_eq!(
+        server.stat("delete_hits") + server.stat("delete_misses"),
+        deletes
+    );
+    // Gets are gets; writes and deletes are counted as sets.
+    assert_eq!(u(&report, "/summary/get/ops"), gets);
+    assert_eq!(u(&report, "/summary/set/ops"), writes + deletes);
+    // Each send at its recorded time: the mean gap within 1% of the trace's 1 ms.
+    let gap = mean_send_gap_ns(&report);
+    assert!((gap / 1e6 - 1.0).abs() < 0.01, "mean send gap {gap} ns");
+    // And the run as long as the trace, within 1% (and the last reply).
+    let duration = f(&report, "/run/duration_s");
+    assert!((duration / 1.999 - 1.0).abs() < 0.01, "{duration} s");
+}
+
+#[test]
+fn a_faster_replay_keeps_the_traces_shape_at_its_speed() {
+    let server = Memcached::start();
+    // 4 s of trace, a request every 500 us, replayed 4 times faster: 125 us gaps.
+    let (file, _) = trace(8000, 500);
+    let report = replay(
+        &server,
+        file.path().to_str().unwrap(),
+        &["--trace-speed", "4"],
+    );
+    assert_eq!(u(&report, "/totals/completed"), 8000);
+    let gap = mean_send_gap_ns(&report);
+    assert!(
+        (gap / 125_000.0 - 1.0).abs() < 0.01,
+        "mean send gap {gap} ns"
+    );
+}
+
+#[test]
+fn an_untimed_replay_sends_the_trace_as_fast_as_its_pipelines_go() {
+    let server = Memcached::start();
+    let (file, [writes, gets, _]) = trace(3000, 1000);
+    let path = file.path().to_str().unwrap();
+    let report = replay(&server, path, &["--trace-speed", "0", "--pipeline", "8"]);
+    assert_eq!(report["configuration"]["mode"], "closed");
+    assert_eq!(u(&report, "/totals/completed"), 3000);
+    assert_eq!(server.stat("cmd_get"), gets);
+    assert_eq!(server.stat("cmd_set"), writes);
+    // Far faster than the trace's 3 s.
+    assert!(f(&report, "/run/duration_s") < 1.5);
+}
+
+#[test]
+fn a_bad_trace_is_refused_in_one_line_naming_its_line() {
+    let server = Memcached::start();
+    let mut file = tempfile::Builder::new()
+        .prefix("cachelab-trace-")
+        .tempfile()
+        .unwrap();
+    writeln!(file, "0.1,k,1,0,0,get,0\n0.2,k,1,0,0,fetch,0").unwrap();
+    let path = file.path().to_str().unwrap();
+    let run = load(
+        server.addr,
+        &["-P", "memcache_text", "-t", "1", "-c", "1", "--trace", path],
+    );
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert_eq!(run.stderr.trim_end().lines().count(), 1, "{}", run.stderr);
+    assert!(run.stderr.contains("line 2"), "{}", run.stderr);
+    assert!(run.stderr.contains("fetch"), "{}", run.stderr);
+    // A trace that cannot be opened is refused before anything is sent.
+    let missing = load(
+        server.addr,
+        &[
+            "-P",
+            "memcache_text",
+            "--trace",
+            "/nonexistent/cachelab.csv",
+        ],
+    );
+    assert_eq!(missing.code, Some(1));
+    assert!(missing.stderr.contains("/nonexistent/cachelab.csv"));
+    assert_eq!(server.stat("cmd_get"), 1, "only the good line was sent");
+}
