@@ -1,5 +1,6 @@
-//! `--trace`: a trace of known requests and times, replayed against a real memcached
-//! started by the test, arrives whole, with its mix, at its own pace.
+//! Against a real memcached started by the test: `--trace` (a trace of known requests and
+//! times arrives whole, with its mix, at its own pace) and `--lookaside` (a client that
+//! sets after a miss warms the cache).
 
 mod common;
 
@@ -135,4 +136,48 @@ fn a_bad_trace_is_refused_in_one_line_naming_its_line() {
     assert_eq!(missing.code, Some(1));
     assert!(missing.stderr.contains("/nonexistent/cachelab.csv"));
     assert_eq!(server.stat("cmd_get"), 1, "only the good line was sent");
+}
+
+#[test]
+fn a_lookaside_clients_hit_ratio_rises_from_zero_to_its_steady_value() {
+    // An empty memcached, gets only over 2000 keys: every first get of a key misses and
+    // sets it, so the hit ratio climbs from 0 towards 1 as the keys fill in.
+    let server = Memcached::start();
+    let report = load(
+        server.addr,
+        &[
+            "-P",
+            "memcache_text",
+            "-t",
+            "1",
+            "-c",
+            "4",
+            "--ratio=0:1",
+            "--key-maximum=1999",
+            "--key-pattern=R:R",
+            "--lookaside",
+            "--test-time=3",
+        ],
+    )
+    .ok()
+    .clone();
+    let series = report["series"].as_array().unwrap();
+    let ratio = |s: &serde_json::Value| {
+        let (h, m) = (
+            s["get"]["hits"].as_f64().unwrap(),
+            s["get"]["misses"].as_f64().unwrap(),
+        );
+        h / (h + m)
+    };
+    let (first, last) = (ratio(&series[0]), ratio(&series[series.len() - 1]));
+    assert!(first < last, "hit ratio {first} then {last}");
+    assert!(last > 0.99, "the last second's hit ratio {last}");
+    // Every miss was followed by its set (but for a miss answered after the last
+    // request could start), and nothing else set anything.
+    let (misses, sets) = (server.stat("get_misses"), server.stat("cmd_set"));
+    assert!(
+        sets <= misses && misses - sets <= 4,
+        "{misses} misses, {sets} sets"
+    );
+    assert!((2000..2400).contains(&sets), "{sets} sets of 2000 keys");
 }
