@@ -17,6 +17,7 @@
 //!   reply means;
 //! - [`schedule`]: open-loop send times (Poisson or fixed);
 //! - [`record`]: per-thread measurements, the summary window and the per-second series;
+//!   [`sent`]: what was sent (key and value sizes, how often each key was asked);
 //! - [`timing`]: where each request's time went (wire time, response time, the client's
 //!   own delays), from kernel and program timestamps; [`stamps`]: the kernel's
 //!   timestamps parsed from control messages and matched to requests;
@@ -47,6 +48,7 @@ pub mod record;
 pub mod report;
 pub mod runner;
 pub mod schedule;
+pub mod sent;
 pub mod setup;
 pub mod sizes;
 pub mod stamps;

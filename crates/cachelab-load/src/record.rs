@@ -16,6 +16,7 @@
 
 use cachelab_stats::{LatencyHistogram, Welford};
 
+use crate::sent::SentCounts;
 use crate::setup::Setup;
 use crate::timing::{ns_to_us, Times, TimestampMode, Timing};
 use crate::workload::{Op, Outcome};
@@ -127,6 +128,8 @@ pub struct Recorder {
     pub cpu: CpuUsage,
     /// Every connection's set-up (connect and TLS handshake), apart from request latency.
     pub setup: Setup,
+    /// What was sent: sizes and key counts.
+    pub sent_counts: SentCounts,
 }
 
 /// CPU time of load threads (`getrusage(RUSAGE_THREAD)`) over their wall time, from the
@@ -194,6 +197,7 @@ impl Recorder {
             timing: Timing::default(),
             cpu: CpuUsage::default(),
             setup: Setup::default(),
+            sent_counts: SentCounts::default(),
         }
     }
 
@@ -315,6 +319,7 @@ impl Recorder {
         self.timing.merge(&other.timing);
         self.cpu.merge(&other.cpu);
         self.setup.merge(&other.setup);
+        self.sent_counts.merge(&other.sent_counts);
     }
 
     /// All operation types together.

@@ -118,6 +118,8 @@ pub struct Generator {
     clients: u64,
     /// The current request's keys, space-separated (reused, so composing allocates nothing).
     keys: Vec<u8>,
+    /// The current request's value size, if it is a write.
+    value_size: Option<usize>,
 }
 
 impl Generator {
@@ -144,6 +146,7 @@ impl Generator {
             ),
             prefix: workload.key_prefix.as_bytes().to_vec(),
             keys: Vec::with_capacity(64),
+            value_size: None,
             key_size: workload.key_size.clone(),
             key_seed: seed,
             lone_share: workload.lone_get_share,
@@ -174,6 +177,12 @@ impl Generator {
             Step::Set => self.compose_set(out),
             Step::Get { keys } => self.compose_get(out, keys),
         }
+    }
+
+    /// The last request's first key's length and, for a write, its value's size.
+    pub fn last_sizes(&self) -> (usize, Option<usize>) {
+        let key = self.keys.iter().position(|b| *b == b' ');
+        (key.unwrap_or(self.keys.len()), self.value_size)
     }
 
     fn push_key(&mut self, number: u64) {
@@ -214,6 +223,7 @@ impl Generator {
         self.keys.clear();
         self.push_key(number);
         let size = self.sizes.next(number, &mut self.rng);
+        self.value_size = Some(size);
         let exptime = self.expiry.as_ref().map_or(0, |e| e.draw(&mut self.rng));
         let data = self.values.value(size, &mut self.rng);
         match self.protocol {
@@ -246,6 +256,7 @@ impl Generator {
     /// A GET of `n` keys: 1 is a plain GET, more a multi-get.
     fn compose_get(&mut self, out: &mut Vec<u8>, n: usize) -> Sent {
         self.keys.clear();
+        self.value_size = None;
         let mut first = 0;
         for i in 0..n {
             let number = self.next_get_key();

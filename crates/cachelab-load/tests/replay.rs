@@ -66,6 +66,18 @@ fn a_replay_at_the_traces_own_pace_sends_every_record_with_its_mix_and_gaps() {
     // Gets are gets; writes and deletes are counted as sets.
     assert_eq!(u(&report, "/summary/get/ops"), gets);
     assert_eq!(u(&report, "/summary/set/ops"), writes + deletes);
+    // What was sent, counted: 100 keys; 8-byte keys; the 100-byte values of the writes.
+    let sent = &report["sent"];
+    assert_eq!(sent["keys"]["distinct"], 100);
+    assert_eq!(sent["keys"]["top"].as_array().unwrap().len(), 100);
+    assert_eq!(
+        sent["key_bytes"],
+        serde_json::json!([{"from": 8, "to": 15, "count": 2000}])
+    );
+    assert_eq!(
+        sent["value_bytes"],
+        serde_json::json!([{"from": 64, "to": 127, "count": writes}])
+    );
     // Each send at its recorded time: the mean gap within 1% of the trace's 1 ms.
     let gap = mean_send_gap_ns(&report);
     assert!((gap / 1e6 - 1.0).abs() < 0.01, "mean send gap {gap} ns");

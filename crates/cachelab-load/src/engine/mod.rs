@@ -298,6 +298,7 @@ impl Engine {
             if room && self.lookaside_due(now) {
                 if let Some(key) = self.to_set.pop_front() {
                     let sent = self.compose(out, |gen, out| gen.compose_set_of(key, out));
+                    self.count_sent(sent, recorder);
                     self.push(sent, now);
                     continue;
                 }
@@ -327,6 +328,7 @@ impl Engine {
                 _ => break,
             };
             let sent = self.compose(out, |gen, out| gen.compose(out));
+            self.count_sent(sent, recorder);
             self.push(sent, start);
             self.budget = self.budget.map(|n| n - 1);
         }
@@ -357,6 +359,12 @@ impl Engine {
         let sent = how(&mut self.gen, out);
         self.composed += (out.len() - before) as u64;
         sent
+    }
+
+    /// Counts what a generated request sent (its key, the sizes) for the report.
+    fn count_sent(&self, sent: Sent, recorder: &mut Recorder) {
+        let (key_len, value_len) = self.gen.last_sizes();
+        recorder.sent_counts.record(sent.key, key_len, value_len);
     }
 
     fn push(&mut self, sent: Sent, start_ns: u64) {

@@ -135,6 +135,14 @@ impl Engine {
         let record = replay.next.take().expect("a record was peeked");
         let before = out.len();
         replay.composer.compose(&record, out);
+        let value = record
+            .op
+            .carries_value()
+            .then_some(record.value_size as usize);
+        let key_len = record.key.len().max(record.key_size as usize);
+        recorder
+            .sent_counts
+            .record(key_hash(&record.key), key_len, value);
         self.composed += (out.len() - before) as u64;
         let sent = Sent {
             op: op_of(&record),
@@ -167,6 +175,13 @@ impl Engine {
             }
         }
     }
+}
+
+/// A trace key's identity for counting (FNV-1a, 64 bits).
+fn key_hash(key: &[u8]) -> u64 {
+    key.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// The statistics type of a replayed request: reads are gets, everything else a write.

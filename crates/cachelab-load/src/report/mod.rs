@@ -22,6 +22,7 @@ use crate::config::{AddressFamily, Config, DataSize, Requests};
 use crate::cycle::GetKeys;
 use crate::keys::KeyPattern;
 use crate::record::{OpStats, SecondOp};
+use crate::sent::SentReport;
 use crate::sizes::Expiry;
 use crate::workload::Op;
 
@@ -65,6 +66,10 @@ pub struct Report {
     /// closed loop.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub send_intervals_ns: Vec<u64>,
+    /// What was sent: key and value sizes and how often each key was asked
+    /// ([`crate::sent`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent: Option<SentReport>,
     /// Every run of `--run-count`, in order (one entry for a single run). With several,
     /// the fields above are their aggregate (see [`runs`]).
     #[serde(default)]
@@ -579,6 +584,7 @@ fn build_one(config: &Config, m: &Measured) -> Report {
         client_cpu: Some(timing::client_cpu(&recorder.cpu)),
         connection_setup: Some(setup::setup(&recorder.setup)),
         send_intervals_ns: recorder.send_intervals_ns.clone(),
+        sent: Some(recorder.sent_counts.report()),
         runs: Vec::new(),
     }
 }

@@ -1,0 +1,177 @@
+//! What was sent, counted: key and value sizes by power-of-two bucket and how often each
+//! key was asked, so a report can show the workload a run really sent (a preset's
+//! distributions, a trace's sizes and popularity) beside what it measured. Pure and
+//! mergeable like the recorder it belongs to.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Distinct keys counted per thread; past it, new keys are not counted (the report says
+/// so), so a run over a huge key space stays in bounded memory.
+pub const MAX_DISTINCT_KEYS: usize = 200_000;
+/// The most per-key counts a report lists (the most asked first).
+pub const TOP_KEYS: usize = 1000;
+
+/// Bucket `b` holds sizes in `[2^b, 2^(b+1))`; bucket 0 also holds 0.
+const BUCKETS: usize = 33;
+
+fn bucket(size: u64) -> usize {
+    (63 - size.max(1).leading_zeros() as usize).min(BUCKETS - 1)
+}
+
+#[derive(Debug, Clone)]
+pub struct SentCounts {
+    key_bytes: [u64; BUCKETS],
+    value_bytes: [u64; BUCKETS],
+    keys: HashMap<u64, u64>,
+    capped: bool,
+}
+
+impl Default for SentCounts {
+    fn default() -> SentCounts {
+        SentCounts {
+            key_bytes: [0; BUCKETS],
+            value_bytes: [0; BUCKETS],
+            keys: HashMap::new(),
+            capped: false,
+        }
+    }
+}
+
+impl SentCounts {
+    /// A request for key `key` (its number, or a hash of its bytes) of `key_len` bytes,
+    /// carrying a value of `value_len` bytes if it is a write.
+    pub fn record(&mut self, key: u64, key_len: usize, value_len: Option<usize>) {
+        self.key_bytes[bucket(key_len as u64)] += 1;
+        if let Some(len) = value_len {
+            self.value_bytes[bucket(len as u64)] += 1;
+        }
+        if let Some(count) = self.keys.get_mut(&key) {
+            *count += 1;
+        } else if self.keys.len() < MAX_DISTINCT_KEYS {
+            self.keys.insert(key, 1);
+        } else {
+            self.capped = true;
+        }
+    }
+
+    pub fn merge(&mut self, other: &SentCounts) {
+        for (mine, theirs) in self.key_bytes.iter_mut().zip(&other.key_bytes) {
+            *mine += theirs;
+        }
+        for (mine, theirs) in self.value_bytes.iter_mut().zip(&other.value_bytes) {
+            *mine += theirs;
+        }
+        for (key, count) in &other.keys {
+            *self.keys.entry(*key).or_default() += count;
+        }
+        self.capped |= other.capped;
+    }
+
+    pub fn report(&self) -> SentReport {
+        let buckets = |counts: &[u64; BUCKETS]| -> Vec<SizeBucket> {
+            counts
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(b, n)| SizeBucket {
+                    from: if b == 0 { 0 } else { 1 << b },
+                    to: (1u64 << (b + 1)) - 1,
+                    count: *n,
+                })
+                .collect()
+        };
+        let mut top: Vec<u64> = self.keys.values().copied().collect();
+        top.sort_unstable_by(|a, b| b.cmp(a));
+        top.truncate(TOP_KEYS);
+        SentReport {
+            key_bytes: buckets(&self.key_bytes),
+            value_bytes: buckets(&self.value_bytes),
+            keys: KeyCounts {
+                distinct: self.keys.len() as u64,
+                capped: self.capped,
+                top,
+            },
+        }
+    }
+}
+
+/// The report's `sent` object.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SentReport {
+    /// Requests by the size of their (first) key.
+    pub key_bytes: Vec<SizeBucket>,
+    /// Writes by the size of their value.
+    pub value_bytes: Vec<SizeBucket>,
+    pub keys: KeyCounts,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct SizeBucket {
+    pub from: u64,
+    pub to: u64,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct KeyCounts {
+    /// Keys asked at least once (per thread at most [`MAX_DISTINCT_KEYS`], summed).
+    pub distinct: u64,
+    /// Some thread saw more distinct keys than it counts: `top` and `distinct` are then
+    /// lower bounds.
+    pub capped: bool,
+    /// How often each of the most asked keys was asked, most first.
+    pub top: Vec<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_fall_in_power_of_two_buckets() {
+        let mut c = SentCounts::default();
+        for (len, value) in [(0, None), (1, Some(64)), (3, Some(127)), (8, Some(128))] {
+            c.record(len as u64, len, value);
+        }
+        let r = c.report();
+        let spans: Vec<(u64, u64, u64)> = r
+            .key_bytes
+            .iter()
+            .map(|b| (b.from, b.to, b.count))
+            .collect();
+        assert_eq!(spans, [(0, 1, 2), (2, 3, 1), (8, 15, 1)]);
+        let values: Vec<(u64, u64)> = r.value_bytes.iter().map(|b| (b.from, b.count)).collect();
+        assert_eq!(values, [(64, 2), (128, 1)]);
+    }
+
+    #[test]
+    fn keys_are_counted_merged_and_ranked() {
+        let (mut a, mut b) = (SentCounts::default(), SentCounts::default());
+        for key in [1, 1, 1, 2, 2, 3] {
+            a.record(key, 4, None);
+        }
+        b.record(3, 4, None);
+        b.record(3, 4, None);
+        a.merge(&b);
+        let keys = a.report().keys;
+        assert_eq!((keys.distinct, keys.capped), (3, false));
+        // Key 1 three times, key 3 once here and twice there, key 2 twice.
+        assert_eq!(keys.top, [3, 3, 2]);
+    }
+
+    #[test]
+    fn past_the_cap_new_keys_are_not_counted_and_the_report_says_so() {
+        let mut c = SentCounts::default();
+        for key in 0..(MAX_DISTINCT_KEYS as u64 + 10) {
+            c.record(key, 8, None);
+        }
+        c.record(0, 8, None);
+        let keys = c.report().keys;
+        assert_eq!(keys.distinct, MAX_DISTINCT_KEYS as u64);
+        assert!(keys.capped);
+        assert_eq!(keys.top[0], 2, "known keys are still counted");
+        assert_eq!(keys.top.len(), TOP_KEYS);
+    }
+}
