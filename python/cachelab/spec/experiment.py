@@ -46,6 +46,7 @@ from cachelab.spec import study as study_mod
 from cachelab.spec import sweep as sweep_mod
 from cachelab.spec.order import Order
 from cachelab.spec.placement import Placement, PlacementPolicy, place
+from cachelab.spec.warmup import Warmup
 
 # The words a field takes from a fixed set are StrEnums: each member is its word (it
 # compares, hashes, formats and serialises as the plain string), so the files, the
@@ -229,6 +230,8 @@ class Load:
     #: reply where the kernel stamps it) or "user" (at the program's read, as over TLS and
     #: Unix sockets, where the kernel cannot stamp requests).
     timestamps: Timestamps = _f(Timestamps.KERNEL)
+    #: `[load.warmup]`: load the cache until warm before measuring (spec/warmup.py).
+    warmup: Warmup = field(default=Warmup(), metadata={"check": None, "section": Warmup})
 
 
 @dataclass(frozen=True)
@@ -245,6 +248,11 @@ class Workload:
     seed: int = _f(5381, _at_least(0))
     #: cachelab-load's --workload preset (spec/presets.py); the fields above override it.
     preset: str | None = _f(None, presets_mod.check)
+    #: Write every key before the run (false: the servers start empty, as a cold cache).
+    populate: bool = _f(True)
+    #: cachelab-load's --trace (replay instead of generated requests) and --trace-speed.
+    trace: str | None = _f(None)
+    trace_speed: float = _f(1.0, _at_least(0))
 
     @property
     def pattern_letter(self) -> str:
