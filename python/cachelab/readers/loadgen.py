@@ -120,7 +120,15 @@ def run_argv(config: RunConfig, host: str, port: int, *, test_time: float, warmu
         argv += ["--timestamps", load.timestamps]
     if start_at_ms is not None:
         argv += [f"--start-at={start_at_ms}"]
-    return argv
+    return argv + _trace_args(w)
+
+
+def _trace_args(w: Workload) -> list[str]:
+    """Replay: the trace (a path relative to where cachelab runs) at its speed; the
+    load generator then ignores the generated-workload options."""
+    if w.trace is None:
+        return []
+    return ["--trace", str(Path(w.trace).resolve()), "--trace-speed", f"{w.trace_speed:g}"]
 
 
 def measure_argv(config: RunConfig, host: str, port: int, *, rate: float, test_time: float,

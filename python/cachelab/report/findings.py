@@ -271,7 +271,8 @@ def doubts(points: Sequence[PointResult], late: Sequence[LateRun],
             "client CPU": "a load generator's thread was saturated (the throughput may be "
                           "the client's)",
             "independence": "successive seconds are correlated (intervals too narrow)",
-            "stationarity": "the latency drifts within the run"}
+            "stationarity": "the latency drifts within the run",
+            "warm-up": "the cache was not warm when measuring began"}
     for name, n in failed.items():
         out.append(Doubt(f"{n} of {runs} runs: {what.get(name, name + ' failed')}", "checks"))
     limited = {k.point for k in searches if k.search.limited_by_generator}

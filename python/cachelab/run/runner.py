@@ -36,7 +36,7 @@ from cachelab.hosts.host import LOOPBACK, Host
 from cachelab.hosts.procs import Managed
 from cachelab.readers import hdr, loadgen, proxy_stats, selfcheck
 from cachelab.readers.cpu import GroupSampler, Sampler, process_seconds, process_usage
-from cachelab.run import capacity, machine, transport, validate
+from cachelab.run import capacity, machine, transport, validate, warmup
 from cachelab.run.progress import Progress, Status
 from cachelab.spec import order, topology
 from cachelab.spec.experiment import (
@@ -134,6 +134,7 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
         placements = _client_placements(c, layout, place)
         seed = c.workload.seed + 1000 * (repetition - 1)
         start_at = None
+        warm = warmup.warm_up(c, targets, wiring, place, directory, seed)
         with Sampler() as sampler, GroupSampler(groups) as host_sampler, \
                 GroupSampler(emulator) as emulator_sampler:
             started = time.time()
@@ -207,6 +208,7 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
         lead = 0.0 if start_at is None else max(0.0, start_at / 1000 - started)
         checks += (_machine_check(exp, layout, sampler, host_sampler, emulator_sampler,
                                   lead),)
+    checks += (warm,) if warm is not None else ()
     return RunRecord(point.index, repetition, started, ended, summary, host, reports, stats,
                      tuple(sampler.samples), artifacts, hosts,
                      tuple(HostCpuSample(*x) for x in host_sampler.samples), links,
@@ -422,7 +424,10 @@ def _loopback(c: RunConfig) -> tuple[LinkRecord, ...]:
 def _populate(c: RunConfig, servers: list[Managed], directory: Path,
               stack: ExitStack, wiring: transport.Wiring) -> None:
     """Writes every key into every server directly (the middleware would replicate them
-    to all servers anyway), in parallel; a populate error stops the experiment."""
+    to all servers anyway), in parallel; a populate error stops the experiment. With
+    workload.populate = false the servers start empty (a cold cache)."""
+    if not c.workload.populate:
+        return
     jobs = [stack.enter_context(local.start_load(
         loadgen.populate_argv(c, s.host, s.port, directory / f"populate-{i}.json",
                               wiring.to_servers(s)),
