@@ -1,6 +1,6 @@
 //! The command line, with memtier_benchmark's option names and defaults, so that a
-//! memtier command line runs unchanged after the program name. [`crate::config`] turns
-//! it into a validated [`crate::config::Config`].
+//! memtier command line runs unchanged after the program name. The `config` module turns
+//! it into a validated `Config`.
 
 use std::path::PathBuf;
 

@@ -1,6 +1,6 @@
 //! Where each request's time went, from the kernel's timestamps (`SO_TIMESTAMPING`) and
 //! the program's own clock. Pure: the runner hands in the times, already on the run's
-//! time line (ns since the run started, [`crate::runner::monotonic_ns`]'s clock).
+//! time line (ns since the run started, on the monotonic clock the runner starts).
 //!
 //! Per request, four instants (and the wire time measured on one kernel clock):
 //! - **intended**: when the request was meant to go. Open loop: its scheduled time.

@@ -2,8 +2,8 @@
 //! (`--tls-protocols`), which CA verifies the server (`--cacert`, or the system's bundle,
 //! or none with `--tls-skip-verify`), the client's certificate (`--cert`, `--key`) and the
 //! name asked for (`--sni`). Builds a rustls client configuration with the ring provider;
-//! no I/O apart from reading the files named. The runner drives the connection itself
-//! ([`crate::runner`]), so that TLS fits its non-blocking loop.
+//! no I/O apart from reading the files named. The runner drives the connection itself,
+//! so that TLS fits its non-blocking loop.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

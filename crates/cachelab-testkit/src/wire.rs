@@ -1,5 +1,5 @@
 //! Ground truth for wire times: memcached exchanges read from captured loopback frames.
-//! Pure: frames in, request-to-reply times out ([`crate::capture`] captures the frames).
+//! Pure: frames in, request-to-reply times out (the `capture` module captures the frames).
 //!
 //! Each connection's two byte streams are rebuilt from the TCP segments (by sequence
 //! number; a retransmitted segment adds nothing), requests are split with the protocol
