@@ -85,6 +85,7 @@ def report(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("browser")
     stats = proxy_stats.load(stats_file(out))
     load = loadgen.load(DATA / "load-report.json")
+    sent = (DATA / "load-report-sent.json").read_bytes()
     start = stats.header.start
 
     def execute(exp, point, repetition, directory):
@@ -92,7 +93,8 @@ def report(tmp_path_factory) -> Path:
         summary = dataclasses.replace(summary, throughput=summary.throughput
                                       * (1 + point.index), cv_within=0.01)
         return store.RunRecord(point.index, repetition, start, start + 16, summary,
-                               HostInfo.from_json({}), (load,), (stats,), (), {})
+                               HostInfo.from_json({}), (load,), (stats,), (),
+                               {"load-0.json": sent})  # the workload section draws it
 
     run_experiment(spec.parse(EXPERIMENT), out, progress=Progress(io.StringIO()),
                    execute=execute)
@@ -123,7 +125,7 @@ def test_the_report_reads_well_in_a_browser_at_1280_px(report):
     checks = measure(report)
     assert checks["width"] == WIDTH
     assert checks["first_section"] == "findings" and checks["before_findings"] == []
-    assert checks["images"] >= 5 and checks["broken_images"] == []
+    assert checks["images"] >= 6 and checks["broken_images"] == []
     assert checks["overflowing"] == [] and checks["page_width"] <= WIDTH
     assert checks["cells"] > 100 and checks["squeezed"] == []
 

@@ -24,7 +24,15 @@ import jinja2
 from cachelab import paths
 from cachelab.analysis.design import RESPONSES, Design
 from cachelab.report import data as data_mod
-from cachelab.report import findings, methodology, plots, plots_analysis, sections
+from cachelab.report import (
+    findings,
+    methodology,
+    plots,
+    plots_analysis,
+    plots_workload,
+    sections,
+    workload,
+)
 from cachelab.report.figures import Figures
 from cachelab.spec import naming
 from cachelab.store import Store
@@ -58,12 +66,14 @@ def write_report(out: Path, image_files: bool = False) -> Path:
         searches = methodology.capacity_searches(s)
         late = methodology.late_runs(s)
         checks = methodology.run_checks(s)
+        work = workload.workloads(s, sec.data.points)
     with paths.writing(out, "the report"):
         figures = Figures(out / IMAGES if image_files else None, IMAGES)
         names = {p.index: p.name for p in sec.data.points}
         runs = [dataclasses.replace(r, label=names.get(r.point, r.label)) for r in runs]
         _load_figures(sec, figures)
         _analysis_figures(sec, figures)
+        plots_workload.add_figures(work, figures)
         if len(runs) > 1:
             figures.add("validity", "timeline", "Every run's throughput against its start time "
                         f"(runs in {run_order} order): a trend over time is drift",
@@ -85,7 +95,7 @@ def write_report(out: Path, image_files: bool = False) -> Path:
         page.write_text(environment().get_template(TEMPLATE).render(
             d=d, sec=sec, figures=figures, qos=sec.qos, laws=sec.laws, stages=data_mod.STAGES,
             run_order=run_order, order_seed=order_seed, searches=searches, late=late,
-            checks=checks, failed=[k for k in checks if not k.passed],
+            checks=checks, work=work, failed=[k for k in checks if not k.passed],
             xlabel=sec.xlabel, names=names, saturated=findings.SATURATED, fit=findings.FIT,
             f=findings.build(qos=sec.qos, curves=sec.curves, queueing=sec.queueing,
                              mva=sec.mva, points=d.points, late=late, checks=checks,
