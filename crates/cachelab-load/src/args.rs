@@ -245,6 +245,12 @@ pub struct Args {
     #[arg(long, value_name = "SET:GET")]
     pub key_pattern: Option<String>,
 
+    /// Key popularity for the R pattern from a distribution of bounded support (e.g.
+    /// `kvcache_reg_popularity`, or a cachebench pop.json as `file:PATH`), mapped linearly
+    /// onto the key range: the lowest values are the lowest key numbers.
+    #[arg(long, value_name = "DIST")]
+    pub key_dist: Option<String>,
+
     /// Standard deviation of the gaussian pattern (default: key range / 6).
     #[arg(long)]
     pub key_stddev: Option<f64>,

@@ -5,6 +5,8 @@
 use rand::Rng;
 use rand_distr::{Distribution, Normal, Uniform, Zipf};
 
+use crate::dist::Dist;
+
 /// An inclusive range of key numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyRange {
@@ -83,7 +85,17 @@ enum Kind {
     Uniform(Uniform<u64>),
     Gaussian(Normal<f64>, KeyRange),
     Zipf(Zipf<f64>, u64),
-    Walk { range: KeyRange, next: u64 },
+    Walk {
+        range: KeyRange,
+        next: u64,
+    },
+    /// `--key-dist`: a draw from [lo, hi] mapped linearly onto the range.
+    Drawn {
+        dist: Dist,
+        lo: f64,
+        hi: f64,
+        range: KeyRange,
+    },
 }
 
 impl KeyGen {
@@ -113,6 +125,23 @@ impl KeyGen {
         KeyGen { kind, share }
     }
 
+    /// With `dist` (`--key-dist`, a distribution of bounded support [lo, hi]), the R
+    /// pattern draws from it instead of uniformly: a draw x is key
+    /// `min + floor((x - lo) / (hi - lo) x len)`, so a popularity table's first ranks are
+    /// the lowest key numbers. The other patterns are unchanged.
+    pub fn drawn_by(mut self, dist: Option<&Dist>) -> KeyGen {
+        if let (Some(dist), Kind::Uniform(_)) = (dist, &self.kind) {
+            let (lo, hi) = dist.support();
+            self.kind = Kind::Drawn {
+                dist: dist.clone(),
+                lo,
+                hi,
+                range: self.share,
+            };
+        }
+        self
+    }
+
     /// Requests `--requests=allkeys` makes this client send: its part of the range for P
     /// (so that all clients together write every key exactly once), the range otherwise.
     pub fn allkeys_count(&self) -> u64 {
@@ -134,6 +163,16 @@ impl KeyGen {
                 x.clamp(lo, hi) as u64
             }
             Kind::Zipf(zipf, min) => *min + zipf.sample(rng) as u64 - 1,
+            Kind::Drawn {
+                dist,
+                lo,
+                hi,
+                range,
+            } => {
+                let at = ((dist.sample(rng) - *lo) / (*hi - *lo)).clamp(0.0, 1.0);
+                let offset = (at * range.len() as f64) as u64;
+                range.min + offset.min(range.len() - 1)
+            }
             Kind::Walk { range, next } => {
                 let key = *next;
                 *next = if key == range.max { range.min } else { key + 1 };
@@ -289,6 +328,26 @@ mod tests {
             (0..100).map(|_| gen.next(&mut rng)).collect::<Vec<_>>()
         };
         assert_eq!(draw(), draw());
+    }
+
+    #[test]
+    fn a_popularity_table_maps_its_ranks_onto_the_key_range() {
+        // Two buckets: key ranks 0..1 (weight 1) and 1..10 (weight 1), so over keys
+        // 100..=199 half the draws are keys 100..=109 (the first tenth), half the rest.
+        let table = crate::dist::parse("uniform:min=0,max=1").unwrap();
+        let pop =
+            crate::dist::Empirical::piecewise(vec![0.0, 1.0, 10.0], &[1.0, 1.0], "p").unwrap();
+        let pop = Dist::Empirical(std::sync::Arc::new(pop));
+        let range = KeyRange::new(100, 199);
+        let mut gen = KeyGen::new(KeyPattern::Uniform, range, 0, 1).drawn_by(Some(&pop));
+        let mut r = rng();
+        let draws: Vec<u64> = (0..20_000).map(|_| gen.next(&mut r)).collect();
+        assert!(draws.iter().all(|k| range.min <= *k && *k <= range.max));
+        let first_tenth = draws.iter().filter(|k| **k < 110).count();
+        assert!((first_tenth as i64 - 10_000).abs() < 400, "{first_tenth}");
+        // Other patterns ignore it.
+        let mut walk = KeyGen::new(KeyPattern::Sequential, range, 0, 1).drawn_by(Some(&table));
+        assert_eq!((walk.next(&mut r), walk.next(&mut r)), (100, 101));
     }
 
     #[test]

@@ -138,8 +138,10 @@ impl Generator {
             cycle: OpCycle::new(workload.ratio, workload.get_keys),
             sizes: SizeGen::new(workload.data_size.clone(), workload.keys),
             expiry: workload.expiry.clone(),
-            set_keys: KeyGen::new(workload.set_pattern, workload.keys, client, clients),
-            get_keys: KeyGen::new(workload.get_pattern, workload.keys, client, clients),
+            set_keys: KeyGen::new(workload.set_pattern, workload.keys, client, clients)
+                .drawn_by(workload.key_dist.as_ref().map(|k| &k.1)),
+            get_keys: KeyGen::new(workload.get_pattern, workload.keys, client, clients)
+                .drawn_by(workload.key_dist.as_ref().map(|k| &k.1)),
             values,
             rng: Xoshiro256PlusPlus::seed_from_u64(
                 seed ^ (client as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
@@ -397,6 +399,7 @@ mod tests {
             lone_get_share: 0.0,
             lookaside: false,
             preset: None,
+            key_dist: None,
         }
     }
 

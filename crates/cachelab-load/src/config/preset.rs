@@ -24,6 +24,7 @@ pub(super) fn apply(preset: &Preset, args: &mut Args) {
         fill(&mut args.data_size_dist, &preset.data_size_dist);
     }
     fill(&mut args.key_size_dist, &preset.key_size_dist);
+    fill(&mut args.key_dist, &preset.key_dist);
     if args.expiry_range.is_none() {
         fill(&mut args.expiry_dist, &preset.expiry_dist);
     }
@@ -96,6 +97,7 @@ mod tests {
         assert_eq!(w.lone_get_share, 0.1204);
         assert!(w.lookaside);
         assert_eq!(data_spec(&c), Some("kvcache_reg_value"));
+        assert_eq!(w.key_dist.as_ref().unwrap().0, "kvcache_reg_popularity");
     }
 
     #[test]

@@ -237,6 +237,8 @@ fn distributions_lone_gets_and_lookaside_parse() {
     assert!(!off.workload.lookaside);
     assert_eq!(off.workload.data_size.max(), 5000);
     assert_eq!(config("").unwrap().workload.lone_get_share, 0.0);
+    let pop = config("--key-dist kvcache_reg_popularity").unwrap();
+    assert_eq!(pop.workload.key_dist.unwrap().0, "kvcache_reg_popularity");
 }
 
 #[test]
@@ -266,6 +268,7 @@ fn new_options_name_themselves_in_their_errors() {
         ("--rate 10 --arrival-dist pareto:scale=1,shape=1", "--arrival-dist: has no finite mean (a Pareto shape at most 1, or a generalized Pareto or GEV shape of 1 or more): it cannot be rescaled to --rate"),
         ("--rate 10 --arrival-dist normal:mean=-5,sd=1", "--arrival-dist: its mean is -5: gaps need a positive mean to be rescaled to --rate"),
         ("--lone-get-share 1.5", "--lone-get-share: 1.5 must be a share from 0 to 1"),
+        ("--key-dist fb_key", "--key-dist: needs a distribution with bounds to map onto the key range (uniform, discrete, a file or a built-in table)"),
         ("--lone-get-share NaN", "--lone-get-share: NaN must be a share from 0 to 1"),
         ("--lone-get-share 0.1 --key-maximum 18446744073709551615", "--lone-get-share: keys never set are numbered above --key-maximum, which leaves no room"),
     ] {

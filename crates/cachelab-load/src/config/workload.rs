@@ -8,7 +8,7 @@ use crate::args::{
     Args, ProtocolArg, DEFAULT_DATA_SIZE, DEFAULT_KEY_PATTERN, DEFAULT_RATIO, DEFAULT_ZIPF_EXPONENT,
 };
 use crate::cycle::{GetKeys, Ratio};
-use crate::dist;
+use crate::dist::{self, Dist};
 use crate::keys::{KeyPattern, KeyRange};
 use crate::keysize::KeySize;
 use crate::schedule::Arrival;
@@ -34,6 +34,8 @@ pub struct Workload {
     pub lookaside: bool,
     /// The `--workload` preset the options started from, if any.
     pub preset: Option<String>,
+    /// The R pattern's keys drawn from this distribution (`--key-dist`), with its text.
+    pub key_dist: Option<(String, Dist)>,
     pub random_data: bool,
     pub key_prefix: String,
     pub keys: KeyRange,
@@ -234,6 +236,22 @@ fn parse_key_size(args: &Args) -> Result<Option<KeySize>, ConfigError> {
     }))
 }
 
+/// `--key-dist`: a distribution of bounded support, mapped onto the key range.
+fn parse_key_dist(args: &Args) -> Result<Option<(String, Dist)>, ConfigError> {
+    let Some(spec) = &args.key_dist else {
+        return Ok(None);
+    };
+    let dist = dist::parse(spec).map_err(|e| invalid("key-dist", e.to_string()))?;
+    let (lo, hi) = dist.support();
+    if !(lo.is_finite() && hi.is_finite() && hi > lo) {
+        return Err(invalid(
+            "key-dist",
+            "needs a distribution with bounds to map onto the key range (uniform, discrete, a file or a built-in table)",
+        ));
+    }
+    Ok(Some((spec.clone(), dist)))
+}
+
 /// `--lone-get-share`: keys never set are numbered above the key range, so the range
 /// must leave room and the prefix with 20 digits must fit memcached's key limit.
 fn parse_lone_get_share(args: &Args) -> Result<f64, ConfigError> {
@@ -371,5 +389,6 @@ pub(super) fn parse(args: &Args, connections: usize) -> Result<Workload, ConfigE
         lone_get_share: parse_lone_get_share(args)?,
         lookaside: args.lookaside.unwrap_or(false),
         preset: args.workload.clone(),
+        key_dist: parse_key_dist(args)?,
     })
 }

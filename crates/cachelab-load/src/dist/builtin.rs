@@ -1,8 +1,8 @@
 //! Distributions known by name: the fits of Atikoglu et al., "Workload Analysis of a
 //! Large-Scale Key-Value Store" (SIGMETRICS 2012) for Facebook's ETC pool, with the
 //! parameters mutilate encodes (leverich/mutilate Generator.cc, commit d65c6ef), and the
-//! value sizes of Meta's memcache_reg cachebench configuration (docs/load-generator.md
-//! cites both).
+//! value sizes and key popularity of Meta's memcache_reg cachebench configuration
+//! (docs/load-generator.md cites both).
 
 use std::sync::{Arc, OnceLock};
 
@@ -10,6 +10,11 @@ use super::{Dist, Empirical};
 
 /// The value sizes of CacheLib's `hit_ratio/kvcache_reg/sizes.json`, as rows.
 const KVCACHE_REG_SIZES: &str = include_str!("../../data/kvcache_reg_sizes.txt");
+
+/// CacheLib's `hit_ratio/kvcache_reg/pop.json` (commit 143eca6, Apache-2.0), its
+/// `popularityBuckets` and `popularityWeights` unchanged (`oneHits` left out): key ranks,
+/// most popular first.
+const KVCACHE_REG_POP: &str = include_str!("../../data/kvcache_reg_pop.json");
 
 /// ETC's value sizes below 15 bytes, drawn with these probabilities (value, p); the
 /// rest of the probability goes to the generalized Pareto of [`fb_value`].
@@ -74,6 +79,18 @@ pub fn kvcache_reg_value() -> Dist {
     Dist::Empirical(table.clone())
 }
 
+/// memcache_reg's key popularity over ranks 0 .. 10 483 642, parsed once.
+pub fn kvcache_reg_popularity() -> Dist {
+    static TABLE: OnceLock<Arc<Empirical>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        Arc::new(
+            Empirical::from_text(KVCACHE_REG_POP, "kvcache_reg_popularity")
+                .expect("the embedded table parses (tested)"),
+        )
+    });
+    Dist::Empirical(table.clone())
+}
+
 /// The built-in distribution called `name`, if any.
 pub fn named(name: &str) -> Option<Dist> {
     match name {
@@ -81,6 +98,7 @@ pub fn named(name: &str) -> Option<Dist> {
         "fb_value" => Some(fb_value()),
         "fb_ia" => Some(fb_ia()),
         "kvcache_reg_value" => Some(kvcache_reg_value()),
+        "kvcache_reg_popularity" => Some(kvcache_reg_popularity()),
         _ => None,
     }
 }

@@ -13,7 +13,7 @@
 //! | `gev:loc=U,scale=S,shape=K` | generalized extreme value |
 //! | `discrete:V1=W1,V2=W2,...` | V1 with weight W1, ... |
 //! | `file:PATH` | an empirical table ([`super::empirical`]) |
-//! | `fb_key`, `fb_value`, `fb_ia`, `kvcache_reg_value` | built in ([`super::builtin`]) |
+//! | `fb_key`, `fb_value`, `fb_ia`, `kvcache_reg_value`, `kvcache_reg_popularity` | built in ([`super::builtin`]) |
 
 use std::sync::Arc;
 
@@ -28,7 +28,7 @@ pub struct DistError(pub String);
 
 /// The families and the parameters each takes, for the error that lists them.
 const FAMILIES: &str =
-    "fixed, uniform, normal, exponential, pareto, gpareto, gev, discrete, file, or a built-in (fb_key, fb_value, fb_ia, kvcache_reg_value)";
+    "fixed, uniform, normal, exponential, pareto, gpareto, gev, discrete, file, or a built-in (fb_key, fb_value, fb_ia, kvcache_reg_value, kvcache_reg_popularity)";
 
 /// Parses `text` in the syntax above.
 pub fn parse(text: &str) -> Result<Dist, DistError> {

@@ -230,6 +230,15 @@ fn empirical_tables_fit_their_weights() {
     assert_fits(&reg, 13, None);
     let mean = reg.mean().unwrap();
     assert!((mean - 335.185).abs() < 0.01, "kvcache_reg mean {mean}");
+    let pop = builtin::kvcache_reg_popularity();
+    assert_fits(&pop, 14, None);
+    assert_eq!(pop.support(), (0.0, 10_483_642.0));
+    // The most popular 1% of keys take 72% of the requests (1% of ranks is 104 836).
+    assert!(
+        (pop.cdf(104_836.42) - 0.724).abs() < 0.001,
+        "{}",
+        pop.cdf(104_836.42)
+    );
 }
 
 #[test]

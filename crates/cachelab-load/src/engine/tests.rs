@@ -32,6 +32,7 @@ pub(super) fn workload(sets: u32, gets: u32, keys: u64, pattern: KeyPattern) -> 
         lone_get_share: 0.0,
         lookaside: false,
         preset: None,
+        key_dist: None,
     }
 }
 

@@ -25,6 +25,8 @@ pub struct Preset {
     pub zipf_exponent: Option<f64>,
     pub data_size_dist: Option<String>,
     pub key_size_dist: Option<String>,
+    /// Key popularity for the R pattern (`--key-dist`).
+    pub key_dist: Option<String>,
     pub expiry_dist: Option<String>,
     /// Open-loop gaps, used only when `--rate` is given.
     pub arrival_dist: Option<String>,
@@ -62,6 +64,7 @@ fn meta_memcache_reg() -> Preset {
         key_pattern: Some("R:R".into()),
         data_size_dist: Some("kvcache_reg_value".into()),
         key_size_dist: Some("uniform:min=16,max=255".into()),
+        key_dist: Some("kvcache_reg_popularity".into()),
         lone_get_share: Some((lone * 1e4).round() / 1e4),
         lookaside: Some(true),
         ..Preset::default()

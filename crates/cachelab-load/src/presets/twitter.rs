@@ -102,6 +102,7 @@ fn preset(row: &str) -> Option<Preset> {
         key_size_dist: Some(format!("fixed:{key}")),
         expiry_dist: ttl(ttl_text),
         arrival_dist: None,
+        key_dist: None,
         lone_get_share: Some((lone * 1e4).round() / 1e4),
         lookaside: Some(true),
     })

@@ -144,6 +144,9 @@ pub struct Configuration {
     /// `--key-size-dist` as written, else null.
     #[serde(default)]
     pub key_size_dist: Option<String>,
+    /// `--key-dist` as written, else null.
+    #[serde(default)]
+    pub key_dist: Option<String>,
     /// `--expiry-dist` as written, else null.
     #[serde(default)]
     pub expiry_dist: Option<String>,
@@ -433,6 +436,7 @@ fn configuration(config: &Config) -> Configuration {
             _ => None,
         },
         key_size_dist: w.key_size.as_ref().map(|k| k.spec.clone()),
+        key_dist: w.key_dist.as_ref().map(|k| k.0.clone()),
         expiry_dist: match &w.expiry {
             Some(Expiry::Dist { spec, .. }) => Some(spec.clone()),
             _ => None,
