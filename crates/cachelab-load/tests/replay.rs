@@ -193,3 +193,44 @@ fn a_lookaside_clients_hit_ratio_rises_from_zero_to_its_steady_value() {
     );
     assert!((2000..2400).contains(&sets), "{sets} sets of 2000 keys");
 }
+
+#[test]
+fn redis_monitor_output_replays_against_redis_with_its_commands() {
+    // MONITOR lines as redis-cli prints them, 1 ms apart from two clients: SETs of 20
+    // keys, then GETs of 40 (half of them never set), a DEL and an INCR.
+    let redis = Redis::start();
+    let mut file = tempfile::Builder::new()
+        .prefix("cachelab-monitor-")
+        .tempfile()
+        .unwrap();
+    writeln!(file, "OK").unwrap();
+    let mut t = 1_700_000_000.0_f64;
+    let mut line = |client: u32, args: &str| {
+        t += 0.001;
+        writeln!(file, "{t:.6} [0 127.0.0.1:{}] {args}", 50_000 + client).unwrap();
+    };
+    for i in 0..20 {
+        line(i % 2, &format!("\"SET\" \"k{i}\" \"value\\x00{i}\""));
+    }
+    for i in 0..40 {
+        line(i % 2, &format!("\"GET\" \"k{i}\""));
+    }
+    line(0, "\"DEL\" \"k0\"");
+    line(1, "\"INCR\" \"counter\"");
+    file.flush().unwrap();
+    let path = file.path().to_str().unwrap();
+    let run = load(
+        redis.addr,
+        &["-P", "redis", "-t", "1", "-c", "2", "--trace", path],
+    );
+    let report = run.ok();
+    assert_eq!(u(report, "/totals/completed"), 62);
+    assert_eq!(u(report, "/totals/errors"), 0);
+    assert_eq!(u(report, "/summary/get/hits"), 20);
+    assert_eq!(u(report, "/summary/get/misses"), 20);
+    assert_eq!(redis.calls("set"), 20);
+    assert_eq!(redis.calls("get"), 40);
+    assert_eq!(redis.calls("del"), 1);
+    assert_eq!(redis.calls("incr"), 1);
+    assert_eq!(redis.dbsize(), 20, "19 keys left and the counter");
+}

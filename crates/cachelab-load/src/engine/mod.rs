@@ -420,7 +420,7 @@ impl Engine {
             };
             let rest = &buf[offset..];
             let expect = match front.replayed {
-                Some(op) => text_scan(self.rules.protocol, expect(op)),
+                Some(op) => replay_scan(self.rules.protocol, op),
                 None => scan_expect(self.rules.protocol, front.sent.op),
             };
             let framed = match expect {
@@ -490,9 +490,13 @@ impl Engine {
     }
 }
 
-/// How a reply a replayed request expects is framed (binary replies carry their length).
-fn text_scan(protocol: Protocol, expect: Expect) -> Option<Expect> {
-    (protocol != Protocol::MemcacheBinary).then_some(expect)
+/// How the reply to a replayed `op` is framed (binary replies carry their length).
+fn replay_scan(protocol: Protocol, op: TraceOp) -> Option<Expect> {
+    match protocol {
+        Protocol::MemcacheText => Some(expect(op)),
+        Protocol::Redis => Some(Expect::Resp),
+        Protocol::MemcacheBinary => None,
+    }
 }
 
 /// How a reply to `op` is framed across reads (binary replies carry their length).

@@ -15,8 +15,13 @@ use crate::percentiles::label;
 pub fn format_summary(report: &Report) -> String {
     let c = &report.configuration;
     let mut out = String::new();
-    let mode = match (c.rate, &c.arrival) {
-        (Some(rate), Some(arrival)) => format!("open loop at {rate:.0} ops/s ({arrival} arrivals)"),
+    let mode = match (c.rate, &c.arrival, &c.trace, c.trace_speed) {
+        (Some(rate), Some(arrival), _, _) => {
+            format!("open loop at {rate:.0} ops/s ({arrival} arrivals)")
+        }
+        (_, _, Some(trace), Some(speed)) if speed > 0.0 => {
+            format!("replay of {trace} at {speed}x its own timing")
+        }
         _ => format!("closed loop, pipeline {}", c.pipeline),
     };
     out += &format!(
