@@ -231,6 +231,12 @@ impl Recorder {
         }
     }
 
+    /// A request outside the stream's schedule (a lookaside SET after a miss) is written:
+    /// it counts as sent, not toward the offered load, the send lag or the gaps.
+    pub fn sent_extra(&mut self) {
+        self.totals.sent += 1;
+    }
+
     /// Open loop: a request was due at `due_ns` (called whether or not it could be sent).
     pub fn scheduled(&mut self, due_ns: u64) {
         self.scheduled_in_window += u64::from(self.window.contains(due_ns));

@@ -75,6 +75,8 @@ pub struct Pending {
     pub transmitted: Stamp,
     /// A replayed request: the trace's operation, which says what its reply means.
     pub replayed: Option<TraceOp>,
+    /// A lookaside SET: sent outside the stream's schedule, at once.
+    pub extra: bool,
 }
 
 impl AwaitsTransmit for Pending {
@@ -300,6 +302,9 @@ impl Engine {
                     let sent = self.compose(out, |gen, out| gen.compose_set_of(key, out));
                     self.count_sent(sent, recorder);
                     self.push(sent, now);
+                    if let Some(p) = self.pending.back_mut() {
+                        p.extra = true;
+                    }
                     continue;
                 }
             }
@@ -340,7 +345,10 @@ impl Engine {
         // The closed loop's timer starts here, just before the write that carries them.
         let write_ns = write_ns();
         for p in self.pending.range_mut(first_new..) {
-            if open {
+            if p.extra {
+                p.start_ns = write_ns;
+                recorder.sent_extra();
+            } else if open {
                 recorder.sent(write_ns, Some(write_ns.saturating_sub(p.start_ns)));
             } else {
                 p.start_ns = write_ns;
@@ -375,6 +383,7 @@ impl Engine {
             write_end: None,
             transmitted: Stamp::default(),
             replayed: None,
+            extra: false,
         });
         self.session_left = self.session_left.map(|n| n - 1);
     }

@@ -328,3 +328,26 @@ fn without_lookaside_a_miss_sets_nothing() {
         e.replies(&replies, &mut rec, at(t)).unwrap();
     }
 }
+
+#[test]
+fn an_open_loops_lookaside_sets_are_sent_at_once_outside_its_offered_load() {
+    let w = workload(0, 1, 100, KeyPattern::Sequential);
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(1);
+    let schedule = Schedule::new(Arrival::Fixed, 1000.0, 0, 1, &mut rng);
+    let mut r = rules(1);
+    r.lookaside = true;
+    let mut e = engine(r, &w, None, Some(schedule));
+    let (mut rec, mut server, mut out) = (recorder(), Server::new(), Vec::new());
+    // The GET due at 0 misses; its SET goes at the next turn, before the GET due at 1 ms.
+    e.issue(0, &mut out, &mut rec, || 0);
+    let (replies, _) = server.answer(&out);
+    e.replies(&replies, &mut rec, at(MS / 2)).unwrap();
+    out.clear();
+    assert_eq!(e.issue(MS / 2, &mut out, &mut rec, || MS / 2), 1);
+    assert_eq!(server.answer(&out).1, ["set k:0 0 0 4"]);
+    assert_eq!(e.pending()[0].start_ns, MS / 2, "timed from its own send");
+    // Two sent; one scheduled, one in the offered load, one send lag.
+    assert_eq!(rec.totals.sent, 2);
+    assert_eq!((rec.scheduled_in_window, rec.sent_in_window), (1, 1));
+    assert_eq!(rec.send_lag_moments.count, 1);
+}
