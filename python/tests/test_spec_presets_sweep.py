@@ -40,6 +40,18 @@ def test_a_preset_is_passed_and_defaulted_fields_left_to_it():
     assert pop[pop.index("--workload") + 1] == "fb-etc", "the populate writes the preset's sizes"
 
 
+def test_the_populate_sizes_keys_with_the_runs_seed():
+    # fb_key draws each key's size from the seed: another seed writes other keys.
+    pop = loadgen.populate_argv(config('preset = "fb-etc"'), "h", 1, Path("p.json"), seed=6381)
+    assert pop[pop.index("--seed") + 1] == "6381"
+
+
+def test_a_trace_is_replayed_at_its_speed():
+    a = argv(config('trace = "experiments/traces/synthetic.csv"\ntrace_speed = 4'))
+    assert Path(a[a.index("--trace") + 1]).is_absolute()
+    assert a[a.index("--trace-speed") + 1] == "4"
+
+
 def test_the_files_other_workload_fields_override_the_preset():
     a = argv(config('preset = "twitter-cluster4"\nratio = "1:5"\ndata_size = 100\n'
                     'key_pattern = "zipf"\nzipf_exponent = 0.7'))

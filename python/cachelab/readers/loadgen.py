@@ -86,10 +86,12 @@ def _mix_args(w: Workload) -> list[str]:
 
 
 def populate_argv(config: RunConfig, host: str, port: int, json_out: Path,
-                  transport: Transport = PLAIN) -> list[str]:
-    """Writes every key of the range once (sequentially, split over 4 connections)."""
-    return [*transport.argv(host, port), *_workload_args(config),
+                  transport: Transport = PLAIN, seed: int | None = None) -> list[str]:
+    """Writes every key of the range once (sequentially, split over 4 connections), with
+    `seed` if given (a key-size distribution sizes each key by the seed)."""
+    argv = [*transport.argv(host, port), *_workload_args(config),
             "--threads", "1", "--clients", "4", "--populate", "--json-out-file", str(json_out)]
+    return argv + (["--seed", str(seed)] if seed is not None else [])
 
 
 def run_argv(config: RunConfig, host: str, port: int, *, test_time: float, warmup: float,

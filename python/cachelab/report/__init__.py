@@ -95,7 +95,8 @@ def write_report(out: Path, image_files: bool = False) -> Path:
         page.write_text(environment().get_template(TEMPLATE).render(
             d=d, sec=sec, figures=figures, qos=sec.qos, laws=sec.laws, stages=data_mod.STAGES,
             run_order=run_order, order_seed=order_seed, searches=searches, late=late,
-            checks=checks, work=work, failed=[k for k in checks if not k.passed],
+            checks=checks, work=work, max_points=workload.MAX_POINTS,
+            failed=[k for k in checks if not k.passed],
             xlabel=sec.xlabel, names=names, saturated=findings.SATURATED, fit=findings.FIT,
             f=findings.build(qos=sec.qos, curves=sec.curves, queueing=sec.queueing,
                              mva=sec.mva, points=d.points, late=late, checks=checks,

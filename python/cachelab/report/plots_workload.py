@@ -101,5 +101,5 @@ def add_figures(work: Sequence[PointWorkload], figures: Figures) -> None:
         if draws:
             figures.add_grid("workload", f"workload-{w.point.index + 1}",
                              f"#{w.point.index + 1} {w.point.name}: the workload sent "
-                             f"({w.mode} loop{', replay of ' + w.trace if w.trace else ''})",
+                             f"({'replay of ' + w.trace if w.trace else w.mode + ' loop'})",
                              draws, ncols=2, width=11, height=3.4)

@@ -123,6 +123,8 @@ def power_buckets(low: int, high: int) -> tuple[Bucket, ...]:
 
 
 def _value_text(conf: dict) -> str:
+    if conf.get("trace"):
+        return "the trace's"
     if conf.get("data_size_dist"):
         return str(conf["data_size_dist"])
     if conf.get("data_size_list"):
@@ -132,6 +134,8 @@ def _value_text(conf: dict) -> str:
 
 
 def _key_text(conf: dict) -> str:
+    if conf.get("trace"):
+        return "the trace's"
     if conf.get("key_size_dist"):
         return str(conf["key_size_dist"])
     return f"prefix {conf.get('key_prefix', '')!r} and the key's number"

@@ -109,7 +109,8 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
         links = (() if repetition != 1 else _measure_links(c, layout, place) if layout
                  else _loopback(c))
         servers = _start_servers(c, directory, place, stack, wiring)
-        _populate(c, servers, directory, stack, wiring)
+        seed = c.workload.seed + 1000 * (repetition - 1)
+        _populate(c, servers, directory, stack, wiring, seed)
         middlewares = [stack.enter_context(local.start_middleware(
             [s.address for s in servers], proxy_settings(c, exp.stats_window_s),
             cpus=local.pinned(c.middleware.cpus, i),
@@ -132,7 +133,6 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
             f"cachelab-delay[{pid}]": functools.partial(process_usage, pid)
             for pid in place.emulator_pids}
         placements = _client_placements(c, layout, place)
-        seed = c.workload.seed + 1000 * (repetition - 1)
         start_at = None
         warm = warmup.warm_up(c, targets, wiring, place, directory, seed)
         with Sampler() as sampler, GroupSampler(groups) as host_sampler, \
@@ -422,15 +422,17 @@ def _loopback(c: RunConfig) -> tuple[LinkRecord, ...]:
 
 
 def _populate(c: RunConfig, servers: list[Managed], directory: Path,
-              stack: ExitStack, wiring: transport.Wiring) -> None:
+              stack: ExitStack, wiring: transport.Wiring, seed: int) -> None:
     """Writes every key into every server directly (the middleware would replicate them
     to all servers anyway), in parallel; a populate error stops the experiment. With
-    workload.populate = false the servers start empty (a cold cache)."""
+    workload.populate = false the servers start empty (a cold cache). With the seed of the
+    run's first instance: a key-size distribution draws each key's size from the seed,
+    so other seeds would write keys the run never asks for."""
     if not c.workload.populate:
         return
     jobs = [stack.enter_context(local.start_load(
         loadgen.populate_argv(c, s.host, s.port, directory / f"populate-{i}.json",
-                              wiring.to_servers(s)),
+                              wiring.to_servers(s), seed=seed),
         cpus=(), out=directory / f"populate-{i}.out")) for i, s in enumerate(servers)]
     local.wait_all(jobs, POPULATE_TIMEOUT_S)
     for i in range(len(servers)):
