@@ -144,6 +144,13 @@ def test_the_report_is_one_file_with_named_points(report):
     assert '<table class="findings-study">' in findings and "60.0 / " in findings
     text = re.sub(r"<[^>]+>", " ", re.sub(r'title="[^"]*"', "", page))
     assert "workload.ratio=" not in text
+    # Nor does any factor's path show outside the hover titles and the experiment file:
+    # axes, headers and sentences use its reader name.
+    shown = re.sub(r"<(pre|code)>.*?</\1>", " ", re.sub(r'title="[^"]*"', "", page),
+                   flags=re.S)
+    shown = re.sub(r"<[^>]+>", " ", shown)
+    for path in ("workload.ratio", "middleware.workers", "load.clients"):
+        assert path not in shown, path
 
 
 def test_a_screenshot_of_the_findings(report, tmp_path):

@@ -35,6 +35,7 @@ def test_clients_on_x_and_one_curve_per_other_factor():
                                                ("middleware.workers=32", (1.0, 4.0))]
     qos = data.qos_rows(found, 1.0)
     assert [r.result.throughput for r in qos] == [400, 400]  # p99 = 1.0 at 4 clients
+    assert [r.at for r in qos] == ["4", "4"]
     laws = data.interactive_rows(d)
     assert len(laws) == 4 and all(abs(r.check.error) < 1e-9 for r in laws)
     assert not d.finished
@@ -102,3 +103,19 @@ def test_per_point_plots_label_each_point_with_its_levels_as_a_reader_says_them(
     plots.plot_cpu(ax, [dataclasses.replace(point(0, {}, 1), cpu=cpu)])
     assert [t.get_text() for t in ax.get_xticklabels()] == ["base"]  # a one-point experiment
     assert ax.get_xlabel() == "point"
+
+
+def test_an_axis_that_is_no_load_reads_by_its_reader_names():
+    # The sets:gets ratio on x: the axis, the ticks and the QoS table's "at" read as a
+    # reader says them; the raw path stays the axis's key.
+    pts = [point(0, {"workload.ratio": "0:1"}, 4, throughput=900.0),
+           point(1, {"workload.ratio": "1:0"}, 4, throughput=300.0)]
+    d = report(pts, ["workload.ratio"])
+    assert data.x_axis(d) == ("workload.ratio", "sets:gets ratio")
+    found, ticks = data.curves(d)
+    assert [data.x_level("workload.ratio", x, ticks) for x in found[0].x] == [
+        "read-only", "write-only"]
+    (row,) = data.qos_rows(found, 1.0, "workload.ratio", ticks)
+    assert row.result is not None and row.result.throughput == 900.0
+    assert row.at == "read-only"
+    assert data.x_level("load.rate", 20000.0, None) == "20,000"

@@ -1,10 +1,14 @@
 """The report's findings (report/findings.py) on hand-made inputs: each rule by its test."""
 
+import html
+import re
+from types import SimpleNamespace
+
 import pytest
 
 from cachelab.analysis import laws, linkbound, middleware_model, qos
 from cachelab.readers.proxy_stats import Welford
-from cachelab.report import findings, study
+from cachelab.report import environment, findings, study
 from cachelab.report.data import Curve, LawRow, PointResult, QosRow
 from cachelab.report.measure import MiddlewareTotals, ServerTotals
 from cachelab.report.models import QueueingPoint
@@ -72,6 +76,15 @@ def test_the_bottleneck_is_the_busiest_resource_by_the_utilisation_law():
     assert "8,000/s x 900 µs / 8" in b.busiest.how
 
 
+def test_a_scale_models_workers_are_shown_in_its_own_time():
+    # k = 4: the points table shows 8,000 ops/s at full speed; the middleware measured
+    # 2,000/s and 4,000 µs, the same U = 1.0.
+    p = point(throughput=8000.0, middleware=middleware(2000.0, 4000.0), scale=4.0)
+    (workers, _) = findings.loads(p)
+    assert workers.utilisation == pytest.approx(1.0)
+    assert "2,000/s x 4,000 µs / 8 in the scale model's time (k = 4)" in workers.how
+
+
 def test_a_servers_occupancy_ranks_after_every_true_utilisation():
     # Server: X V S = 8,000 x 1 x 300 µs = 2.4 requests there (round trip included), yet
     # the machine's CPUs, at 100%, are what limits.
@@ -81,6 +94,16 @@ def test_a_servers_occupancy_ranks_after_every_true_utilisation():
     assert [x.resource for x in found] == ["this machine's CPUs", "the middleware's workers",
                                            "server 1"]
     assert found[-1].occupancy and found[-1].utilisation == pytest.approx(2.4)
+
+
+def test_along_a_factor_that_is_no_load_the_bottleneck_is_at_the_busiest_point():
+    # x = the sets:gets ratio: the last point (write-only) is no higher load; the busiest
+    # is the read-only point, which carried more.
+    reads = point(0, throughput=9000.0, middleware=middleware(9000.0, 800.0))
+    writes = point(1, throughput=2000.0, middleware=middleware(2000.0, 3000.0))
+    c = Curve("raw", (reads, writes), (0.0, 1.0), (("middleware.workers", 8),))
+    assert findings.bottleneck(c, by_load=False).point is reads
+    assert findings.bottleneck(c).point is writes  # along clients: the last is the highest
 
 
 def test_nothing_is_saturated_below_the_threshold():
@@ -125,6 +148,89 @@ def test_a_model_without_a_steady_state_says_which_assumption_broke():
     mm1, _ = findings.queueing_fits(rows)
     assert mm1.ratios == () and mm1.unpredicted == 1 and mm1.broken == ("rho >= 1",)
     assert not mm1.fits_all
+
+
+MM1_REASON = ("no sweep over the load in this configuration (its x axis, sets:gets ratio, "
+              "is not a load): mu would be the point's own throughput (rho = 1)")
+
+
+def left_out_mm1(n):
+    return [QueueingPoint("c", float(i), point(i), None, None, row("M/M/m", 1.0, 1.2),
+                          MM1_REASON) for i in range(n)]
+
+
+def test_a_model_left_out_at_every_point_is_named_with_the_reason():
+    mm1, mmm = findings.queueing_fits(left_out_mm1(2))
+    assert (mm1.model, mm1.applied, mm1.left_out) == ("M/M/1", False,
+                                                      f"at all 2 points: {MM1_REASON}")
+    assert mmm.model == "M/M/m" and mmm.applied and mmm.left_out is None
+
+
+def test_a_model_left_out_at_some_points_says_how_many_and_why():
+    rows = left_out_mm1(1) + [QueueingPoint("d", 4.0, point(1), None,
+                                            row("M/M/1", 1.0, 1.1), row("M/M/m", 1.0, 0.9))]
+    mm1, _ = findings.queueing_fits(rows)
+    assert mm1.applied and mm1.fits_all
+    assert mm1.left_out == f"at 1 of 2 points: {MM1_REASON}"
+
+
+def test_the_network_of_queues_left_out_everywhere_says_why():
+    note = "the network of queues needs a closed-loop sweep over clients"
+    (mva,) = findings.mva_fits([], note, configurations=8)
+    assert (mva.model, mva.applied, mva.left_out) == ("MVA", False,
+                                                      f"at every configuration: {note}")
+    assert findings.mva_fits([]) == []
+
+
+def render(f):
+    """The findings section's text as a reader sees it (no tags, no hover titles)."""
+    page = environment().get_template("findings.html.j2").render(
+        d=SimpleNamespace(settings={"qos_target_ms": 1.0}, finished=True),
+        sec=SimpleNamespace(mva_note=None), saturated=findings.SATURATED, fit=findings.FIT,
+        f=f)
+    text = re.sub(r"<[^>]+>", " ", re.sub(r'title="[^"]*"', "", page))
+    return re.sub(r"\s+", " ", html.unescape(text))
+
+
+def ratio_findings(x_path):
+    reads = point(0, throughput=9000.0, factors={"workload.ratio": "0:1"},
+                  middleware=middleware(9000.0, 900.0))
+    writes = point(1, throughput=2000.0, factors={"workload.ratio": "1:0"},
+                   middleware=middleware(2000.0, 100.0))
+    c = Curve("middleware.workers=8", (reads, writes), (0.0, 1.0),
+              (("middleware.workers", 8),))
+    return findings.build(
+        qos=[QosRow(c.label, qos.QosResult(0.0, 9000.0, 0.5, qos.Point(0.0, 9000.0, 0.5)),
+                    c.name, "read-only")],
+        curves=[c], queueing=left_out_mm1(2), mva=[], points=[reads, writes], late=[],
+        checks=[], searches=[], laws=[], study=None, x_path=x_path,
+        mva_note="the network of queues needs a closed-loop sweep over clients; this "
+                 "report's x axis, sets:gets ratio, is not clients")
+
+
+def test_findings_along_a_factor_that_is_no_load_never_speak_of_the_highest_load():
+    f = ratio_findings("workload.ratio")
+    assert not f.load_axis and f.x_name == "sets:gets ratio"
+    assert f.bottlenecks[0].point.index == 0  # read-only carried the most
+    text = render(f)
+    assert "highest load" not in text and "workload.ratio" not in text
+    assert "Bottleneck at the busiest point" in text
+    assert "by 8 workers (at read-only, p99 0.5 ms)" in text
+    assert "at sets:gets ratio" in text  # the capacity column's header
+
+
+def test_the_models_paragraph_names_each_model_left_out_and_why():
+    text = render(ratio_findings("workload.ratio"))
+    assert f"M/M/1: left out at all 2 points: {MM1_REASON}." in text
+    assert ("MVA: left out at every configuration: the network of queues needs a "
+            "closed-loop sweep over clients; this report's x axis, sets:gets ratio, is not "
+            "clients.") in text
+
+
+def test_findings_along_clients_speak_of_the_highest_load():
+    f = ratio_findings("clients")
+    assert f.load_axis and f.bottlenecks[0].point.index == 1
+    assert "Bottleneck at the highest load" in render(f)
 
 
 def test_what_not_to_trust_links_each_doubt_to_its_detail():

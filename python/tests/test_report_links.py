@@ -83,6 +83,7 @@ def test_mm1_needs_a_service_rate_measured_apart_from_the_point():
     assert models.mm1_capacity("load.rate", [900.0, 1200.0]) == (1200.0, None)
     mu, reason = models.mm1_capacity("middleware.workers", [900.0, 1200.0])
     assert mu is None and "no sweep over the load" in reason and "rho = 1" in reason
+    assert "(its x axis, workers per middleware, is not a load)" in reason  # no raw path
     mu, reason = models.mm1_capacity("clients", [1200.0])
     assert mu is None and reason.startswith("one load level in this configuration")
 

@@ -49,3 +49,10 @@ def test_no_factors_is_base_and_a_curve_without_fixed_factors_is_all_points():
     assert naming.curve_name([]) == "all points"
     assert naming.curve_name([("workload.ratio", "1:0"), ("middleware.workers", 32)]) == \
         "write-only, 32 workers"
+
+
+def test_a_factor_reads_by_what_it_sets_never_by_its_path():
+    assert naming.factor_name("workload.ratio") == "sets:gets ratio"
+    assert naming.factor_name("middleware.workers") == "workers per middleware"
+    assert naming.factor_name("load.rate") == "offered rate (ops/s)"
+    assert naming.factor_name("workload.key_maximum") == "key maximum"

@@ -52,6 +52,8 @@ def environment() -> jinja2.Environment:
     env.filters["design_name"] = lambda a: _design_name(a.design)
     env.filters["pct0"] = lambda v: "-" if v is None else f"{v:.0%}"
     env.filters["ratio"] = lambda v: "-" if v is None else f"{v:.2f}"
+    env.filters["factor"] = naming.factor_name
+    env.filters["response"] = lambda r: RESPONSES.get(r, r)
     return env
 
 
@@ -100,7 +102,8 @@ def write_report(out: Path, image_files: bool = False) -> Path:
             xlabel=sec.xlabel, names=names, saturated=findings.SATURATED, fit=findings.FIT,
             f=findings.build(qos=sec.qos, curves=sec.curves, queueing=sec.queueing,
                              mva=sec.mva, points=d.points, late=late, checks=checks,
-                             searches=searches, laws=sec.laws, study=sec.study),
+                             searches=searches, laws=sec.laws, study=sec.study,
+                             x_path=sec.x_path, mva_note=sec.mva_note),
             unstable=[p for p in d.points if p.verdict and not p.verdict.stable
                       and not p.verdict.more],
             pending=[p for p in d.points if p.verdict is None or p.verdict.more],
@@ -111,7 +114,7 @@ def write_report(out: Path, image_files: bool = False) -> Path:
 def _load_figures(sec: sections.Sections, figures: Figures) -> None:
     """The plots against load, as before the analysis sections."""
     found = sec.curves
-    axis: dict[str, Any] = dict(xlabel=sec.xlabel, ticks=sec.ticks, log_x=sec.log_x)
+    axis: dict[str, Any] = dict(xlabel=sec.xlabel, ticks=sec.tick_names, log_x=sec.log_x)
     measured = [p for p in sec.data.points if p.measured]
     add = partial(figures.add, "throughput")
     at = partial(figures.add, "time")
@@ -182,7 +185,7 @@ def _analysis_figures(sec: sections.Sections, figures: Figures) -> None:
                          f"Residuals against predicted response, and their normal quantile "
                          f"plot ({_design_name(a.design)})", draws, ncols=2, width=10,
                          height=3.4)
-    axis: dict[str, Any] = dict(xlabel=sec.xlabel, ticks=sec.ticks, log_x=sec.log_x)
+    axis: dict[str, Any] = dict(xlabel=sec.xlabel, ticks=sec.tick_names, log_x=sec.log_x)
     if sec.queueing:
         figures.add_grid("models", "models", "Measured (solid) against M/M/1 (dotted) and "
                          "M/M/m (dashed) over the sweep", [

@@ -37,6 +37,9 @@ _STAGE_METRICS = {"decode": "decode", "queue": "queue_wait", "server": "server_s
                   "worker": "worker_processing"}
 T = TypeVar("T")
 CLIENT_FACTORS = ("load.clients", "load.threads", "load.instances")
+#: Report x axes that sweep the load: along them a configuration's last point is its
+#: highest load, and its highest throughput can serve as M/M/1's service rate.
+LOAD_AXES = ("clients", *CLIENT_FACTORS, "load.rate")
 
 
 def known(value: T | None) -> T:
@@ -255,7 +258,16 @@ def x_axis(data: ReportData) -> tuple[str, str]:
     if chosen in CLIENT_FACTORS:
         chosen = "clients"
     return chosen, ("clients (instances x threads x connections)" if chosen == "clients"
-                    else chosen)
+                    else naming.factor_name(chosen))
+
+
+def x_level(path: str, x: float, ticks: list[str] | None) -> str:
+    """A position on the x axis as a reader says it: a load as its number ("16"), any
+    other factor's level by its name ("write-only", "8 workers")."""
+    if ticks is None and path in LOAD_AXES:
+        return f"{x:,.0f}" if x >= 10_000 else f"{x:g}"
+    level: object = ticks[int(x)] if ticks is not None else x
+    return naming.level_name(path, level)
 
 
 @dataclass(frozen=True)
@@ -318,14 +330,21 @@ class QosRow:
     result: qos.QosResult | None
     #: The configuration as a reader says it (`curve` keeps the raw factor paths).
     name: str = ""
+    #: Where on the x axis the result lies, as a reader says it (`x_level`).
+    at: str = ""
 
 
-def qos_rows(found: list[Curve], target_ms: float) -> list[QosRow]:
+def qos_rows(found: list[Curve], target_ms: float, x_path: str = "clients",
+             ticks: list[str] | None = None) -> list[QosRow]:
     """Per curve, the highest throughput whose p99 stays under the target."""
-    return [QosRow(c.label, qos.max_throughput_under(
-        [qos.Point(x, known(p.throughput), percentile_ms(p, "p99"))
-         for x, p in zip(c.x, c.points, strict=True)],
-        target_ms), c.name) for c in found]
+    out = []
+    for c in found:
+        result = qos.max_throughput_under(
+            [qos.Point(x, known(p.throughput), percentile_ms(p, "p99"))
+             for x, p in zip(c.x, c.points, strict=True)], target_ms)
+        out.append(QosRow(c.label, result, c.name,
+                          x_level(x_path, result.load, ticks) if result else ""))
+    return out
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cachelab.errors import UserError
-from cachelab.report.data import Curve, LawRow, PointResult, QosRow, known
+from cachelab.report.data import LOAD_AXES, Curve, LawRow, PointResult, QosRow, known
 from cachelab.report.models import MvaSection, QueueingPoint, server_threads, utilisation
 from cachelab.report.study import StudyComparison
 from cachelab.spec import experiment as spec
-from cachelab.spec import topology
+from cachelab.spec import naming, topology
 from cachelab.store import LateRun, RunCheck, StoredCapacity
 
 #: A resource this busy or busier is the bottleneck; below it the load did not saturate.
@@ -47,12 +47,14 @@ class Capacity:
     throughput: float | None
     at: float | None
     p99_ms: float | None
+    #: `at` as a reader says it: a load's number, or another factor's level ("write-only").
+    at_text: str = ""
 
 
 def capacities(rows: Sequence[QosRow]) -> list[Capacity]:
-    return [Capacity(r.name or r.curve, r.curve, *((r.result.throughput, r.result.load,
-                                                    r.result.latency) if r.result
-                                                   else (None, None, None))) for r in rows]
+    return [Capacity(r.name or r.curve, r.curve, r.result.throughput, r.result.load,
+                     r.result.latency, r.at) if r.result else
+            Capacity(r.name or r.curve, r.curve, None, None, None) for r in rows]
 
 
 def best(found: Sequence[Capacity]) -> Capacity | None:
@@ -99,9 +101,13 @@ def loads(p: PointResult, quotas: dict[str, float] | None = None) -> list[Load]:
     mw = p.middleware
     if mw is not None and "workers" in u:
         m = p.config["middleware"]["workers"] * mw.middlewares
+        # A scale model's middleware figures stay in its own time (k times slower than
+        # the points table's): U is the same either way, X and S are not.
         out.append(Load("the middleware's workers", u["workers"],
                         f"X S / m = {mw.throughput:,.0f}/s x "
                         f"{mw.mean_us('worker_service'):,.0f} µs / {m}"
+                        + (f" in the scale model's time (k = {p.scale:g})"
+                           if p.scale != 1 else "")
                         + (f"; queue length {mw.queue_len_total:.3g}"
                            if mw.queue_len_total else "")))
         threads = server_threads(p.config)
@@ -142,8 +148,9 @@ def host_quotas(config: dict) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Bottleneck:
-    """At a configuration's highest load: the busiest resource (None: nothing measured)
-    and whether it is saturated, with the next busiest."""
+    """At a configuration's highest load (or, when the x axis is not a load, its point of
+    highest throughput): the busiest resource (None: nothing measured) and whether it is
+    saturated, with the next busiest."""
 
     configuration: str
     point: PointResult
@@ -155,10 +162,12 @@ class Bottleneck:
         return self.busiest is not None and self.busiest.utilisation >= SATURATED
 
 
-def bottleneck(c: Curve, quotas: dict[str, float] | None = None) -> Bottleneck:
-    """The configuration's point of highest throughput among its highest loads (the last
-    on its x axis), and its busiest resources."""
-    p = c.points[-1]
+def bottleneck(c: Curve, quotas: dict[str, float] | None = None,
+               by_load: bool = True) -> Bottleneck:
+    """The configuration's highest load (the last point on its x axis) when the x axis is
+    a load (`by_load`), else its point of highest measured throughput (the last on an axis
+    of workloads or worker counts is no higher load), and its busiest resources."""
+    p = c.points[-1] if by_load else max(c.points, key=lambda q: q.throughput or 0.0)
     found = loads(p, quotas)
     return Bottleneck(c.name, p, found[0] if found else None,
                       found[1] if len(found) > 1 else None)
@@ -177,6 +186,13 @@ class ModelFit:
     broken: tuple[str, ...]
     #: Points where the model has no prediction (rho >= 1).
     unpredicted: int
+    #: Where the model was not applied and why ("at all 16 points: ..."); None: nowhere.
+    left_out: str | None = None
+
+    @property
+    def applied(self) -> bool:
+        """Whether the model was applied at any point (with or without a prediction)."""
+        return bool(self.ratios) or self.unpredicted > 0
 
     @property
     def median(self) -> float | None:
@@ -192,11 +208,21 @@ def fitting(ratio: float) -> bool:
 
 
 def queueing_fits(points: Sequence[QueueingPoint]) -> list[ModelFit]:
-    """M/M/1 and M/M/m: how many points each fits, and where the worst misses, why."""
+    """M/M/1 and M/M/m: how many points each fits, and where the worst misses, why; and
+    where M/M/1 was left out (no service rate measured apart from the point) and why."""
     out = []
     for model in ("M/M/1", "M/M/m"):
         rows = [(q.point, r) for q in points for r in q.rows if r.model == model]
+        skipped = [q for q in points if q.mm1 is None] if model == "M/M/1" else []
+        why = "; ".join(dict.fromkeys(q.mm1_reason or "no service rate measured"
+                                      for q in skipped))
+        where = (f"{len(skipped)} of {len(points)}" if rows else
+                 "the one" if len(skipped) == 1 else f"all {len(skipped)}")
+        left_out = f"at {where} point{'s' if len(points) > 1 else ''}: {why}" if skipped \
+            else None
         if not rows:
+            if left_out:
+                out.append(ModelFit(model, (), 0, None, None, (), 0, left_out))
             continue
         rated = [(p, r, r.response_time.ratio) for p, r in rows
                  if r.response_time.ratio is not None]
@@ -207,24 +233,31 @@ def queueing_fits(points: Sequence[QueueingPoint]) -> list[ModelFit]:
                   else missing[0].assumptions if missing else ())
         out.append(ModelFit(model, ratios, sum(1 for x in ratios if fitting(x)),
                             worst[0] if worst else None, worst[2] if worst else None,
-                            broken, len(missing)))
+                            broken, len(missing), left_out))
     return out
 
 
-def mva_fits(sections: Sequence[MvaSection]) -> list[ModelFit]:
+def mva_fits(sections: Sequence[MvaSection], note: str | None = None,
+             configurations: int = 0) -> list[ModelFit]:
     """The network of queues over every configuration it was built for: throughput
     predicted / measured at each population (the response time follows from it by the
-    interactive law), and the assumptions of the configuration where it misses most."""
+    interactive law), and the assumptions of the configuration where it misses most; and
+    with `note` (models.mva_sections' reason), the configurations left out of the
+    `configurations` and why."""
     rated = [(p, m.throughput / p.throughput, s) for s in sections
              for p, m in zip(s.points, s.basis.predicted, strict=True) if p.throughput]
+    left = max(configurations - len(sections), 0)
+    left_out = None if not note else (
+        f"at {left} of {configurations} configurations: {note}" if sections and left
+        else f"at every configuration: {note}" if not sections else note)
     if not rated:
-        return []
+        return [ModelFit("MVA", (), 0, None, None, (), 0, left_out)] if left_out else []
     worst = max(rated, key=lambda t: abs(_log(t[1])))
     ratios = tuple(r for _, r, _ in rated)
     return [ModelFit("MVA" if len(sections) == 1 else
                      f"MVA ({len(sections)} configurations)", ratios,
                      sum(1 for r in ratios if fitting(r)), worst[0], worst[1],
-                     worst[2].assumptions if not fitting(worst[1]) else (), 0)]
+                     worst[2].assumptions if not fitting(worst[1]) else (), 0, left_out)]
 
 
 def _log(x: float | None) -> float:
@@ -330,22 +363,31 @@ class Findings:
     study_columns: list[str]
     study: list[StudyRow]
     study_points: StudyComparison | None
+    #: Whether the x axis is a load (clients, rate): only then is a configuration's last
+    #: point its highest load; else the bottleneck is sought at its busiest point.
+    load_axis: bool = True
+    #: The x axis's factor as a reader says it ("clients", "sets:gets ratio").
+    x_name: str = "clients"
 
 
 def build(*, qos: Sequence[QosRow], curves: Sequence[Curve],
           queueing: Sequence[QueueingPoint], mva: Sequence[MvaSection],
           points: Sequence[PointResult], late: Sequence[LateRun],
           checks: Sequence[RunCheck], searches: Sequence[StoredCapacity],
-          laws: Sequence[LawRow], study: StudyComparison | None) -> Findings:
+          laws: Sequence[LawRow], study: StudyComparison | None,
+          x_path: str = "clients", mva_note: str | None = None) -> Findings:
     found = capacities(qos)
     columns, rows = study_rows(study)
+    by_load = x_path in LOAD_AXES
     return Findings(
         capacities=found, best=best(found),
         searched=searched(searches, {p.index: p.name for p in points}),
-        bottlenecks=[bottleneck(c, _quotas(c)) for c in curves],
-        models=queueing_fits(queueing) + mva_fits(mva),
+        bottlenecks=[bottleneck(c, _quotas(c), by_load) for c in curves],
+        models=(queueing_fits(queueing) + mva_fits(mva, mva_note, len(curves))
+                if queueing or mva else []),
         doubts=doubts(points, late, checks, searches, laws),
-        study_columns=columns, study=rows, study_points=study)
+        study_columns=columns, study=rows, study_points=study,
+        load_axis=by_load, x_name=naming.factor_name(x_path).split(" (")[0])
 
 
 def _quotas(c: Curve) -> dict[str, float]:

@@ -15,15 +15,13 @@ from dataclasses import dataclass
 
 from cachelab.analysis import middleware_model, mva, network_model
 from cachelab.analysis.errors import AnalysisError
-from cachelab.report.data import Curve, PointResult, known
+from cachelab.report.data import LOAD_AXES, Curve, PointResult, known
 from cachelab.report.links import links_of
+from cachelab.spec import naming
 
 US = 1e-6
 
 
-#: Report x axes that sweep the load, so a configuration's highest throughput is measured
-#: over several loads and can serve as M/M/1's service rate.
-LOAD_AXES = ("clients", "load.clients", "load.threads", "load.instances", "load.rate")
 
 
 @dataclass(frozen=True)
@@ -102,8 +100,9 @@ def mm1_capacity(x_path: str, throughputs: list[float]) -> tuple[float | None, s
     section 7.1), or None with the reason. Without such a sweep the only throughput is
     the point's own, and mu = X makes rho = lambda / X = 1: no prediction at all."""
     if x_path not in LOAD_AXES:
-        return None, (f"no sweep over the load in this configuration (the x axis is "
-                      f"{x_path}): mu would be the point's own throughput (rho = 1)")
+        return None, (f"no sweep over the load in this configuration (its x axis, "
+                      f"{naming.factor_name(x_path)}, is not a load): mu would be the "
+                      "point's own throughput (rho = 1)")
     if len(throughputs) < 2:
         return None, ("one load level in this configuration: mu would be the point's own "
                       "throughput (rho = 1)")
@@ -174,7 +173,7 @@ def mva_sections(curves: list[Curve], x_path: str) -> tuple[list[MvaSection], st
     a note naming the curves left out and why (None when none was)."""
     if x_path != "clients":
         return [], (f"the network of queues needs a closed-loop sweep over clients; this "
-                    f"report's x axis is {x_path}")
+                    f"report's x axis, {naming.factor_name(x_path)}, is not clients")
     out, reasons = [], []
     for c in curves:
         if all(p.config["middleware"]["count"] == 0 for p in c.points):

@@ -39,6 +39,12 @@ class Sections:
     study_note: str | None = None
 
     @property
+    def tick_names(self) -> list[str] | None:
+        """The x axis's levels as a reader says them ("read-only"), when not numeric."""
+        return None if self.ticks is None else [data.x_level(self.x_path, float(i), self.ticks)
+                                                for i in range(len(self.ticks))]
+
+    @property
     def mixed_ops(self) -> bool:
         """Whether some point's workload mixes operation types (set, get, multi-get)."""
         return any(len(p.ops) > 1 for c in self.curves for p in c.points)
@@ -70,7 +76,7 @@ def build(s: Store) -> Sections:
         log_x=data.log_x(found, ticks), designs=found_designs, design_note=note,
         queueing=models.queueing_points(found, x_path), mva=mva, mva_note=mva_note,
         distributions=distributions.distributions(s, found, d.settings),
-        qos=data.qos_rows(found, d.settings["qos_target_ms"]),
+        qos=data.qos_rows(found, d.settings["qos_target_ms"], x_path, ticks),
         laws=data.interactive_rows(d),
         tls=tls_mod.costs(s, d),
         study=study, study_note=study_note,

@@ -93,6 +93,32 @@ NAMES: dict[str, Callable[[object], str]] = {
     "load.cpus": _cpus("load"),
 }
 
+#: How each factor itself reads (an axis, a column header); any other is the last part
+#: of its path.
+FACTORS: dict[str, str] = {
+    "clients": "clients",
+    "workload.ratio": "sets:gets ratio",
+    "workload.data_size": "value size",
+    "workload.multiget_keys": "keys per multi-GET",
+    "workload.key_pattern": "key pattern",
+    "middleware.workers": "workers per middleware",
+    "middleware.count": "middlewares",
+    "middleware.sharded": "sharding",
+    "middleware.tls": "TLS to the middleware",
+    "servers.kind": "server",
+    "servers.count": "servers",
+    "servers.threads": "server threads",
+    "servers.instances": "instances per server",
+    "servers.group_size": "group size",
+    "servers.tls": "TLS to the servers",
+    "load.clients": "clients per load thread",
+    "load.threads": "client threads",
+    "load.instances": "load generators",
+    "load.rate": "offered rate (ops/s)",
+    "load.mode": "loop",
+    "load.pipeline": "pipeline depth",
+}
+
 #: Factors that count clients: a point's own name says its total when it differs.
 CLIENT_PATHS = ("load.clients", "load.threads", "load.instances")
 
@@ -103,6 +129,11 @@ def level_name(path: str, level: object) -> str:
     if known is not None:
         return known(level)
     return f"{path.rsplit('.', 1)[-1].replace('_', ' ')} {level_text(level)}"
+
+
+def factor_name(path: str) -> str:
+    """A factor as a reader says it ("sets:gets ratio" for workload.ratio)."""
+    return FACTORS.get(path) or path.rsplit(".", 1)[-1].replace("_", " ")
 
 
 def point_name(factors: dict[str, object], clients: int | None = None) -> str:
