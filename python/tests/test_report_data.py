@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from cachelab.report import data
+from cachelab.report import data, sections
 from cachelab.run import validate
 
 
@@ -119,3 +119,9 @@ def test_an_axis_that_is_no_load_reads_by_its_reader_names():
     assert row.result is not None and row.result.throughput == 900.0
     assert row.at == "read-only"
     assert data.x_level("load.rate", 20000.0, None) == "20,000"
+
+
+def test_the_analysiss_notes_name_factors_as_a_reader_does():
+    note = "not a 2^k design: load.clients has 3 level(s) (1, 4, 16)"
+    assert sections.readable_note(note, ["workload.ratio", "load.clients"]) == \
+        "not a 2^k design: clients per load thread has 3 level(s) (1, 4, 16)"

@@ -49,6 +49,17 @@ def test_the_best_configuration_carries_the_most_within_the_target():
     assert best is not None and (best.name, best.raw) == ("32 workers", "raw 32 workers")
 
 
+def test_the_best_configuration_on_an_unstable_point_says_so():
+    shaky = point(3, verdict=validate.Verdict(4, (0,), None, False, False, "CV 47%"))
+    row = qos_row("8 workers", 9000.0)
+    found = findings.capacities([QosRow(row.curve, row.result, row.name, "1", shaky),
+                                 qos_row("32 workers", 5000.0)])
+    best = findings.best(found)
+    assert best is not None and best.unstable is shaky and found[1].unstable is None
+    f = findings.Findings(found, best, [], [], [], [], [], [], None)
+    assert "(at clients = 1, p99 0.5 ms; that point is unstable" in render(f)
+
+
 def test_no_best_configuration_when_none_meets_the_target():
     assert findings.best(findings.capacities([qos_row("a", None)])) is None
 

@@ -332,6 +332,8 @@ class QosRow:
     name: str = ""
     #: Where on the x axis the result lies, as a reader says it (`x_level`).
     at: str = ""
+    #: The point the result was measured at.
+    point: PointResult | None = None
 
 
 def qos_rows(found: list[Curve], target_ms: float, x_path: str = "clients",
@@ -342,8 +344,10 @@ def qos_rows(found: list[Curve], target_ms: float, x_path: str = "clients",
         result = qos.max_throughput_under(
             [qos.Point(x, known(p.throughput), percentile_ms(p, "p99"))
              for x, p in zip(c.x, c.points, strict=True)], target_ms)
+        at = [p for x, p in zip(c.x, c.points, strict=True) if result and x == result.load]
         out.append(QosRow(c.label, result, c.name,
-                          x_level(x_path, result.load, ticks) if result else ""))
+                          x_level(x_path, result.load, ticks) if result else "",
+                          at[0] if at else None))
     return out
 
 

@@ -49,12 +49,19 @@ class Capacity:
     p99_ms: float | None
     #: `at` as a reader says it: a load's number, or another factor's level ("write-only").
     at_text: str = ""
+    #: The point measured there when it stayed unstable (the answer rests on it).
+    unstable: PointResult | None = None
 
 
 def capacities(rows: Sequence[QosRow]) -> list[Capacity]:
     return [Capacity(r.name or r.curve, r.curve, r.result.throughput, r.result.load,
-                     r.result.latency, r.at) if r.result else
+                     r.result.latency, r.at, r.point if r.point and _unstable(r.point)
+                     else None) if r.result else
             Capacity(r.name or r.curve, r.curve, None, None, None) for r in rows]
+
+
+def _unstable(p: PointResult) -> bool:
+    return bool(p.verdict and not p.verdict.stable and not p.verdict.more)
 
 
 def best(found: Sequence[Capacity]) -> Capacity | None:
@@ -281,7 +288,7 @@ def doubts(points: Sequence[PointResult], late: Sequence[LateRun],
     and interactive-law errors above LAW_ERROR."""
     out = []
     names = {p.index: p.name for p in points}
-    unstable = [p for p in points if p.verdict and not p.verdict.stable and not p.verdict.more]
+    unstable = [p for p in points if _unstable(p)]
     if len(unstable) > LISTED:
         out.append(Doubt(f"{len(unstable)} of {len(points)} points stayed unstable (their "
                          "runs' throughput varied more than the threshold)", "unstable"))

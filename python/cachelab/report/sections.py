@@ -12,6 +12,7 @@ from cachelab.report import data, designs, distributions, models
 from cachelab.report import study as study_mod
 from cachelab.report import tls as tls_mod
 from cachelab.report.data import Curve, LawRow, QosRow, ReportData
+from cachelab.spec import naming
 from cachelab.store import Store
 
 
@@ -63,6 +64,7 @@ def build(s: Store) -> Sections:
             found_designs = None
     except AnalysisError as exc:
         note = str(exc)
+    note = note and readable_note(note, d.settings.get("factors", []))
     mva, mva_note = models.mva_sections(found, x_path)
     study, study_note = None, None
     try:
@@ -81,3 +83,11 @@ def build(s: Store) -> Sections:
         tls=tls_mod.costs(s, d),
         study=study, study_note=study_note,
     )
+
+
+def readable_note(text: str, factors: list[str]) -> str:
+    """The analysis's message (written for `cachelab factorial`, with factor paths) with
+    each factor as a reader says it ("clients per load thread has 3 level(s)")."""
+    for path in sorted(factors, key=len, reverse=True):
+        text = text.replace(path, naming.factor_name(path))
+    return text
