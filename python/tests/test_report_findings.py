@@ -13,7 +13,14 @@ from cachelab.report.data import Curve, LawRow, PointResult, QosRow
 from cachelab.report.measure import MiddlewareTotals, ServerTotals
 from cachelab.report.models import QueueingPoint
 from cachelab.run import validate
-from cachelab.store import CapacityRecord, ClientClock, LateRun, RunCheck, StoredCapacity
+from cachelab.store import (
+    CapacityRecord,
+    ClientClock,
+    ClientTiming,
+    LateRun,
+    RunCheck,
+    StoredCapacity,
+)
 
 STABLE = validate.Verdict(2, (0, 1), 0.01, True, False, "stable")
 CONFIG = {"middleware": {"workers": 8, "pipeline": 1}, "servers": {"threads": 1},
@@ -132,6 +139,19 @@ def test_a_link_an_emulated_hosts_quota_and_the_load_generators_count_too():
     assert [(x.resource, round(x.utilisation, 2)) for x in loads] == [
         ("the load generators", 0.95), ("the link (server-1 egress)", 0.9),
         ("host server-1's CPU quota", 0.6)]
+
+
+def test_the_load_generators_utilisation_named_here_is_in_the_clients_table():
+    # The findings may name "the load generators" at 95% (above); the clients' timings
+    # table, where a reader checks it, shows the same busiest thread.
+    p = point(timings=(ClientTiming(0, "load", "wire", "kernel", 0.1, 0.9, 1),),
+              clocks=(ClientClock(0, "load", "intended->kernel_rx", True, None, 0.95),))
+    (load,) = findings.loads(p)
+    page = environment().get_template("time.html.j2").render(
+        figures={"time": []}, d=SimpleNamespace(points=[p], finished=True),
+        stages=("network",))
+    assert load.utilisation == 0.95
+    assert "<th>busiest thread</th>" in page and '<td class="n">95%</td></tr>' in page
 
 
 def row(model, measured_s, predicted_s, assumptions=()):
