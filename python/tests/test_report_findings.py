@@ -141,16 +141,19 @@ def test_a_link_an_emulated_hosts_quota_and_the_load_generators_count_too():
         ("host server-1's CPU quota", 0.6)]
 
 
-def test_the_load_generators_utilisation_named_here_is_in_the_clients_table():
-    # The findings may name "the load generators" at 95% (above); the clients' timings
-    # table, where a reader checks it, shows the same busiest thread.
+def test_every_utilisation_the_findings_name_is_in_a_table():
+    # The findings may name "the load generators" at 95% (above): the utilisation table
+    # lists every point's resources, and the clients' timings table the busiest thread.
     p = point(timings=(ClientTiming(0, "load", "wire", "kernel", 0.1, 0.9, 1),),
               clocks=(ClientClock(0, "load", "intended->kernel_rx", True, None, 0.95),))
-    (load,) = findings.loads(p)
+    f = findings.build(qos=[], curves=[Curve("raw", (p,), (4.0,))], queueing=[], mva=[],
+                       points=[p], late=[], checks=[], searches=[], laws=[], study=None)
+    (load,) = f.utilisation[0][1]
     page = environment().get_template("time.html.j2").render(
         figures={"time": []}, d=SimpleNamespace(points=[p], finished=True),
-        stages=("network",))
-    assert load.utilisation == 0.95
+        stages=("network",), f=f)
+    assert load.resource == "the load generators" and load.utilisation == 0.95
+    assert '<td>the load generators</td>\n<td class="n">0.95</td>' in page
     assert "<th>busiest thread</th>" in page and '<td class="n">95%</td></tr>' in page
 
 

@@ -13,7 +13,7 @@ import math
 import statistics
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cachelab.errors import UserError
 from cachelab.report.data import LOAD_AXES, Curve, LawRow, PointResult, QosRow, known
@@ -375,6 +375,9 @@ class Findings:
     load_axis: bool = True
     #: The x axis's factor as a reader says it ("clients", "sets:gets ratio").
     x_name: str = "clients"
+    #: Every measured point's resources, busiest first: the table the bottleneck column
+    #: is checked against.
+    utilisation: list[tuple[PointResult, list[Load]]] = field(default_factory=list)
 
 
 def build(*, qos: Sequence[QosRow], curves: Sequence[Curve],
@@ -390,6 +393,7 @@ def build(*, qos: Sequence[QosRow], curves: Sequence[Curve],
         capacities=found, best=best(found),
         searched=searched(searches, {p.index: p.name for p in points}),
         bottlenecks=[bottleneck(c, _quotas(c), by_load) for c in curves],
+        utilisation=[(p, loads(p, _quotas(c))) for c in curves for p in c.points],
         models=(queueing_fits(queueing) + mva_fits(mva, mva_note, len(curves))
                 if queueing or mva else []),
         doubts=doubts(points, late, checks, searches, laws),
