@@ -96,6 +96,11 @@ impl Values {
     }
 }
 
+/// The seed of key sizes: fixed, not `--seed`, so that a key has one size whoever sends
+/// it (the harness's load instances run with different seeds, and a populate run or a
+/// warm-up phase must write the keys the measured run reads).
+pub const KEY_SIZE_SEED: u64 = 0x6b65_7973_697a_6573;
+
 /// One connection's request stream.
 pub struct Generator {
     protocol: Protocol,
@@ -108,7 +113,8 @@ pub struct Generator {
     values: Rc<Values>,
     rng: Xoshiro256PlusPlus,
     prefix: Vec<u8>,
-    /// Key sizes drawn per key number under `key_seed` (`--key-size-dist`).
+    /// Key sizes drawn per key number under `key_seed` (`--key-size-dist`), the same for
+    /// every seed ([`KEY_SIZE_SEED`]).
     key_size: Option<KeySize>,
     key_seed: u64,
     /// Share of GET keys asked from keys never set, and the next such key: numbers above
@@ -150,7 +156,7 @@ impl Generator {
             keys: Vec::with_capacity(64),
             value_size: None,
             key_size: workload.key_size.clone(),
-            key_seed: seed,
+            key_seed: KEY_SIZE_SEED,
             lone_share: workload.lone_get_share,
             next_lone: workload.keys.max + 1 + client as u64,
             clients: clients as u64,
@@ -411,6 +417,27 @@ mod tests {
             1,
             Rc::new(Values::new(w.data_size.max(), w.random_data, 1)),
         )
+    }
+
+    #[test]
+    fn a_key_has_one_size_whatever_the_seed_or_the_client() {
+        // A populate run, a warm-up and each load instance run with their own seeds:
+        // they must all send key 42 as the same bytes.
+        let mut w = workload(Protocol::MemcacheText, 1, 0, 1);
+        w.key_size = Some(crate::keysize::KeySize {
+            dist: crate::dist::builtin::fb_key(),
+            spec: "fb_key".into(),
+        });
+        let set_of_42 = |seed: u64, client: usize| {
+            let values = Rc::new(Values::new(w.data_size.max(), false, seed));
+            let mut g = Generator::new(&w, seed, client, 4, values);
+            let mut out = Vec::new();
+            g.compose_set_of(42, &mut out);
+            out.split(|b| *b == b' ').nth(1).unwrap().to_vec()
+        };
+        let key = set_of_42(1, 0);
+        assert!(key.len() > "k:42".len(), "padded to a drawn size");
+        assert_eq!(set_of_42(99, 3), key);
     }
 
     #[test]
