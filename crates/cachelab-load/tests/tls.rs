@@ -1,24 +1,21 @@
 //! TLS and Unix sockets against real servers started by the test: memcached with `-Z`
 //! (Debian's is built with TLS) and `-s PATH`, redis-server with `--tls-port` and
-//! `--unixsocket PATH`. Certificates are made here (rcgen) in a `cachelab` temporary
-//! directory. The same table of cases runs against each protocol, in both loops.
+//! `--unixsocket PATH`. Certificates come from the testkit's throw-away CA, in a
+//! `cachelab` temporary directory. The same table of cases runs against each protocol, in
+//! both loops.
 
 mod common;
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use cachelab_testkit::pki::{Issued, Pki, LOCALHOST};
 use common::*;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    SanType,
-};
 use serde_json::Value;
 
-const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn temp_dir() -> tempfile::TempDir {
@@ -26,73 +23,6 @@ fn temp_dir() -> tempfile::TempDir {
         .prefix("cachelab")
         .tempdir()
         .unwrap()
-}
-
-/// A throw-away CA that issues server and client certificates into its directory.
-struct Pki {
-    dir: tempfile::TempDir,
-    issuer: Issuer<'static, KeyPair>,
-    ca: PathBuf,
-}
-
-struct Issued {
-    cert: PathBuf,
-    key: PathBuf,
-}
-
-impl Pki {
-    fn new(name: &str) -> Pki {
-        let dir = temp_dir();
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        let cert = params.self_signed(&key).unwrap();
-        let ca = dir.path().join("ca.pem");
-        std::fs::write(&ca, cert.pem()).unwrap();
-        Pki {
-            dir,
-            issuer: Issuer::new(params, key),
-            ca,
-        }
-    }
-
-    /// A server certificate for 127.0.0.1 and localhost, or a client's.
-    fn issue(&self, name: &str, client: bool) -> Issued {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.distinguished_name.push(DnType::CommonName, name);
-        if client {
-            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        } else {
-            params.subject_alt_names = vec![
-                SanType::IpAddress(LOCALHOST),
-                SanType::DnsName("localhost".try_into().unwrap()),
-            ];
-            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        }
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        self.write(name, cert.pem(), key.serialize_pem())
-    }
-
-    /// A self-signed server certificate (no CA vouches for it).
-    fn self_signed(&self, name: &str) -> Issued {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-        params.subject_alt_names.push(SanType::IpAddress(LOCALHOST));
-        let cert = params.self_signed(&key).unwrap();
-        self.write(name, cert.pem(), key.serialize_pem())
-    }
-
-    fn write(&self, name: &str, cert: String, key: String) -> Issued {
-        let issued = Issued {
-            cert: self.dir.path().join(format!("{name}.pem")),
-            key: self.dir.path().join(format!("{name}.key")),
-        };
-        std::fs::write(&issued.cert, cert).unwrap();
-        std::fs::write(&issued.key, key).unwrap();
-        issued
-    }
 }
 
 /// A server process, killed by its pid on drop, and where it listens.

@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType};
+use cachelab_testkit::pki::Pki;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls_pki_types::pem::PemObject;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -216,27 +216,9 @@ fn main() {
         Some(i) => PathBuf::from(&args[i + 1]),
         None => PathBuf::from("target/release/cachelab-proxy"),
     };
-    let dir = tempfile::Builder::new()
-        .prefix("cachelab")
-        .tempdir()
-        .unwrap();
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca_params, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.subject_alt_names = vec![SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into())];
-    let cert = params.signed_by(&key, &issuer).unwrap();
-    let (ca, crt, k) = (
-        dir.path().join("ca.pem"),
-        dir.path().join("c.pem"),
-        dir.path().join("k.pem"),
-    );
-    std::fs::write(&ca, ca_cert.pem()).unwrap();
-    std::fs::write(&crt, cert.pem()).unwrap();
-    std::fs::write(&k, key.serialize_pem()).unwrap();
+    let pki = Pki::new("cachelab tls_cost CA");
+    let server = pki.issue("server", false);
+    let (ca, crt, k) = (pki.ca.clone(), server.cert, server.key);
 
     let mut roots = rustls::RootCertStore::empty();
     roots

@@ -3,12 +3,12 @@
 //! certificate its CA did not sign), mutual TLS, a certificate rotated by SIGHUP, a bad
 //! handshake that costs only its own connection, and Unix sockets on both sides; both
 //! shells on both hops, and a Redis pool over TLS when redis-server has it.
-//! Certificates are made by the test (rcgen) in a `cachelab` temporary directory.
+//! Certificates come from the testkit's throw-away CA (`cachelab_testkit::pki`).
 
 mod common;
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::net::SocketAddr;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,75 +16,13 @@ use std::time::{Duration, Instant};
 use cachelab_proxy::config::{Config, Shell};
 use cachelab_proxy::endpoint::{Endpoint, Listener};
 use cachelab_proxy::tls::{ListenerTlsSpec, Protocols, ServerTlsSpec};
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    SanType,
-};
+use cachelab_testkit::pki::{Issued, Pki, LOCALHOST};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls_pki_types::pem::PemObject;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixStream};
 use tokio::sync::oneshot;
 use tokio_rustls::TlsConnector;
-
-const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
-
-/// A throw-away CA that issues server and client certificates into its directory.
-struct Pki {
-    dir: tempfile::TempDir,
-    issuer: Issuer<'static, KeyPair>,
-    ca: PathBuf,
-}
-
-struct Issued {
-    cert: PathBuf,
-    key: PathBuf,
-}
-
-impl Pki {
-    fn new(name: &str) -> Pki {
-        let dir = tempfile::Builder::new()
-            .prefix("cachelab")
-            .tempdir()
-            .unwrap();
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        let cert = params.self_signed(&key).unwrap();
-        let ca = dir.path().join("ca.pem");
-        std::fs::write(&ca, cert.pem()).unwrap();
-        Pki {
-            dir,
-            issuer: Issuer::new(params, key),
-            ca,
-        }
-    }
-
-    /// A certificate for 127.0.0.1 and localhost (server) or a client's.
-    fn issue(&self, name: &str, client: bool) -> Issued {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.distinguished_name.push(DnType::CommonName, name);
-        if client {
-            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        } else {
-            params.subject_alt_names = vec![
-                SanType::IpAddress(LOCALHOST),
-                SanType::DnsName("localhost".try_into().unwrap()),
-            ];
-            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        }
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        let issued = Issued {
-            cert: self.dir.path().join(format!("{name}.pem")),
-            key: self.dir.path().join(format!("{name}.key")),
-        };
-        std::fs::write(&issued.cert, cert.pem()).unwrap();
-        std::fs::write(&issued.key, key.serialize_pem()).unwrap();
-        issued
-    }
-}
 
 /// A memcached on a loopback port or a Unix socket, killed (by pid) on drop.
 struct Memcached {
@@ -513,8 +451,8 @@ async fn a_rotated_certificate_is_served_after_sighup() {
     let first = pki.issue("first", false);
     let second = pki.issue("second", false);
     let live = Issued {
-        cert: pki.dir.path().join("live.pem"),
-        key: pki.dir.path().join("live.key"),
+        cert: pki.dir().join("live.pem"),
+        key: pki.dir().join("live.key"),
     };
     std::fs::copy(&first.cert, &live.cert).unwrap();
     std::fs::copy(&first.key, &live.key).unwrap();

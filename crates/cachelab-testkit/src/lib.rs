@@ -4,6 +4,7 @@
 
 pub mod capture;
 pub mod module_shape;
+pub mod pki;
 pub mod wire;
 
 use std::io::{BufRead, BufReader, Read, Write};
