@@ -90,6 +90,11 @@ impl Ring {
         self.kind
     }
 
+    /// How many servers the ring places keys on.
+    pub fn members(&self) -> usize {
+        self.members
+    }
+
     /// The position on the ring a key with this hash starts from (`random`: the given
     /// random number stands in for the hash).
     fn start(&self, hash: u32) -> usize {

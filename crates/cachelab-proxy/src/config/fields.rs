@@ -4,10 +4,11 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::path::PathBuf;
 use std::time::Duration;
 
-use super::spec::{ketama_name, ListenerSpec, PoolSpec, ServerSpec};
+use cachelab_placement::entry::{Address, Entry};
+
+use super::spec::{ListenerSpec, PoolSpec, ServerSpec};
 use crate::endpoint::{max_unix_path_len, Endpoint};
 use crate::routing::plan::Mode;
 use crate::routing::Protocol;
@@ -53,67 +54,27 @@ impl Resolver {
     }
 }
 
-/// `host:port[:weight] [name]`, parsed from the end as nutcracker does.
+/// `host:port[:weight] [name]`, parsed from the end as nutcracker does
+/// ([`cachelab_placement::Entry`]), its host resolved.
 pub fn parse_server(text: &str, resolver: &mut Resolver) -> Result<ServerSpec, String> {
-    let text = text.trim();
-    let (address, name) = match text.split_once(' ') {
-        Some((a, n)) if !n.trim().is_empty() => (a, Some(n.trim().to_string())),
-        _ => (text, None),
-    };
-    if let Some(path) = Endpoint::unix_path(address) {
-        // twemproxy's `/path:weight`: the weight is what follows the last colon.
-        let (path, weight) = match path.to_str().and_then(|p| p.rsplit_once(':')) {
-            Some((p, w)) if w.parse::<u32>().is_ok() => (PathBuf::from(p), w.parse().unwrap_or(1)),
-            _ => (path, 1),
-        };
-        if weight == 0 {
-            return Err(format!("server {text:?}: weight must be at least 1"));
+    let entry = Entry::parse(text).map_err(|e| e.to_string())?;
+    let (addr, host) = match entry.address {
+        Address::Unix(path) => {
+            let shown = path.display().to_string();
+            (Endpoint::Unix(path), shown)
         }
-        let shown = path.display().to_string();
-        return Ok(ServerSpec {
-            addr: Endpoint::Unix(path),
-            host: shown.clone(),
-            name: name.unwrap_or(shown),
-            weight,
-        });
-    }
-    let parts: Vec<&str> = address.rsplitn(3, ':').collect();
-    let (host, port, weight) = match parts.as_slice() {
-        [weight, port, host] if weight.parse::<u32>().is_ok() && port.parse::<u16>().is_ok() => {
-            (*host, *port, *weight)
-        }
-        [port, host] => (*host, *port, "1"),
-        [weight, port, host] => {
-            // `host:port` where host has a colon (IPv6) is not supported; say which part
-            // is wrong.
-            return Err(format!(
-                "server {text:?}: expected host:port[:weight], got port {port:?} and weight \
-                 {weight:?} after {host:?}"
-            ));
-        }
-        _ => {
-            return Err(format!(
-                "server {text:?}: expected host:port[:weight] [name]"
-            ))
+        Address::Tcp { host, port } => {
+            let addr = resolver
+                .resolve(&host, port)
+                .map_err(|e| format!("server {:?}: {e}", text.trim()))?;
+            (Endpoint::Tcp(addr), host)
         }
     };
-    let port: u16 = port
-        .parse()
-        .map_err(|_| format!("server {text:?}: invalid port {port:?}"))?;
-    let weight: u32 = weight
-        .parse()
-        .map_err(|_| format!("server {text:?}: invalid weight {weight:?}"))?;
-    if weight == 0 {
-        return Err(format!("server {text:?}: weight must be at least 1"));
-    }
-    let addr = resolver
-        .resolve(host, port)
-        .map_err(|e| format!("server {text:?}: {e}"))?;
     Ok(ServerSpec {
-        addr: Endpoint::Tcp(addr),
-        host: host.to_string(),
-        name: name.unwrap_or_else(|| ketama_name(host, port)),
-        weight,
+        addr,
+        host,
+        name: entry.name,
+        weight: entry.weight,
     })
 }
 

@@ -111,11 +111,4 @@ impl PoolSpec {
     }
 }
 
-/// twemproxy's name for a server without one: `host:port`, or `host` for port 11211.
-pub fn ketama_name(host: &str, port: u16) -> String {
-    if port == 11211 {
-        host.to_string()
-    } else {
-        format!("{host}:{port}")
-    }
-}
+pub use cachelab_placement::ketama_name;

@@ -188,20 +188,7 @@ impl Plan {
     }
 }
 
-/// A request's routing key: the part between the pool's hash-tag characters, when both
-/// are there with something between them (twemproxy's rule), else the whole key.
-pub fn tagged(key: &[u8], tag: Option<[u8; 2]>) -> &[u8] {
-    let Some([open, close]) = tag else {
-        return key;
-    };
-    let Some(start) = memchr::memchr(open, key) else {
-        return key;
-    };
-    match memchr::memchr(close, &key[start + 1..]) {
-        Some(len) if len > 0 => &key[start + 1..start + 1 + len],
-        _ => key,
-    }
-}
+pub use cachelab_placement::tagged;
 
 impl Pool {
     #[allow(clippy::too_many_arguments)]
