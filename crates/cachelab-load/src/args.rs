@@ -94,6 +94,24 @@ pub struct Args {
     #[arg(short = 'S', long, value_name = "PATH")]
     pub unix_socket: Option<PathBuf>,
 
+    /// Shard over a pool's servers as twemproxy does: nutcracker.yml's server entries,
+    /// comma-separated (`HOST:PORT[:WEIGHT][ NAME],...`); each connection opens one
+    /// socket to every server and sends each key to its server.
+    #[arg(long, value_name = "SERVERS", conflicts_with_all = ["server", "port", "unix_socket"])]
+    pub shard: Option<String>,
+
+    /// With --shard: the key hash, by twemproxy's name [default: fnv1a_64].
+    #[arg(long, value_name = "NAME")]
+    pub shard_hash: Option<String>,
+
+    /// With --shard: ketama, modula or random, as twemproxy [default: ketama].
+    #[arg(long, value_name = "NAME")]
+    pub shard_distribution: Option<String>,
+
+    /// With --shard: two characters; only what a key holds between them is hashed.
+    #[arg(long, value_name = "XY")]
+    pub shard_hash_tag: Option<String>,
+
     /// Speak TLS to the server (the handshake is timed apart from request latency).
     #[arg(long)]
     pub tls: bool,

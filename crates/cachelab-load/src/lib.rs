@@ -18,6 +18,7 @@
 //! - [`schedule`]: open-loop send times (Poisson or fixed);
 //! - [`record`]: per-thread measurements, the summary window and the per-second series;
 //!   [`sent`]: what was sent (key and value sizes, how often each key was asked);
+//!   [`record::servers`]: each server's counts in a sharded run;
 //! - [`timing`]: where each request's time went (wire time, response time, the client's
 //!   own delays), from kernel and program timestamps; [`stamps`]: the kernel's
 //!   timestamps parsed from control messages and matched to requests;
@@ -28,8 +29,8 @@
 //!   summary, the HdrHistogram log.
 //!
 //! - [`engine`]: one connection's load engine without I/O: what to send next and when,
-//!   what each reply means, what to record (closed loop, open loop, lookaside), tested
-//!   in simulated time.
+//!   what each reply means, what to record (closed loop, open loop, lookaside, replay,
+//!   client-side sharding over a pool's servers), tested in simulated time.
 //!
 //! [`runner`] is the I/O shell: threads, connections, the precise open-loop timer and the
 //! watchdog that keeps every run within its time.

@@ -187,6 +187,12 @@ impl Generator {
         }
     }
 
+    /// The last request's first key.
+    pub fn last_key(&self) -> &[u8] {
+        let end = self.keys.iter().position(|b| *b == b' ');
+        &self.keys[..end.unwrap_or(self.keys.len())]
+    }
+
     /// The last request's first key's length and, for a write, its value's size.
     pub fn last_sizes(&self) -> (usize, Option<usize>) {
         let key = self.keys.iter().position(|b| *b == b' ');

@@ -10,4 +10,4 @@ pub mod place;
 pub mod ring;
 
 pub use entry::{ketama_name, Entry};
-pub use place::{tagged, Placement};
+pub use place::{tagged, twemproxy_order, Placement};

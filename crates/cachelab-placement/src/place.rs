@@ -20,20 +20,37 @@ pub fn tagged(key: &[u8], tag: Option<[u8; 2]>) -> &[u8] {
     }
 }
 
+/// twemproxy's order of a pool's servers: it sorts them by name (shorter names first,
+/// then bytewise) when it checks for duplicates, and keeps that order, which is what
+/// modula and random index (ketama does not depend on it).
+pub fn twemproxy_order(name: &str) -> (usize, &[u8]) {
+    (name.len(), name.as_bytes())
+}
+
 /// A pool's placement: which of its servers holds each key.
 #[derive(Debug, Clone)]
 pub struct Placement {
     hash: Hash,
     tag: Option<[u8; 2]>,
     ring: Ring,
+    /// The ring's members are in twemproxy's order; this gives each one's index in the
+    /// order the pool was given.
+    given: Vec<usize>,
 }
 
 impl Placement {
+    /// `members` in any order: [`Placement::home`] answers with indices into it.
     pub fn new(hash: Hash, tag: Option<[u8; 2]>, kind: Distribution, members: &[Member]) -> Self {
+        let mut given: Vec<usize> = (0..members.len()).collect();
+        given.sort_by(|&a, &b| {
+            twemproxy_order(&members[a].name).cmp(&twemproxy_order(&members[b].name))
+        });
+        let ordered: Vec<Member> = given.iter().map(|&i| members[i].clone()).collect();
         Placement {
             hash,
             tag,
-            ring: Ring::new(kind, members),
+            ring: Ring::new(kind, &ordered),
+            given,
         }
     }
 
@@ -53,7 +70,7 @@ impl Placement {
             _ if key.is_empty() => 0,
             _ => self.hash.hash(tagged(key, self.tag)),
         };
-        self.ring.home(hash)
+        self.given[self.ring.home(hash)]
     }
 }
 
@@ -99,5 +116,32 @@ mod tests {
         let placement = Placement::new(Hash::Md5, None, Distribution::Random, &members(4));
         let homes: Vec<usize> = (0..4).map(|r| placement.home(b"k", || r)).collect();
         assert_eq!(homes, [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn modula_counts_servers_in_twemproxys_order_and_answers_in_the_given_one() {
+        let named = |names: &[&str]| -> Vec<Member> {
+            names
+                .iter()
+                .map(|n| Member {
+                    name: n.to_string(),
+                    weight: 1,
+                })
+                .collect()
+        };
+        // twemproxy's order is b, aa, ab: shorter names first, then bytewise.
+        let given = Placement::new(
+            Hash::Md5,
+            None,
+            Distribution::Modula,
+            &named(&["ab", "b", "aa"]),
+        );
+        let sorted = Ring::new(Distribution::Modula, &named(&["b", "aa", "ab"]));
+        let back = [1, 2, 0]; // sorted position -> given position
+        for i in 0..300 {
+            let key = format!("key:{i}");
+            let expected = back[sorted.home(Hash::Md5.hash(key.as_bytes()))];
+            assert_eq!(given.home(key.as_bytes(), || 0), expected);
+        }
     }
 }

@@ -4,8 +4,11 @@
 
 pub mod capture;
 pub mod module_shape;
+pub mod nutcracker;
 pub mod pki;
 pub mod wire;
+
+pub use nutcracker::Nutcracker;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -3,6 +3,7 @@
 
 mod preset;
 mod replay;
+mod shard;
 mod workload;
 
 use std::path::PathBuf;
@@ -17,6 +18,7 @@ pub use crate::sizes::{DataSize, Expiry, ExpiryRange, SizePattern};
 use crate::timing::TimestampMode;
 use crate::tls::{parse_protocols, Protocols, TlsOptions};
 pub use replay::{replay_options, TraceReplay};
+pub use shard::Shard;
 pub use workload::{parse_ratio, Workload};
 
 /// `--connect-timeout=0` (memtier's "no limit"): a day, far beyond any run.
@@ -100,6 +102,8 @@ pub struct Config {
     pub start_at_unix_ms: Option<u64>,
     /// `--trace`: replay a trace instead of generating requests.
     pub trace: Option<TraceReplay>,
+    /// `--shard`: every connection sends to each server of a pool, key by key.
+    pub shard: Option<Shard>,
 }
 
 impl Config {
@@ -288,6 +292,7 @@ impl TryFrom<&Args> for Config {
             args.seed
         };
         let tls = parse_tls(args)?;
+        let shard = shard::parse(args, workload.get_keys)?;
         Ok(Config {
             server: args.server.clone(),
             port: args.port,
@@ -317,6 +322,7 @@ impl TryFrom<&Args> for Config {
             },
             start_at_unix_ms: args.start_at,
             trace,
+            shard,
         })
     }
 }

@@ -20,13 +20,19 @@
 //! - **replies** are framed with the protocol crate's [`ReplyScan`], which resumes where
 //!   the last read stopped, and parsed once, when complete, in request order;
 //! - **failures**: a broken connection or a reply timeout fails what is outstanding; an
-//!   open loop counts what it could not send as scheduled, so the shortfall shows.
+//!   open loop counts what it could not send as scheduled, so the shortfall shows;
+//! - **sharding** (`--shard`): each request goes to its key's server, placed as
+//!   twemproxy places it ([`Placement`]), on that server's lane ([`lane`]); the
+//!   pipeline counts what is outstanding on every lane, and each lane's replies come
+//!   back in its own order.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
+use cachelab_placement::Placement;
 use cachelab_protocol::{Expect, ReplyError, ReplyScan};
+use rand::RngExt;
 
 use crate::config::Protocol;
 use crate::record::Recorder;
@@ -35,14 +41,18 @@ use crate::stamps::{AwaitsTransmit, Stamp};
 use crate::timing::{Times, TimestampMode};
 use crate::workload::{read_reply, Generator, Op, Outcome, Sent};
 
+mod lane;
 pub mod replay;
 #[cfg(test)]
 mod replay_tests;
+#[cfg(test)]
+mod shard_tests;
 #[cfg(test)]
 mod tests;
 
 use crate::trace::compose::expect;
 use crate::trace::{read_reply as read_trace_reply, Composer, Record, TraceOp};
+use lane::Lane;
 use replay::Feed;
 
 /// What a connection's engine is told once, for the whole run.
@@ -105,17 +115,18 @@ pub struct Engine {
     /// Requests left on this session before it is re-opened.
     session_left: Option<u64>,
     schedule: Option<Schedule>,
-    pending: VecDeque<Pending>,
+    /// One per server: a single one unless sharded.
+    lanes: Vec<Lane>,
+    /// Requests outstanding on every lane together.
+    outstanding: usize,
     /// Keys whose GET missed, waiting for their lookaside SET.
     to_set: VecDeque<u64>,
-    /// Bytes composed on this session (the transmit stamps' keys count them).
-    composed: u64,
-    /// Bytes written on this session.
-    written: u64,
-    /// The framing of the reply at the front of the read buffer, across reads.
-    scan: Option<ReplyScan>,
     /// Replaying a trace instead of generating requests.
     replay: Option<Replay>,
+    /// Sharded: where each key lives.
+    placement: Option<Rc<Placement>>,
+    /// Sharded: a request is composed here, then moved to its key's lane.
+    scratch: Vec<u8>,
 }
 
 /// A connection's share of a trace being replayed (see [`replay`]).
@@ -174,13 +185,26 @@ impl Engine {
             budget,
             session_left: None,
             schedule,
-            pending: VecDeque::new(),
+            lanes: vec![Lane::default()],
+            outstanding: 0,
             to_set: VecDeque::new(),
-            composed: 0,
-            written: 0,
-            scan: None,
             replay: None,
+            placement: None,
+            scratch: Vec::new(),
         }
+    }
+
+    /// The engine of a connection to every server of a pool, one lane each, sending each
+    /// request to its key's server.
+    pub fn sharded(mut self, placement: Rc<Placement>) -> Engine {
+        self.lanes = (0..placement.servers()).map(|_| Lane::default()).collect();
+        self.placement = Some(placement);
+        self
+    }
+
+    /// How many servers (lanes) the connection sends to.
+    pub fn lanes(&self) -> usize {
+        self.lanes.len()
     }
 
     /// The engine of a connection that replays a trace instead of generating requests;
@@ -193,9 +217,7 @@ impl Engine {
     /// A new socket: its stream offsets start again, and so does the session's count.
     pub fn start_session(&mut self) {
         self.session_left = self.rules.reconnect_interval;
-        self.composed = 0;
-        self.written = 0;
-        self.scan = None;
+        self.lanes.iter_mut().for_each(Lane::restart);
     }
 
     /// Requests are sent at due times (a schedule, or a trace's own timing).
@@ -203,27 +225,39 @@ impl Engine {
         self.schedule.is_some() || self.replay.as_ref().is_some_and(|r| r.speed > 0.0)
     }
 
-    pub fn pending(&self) -> &VecDeque<Pending> {
-        &self.pending
+    /// The requests outstanding on `lane`, oldest first.
+    pub fn pending_on(&self, lane: usize) -> &VecDeque<Pending> {
+        &self.lanes[lane].pending
     }
 
-    pub fn pending_mut(&mut self) -> &mut VecDeque<Pending> {
-        &mut self.pending
+    pub fn pending_on_mut(&mut self, lane: usize) -> &mut VecDeque<Pending> {
+        &mut self.lanes[lane].pending
     }
 
-    /// Bytes composed on this session.
-    pub fn composed(&self) -> u64 {
-        self.composed
+    /// Requests outstanding on every lane.
+    pub fn outstanding(&self) -> usize {
+        self.outstanding
+    }
+
+    /// Bytes composed for `lane` on this session.
+    pub fn composed(&self, lane: usize) -> u64 {
+        self.lanes[lane].composed
     }
 
     /// When the oldest outstanding request started (for the reply timeout).
     pub fn waiting_since(&self) -> Option<u64> {
-        self.pending.front().map(|p| p.start_ns)
+        self.lanes
+            .iter()
+            .filter_map(|l| l.pending.front().map(|p| p.start_ns))
+            .min()
     }
 
     /// When the newest outstanding request started (for the busy-poll ticker).
     pub fn newest_start(&self) -> Option<u64> {
-        self.pending.back().map(|p| p.start_ns)
+        self.lanes
+            .iter()
+            .filter_map(|l| l.pending.back().map(|p| p.start_ns))
+            .max()
     }
 
     /// A lookaside SET waits and may go at `now`.
@@ -260,7 +294,7 @@ impl Engine {
     /// Whether the session is over: `Some` once nothing is outstanding and nothing is
     /// left to send on it.
     pub fn idle(&mut self, now: u64) -> Option<Idle> {
-        if !self.pending.is_empty() || self.lookaside_due(now) {
+        if self.outstanding > 0 || self.lookaside_due(now) {
             return None;
         }
         if !self.more_to_issue(now) {
@@ -282,27 +316,30 @@ impl Engine {
         (!socket_full && self.may_send() && due < self.rules.stop_issuing_ns).then_some(due)
     }
 
-    /// Composes into `out` every request that may go at `now`, records them sent at the
-    /// instant `write_ns()` gives (read just before the write that carries them), and
-    /// returns how many. `out` must hold nothing unsent.
-    pub fn issue(
+    /// Composes into `outs` (one buffer per lane) every request that may go at `now`,
+    /// records them sent at the instant `write_ns()` gives (read just before the writes
+    /// that carry them), and returns how many. `outs` must hold nothing unsent.
+    pub fn issue_lanes(
         &mut self,
         now: u64,
-        out: &mut Vec<u8>,
+        outs: &mut [Vec<u8>],
         recorder: &mut Recorder,
         write_ns: impl FnOnce() -> u64,
     ) -> usize {
-        let first_new = self.pending.len();
+        for lane in &mut self.lanes {
+            lane.fresh_from = lane.pending.len();
+        }
+        let first_outstanding = self.outstanding;
         let open = self.schedule.is_some();
         loop {
             // A lookaside SET goes first, at once; in a closed loop it takes a slot.
-            let room = open || self.pending.len() < self.rules.pipeline;
+            let room = open || self.outstanding < self.rules.pipeline;
             if room && self.lookaside_due(now) {
                 if let Some(key) = self.to_set.pop_front() {
-                    let sent = self.compose(out, |gen, out| gen.compose_set_of(key, out));
+                    let (lane, sent) = self.compose(outs, |gen, out| gen.compose_set_of(key, out));
                     self.count_sent(sent, recorder);
-                    self.push(sent, now);
-                    if let Some(p) = self.pending.back_mut() {
+                    self.push(lane, sent, now);
+                    if let Some(p) = self.lanes[lane].pending.back_mut() {
                         p.extra = true;
                     }
                     continue;
@@ -312,13 +349,13 @@ impl Engine {
                 break;
             }
             if self.replay.is_some() {
-                if !self.issue_replayed(now, out, recorder) {
+                if !self.issue_replayed(now, outs, recorder) {
                     break;
                 }
                 continue;
             }
             let start = match &mut self.schedule {
-                None if self.pending.len() < self.rules.pipeline
+                None if self.outstanding < self.rules.pipeline
                     && now < self.rules.stop_issuing_ns =>
                 {
                     0
@@ -332,41 +369,70 @@ impl Engine {
                 }
                 _ => break,
             };
-            let sent = self.compose(out, |gen, out| gen.compose(out));
+            let (lane, sent) = self.compose(outs, |gen, out| gen.compose(out));
             self.count_sent(sent, recorder);
-            self.push(sent, start);
+            self.push(lane, sent, start);
             self.budget = self.budget.map(|n| n - 1);
         }
-        let new = self.pending.len() - first_new;
+        let new = self.outstanding - first_outstanding;
         if new == 0 {
             return 0;
         }
         let open = open || self.is_open_loop();
         // The closed loop's timer starts here, just before the write that carries them.
         let write_ns = write_ns();
-        for p in self.pending.range_mut(first_new..) {
-            if p.extra {
-                p.start_ns = write_ns;
-                recorder.sent_extra();
-            } else if open {
-                recorder.sent(write_ns, Some(write_ns.saturating_sub(p.start_ns)));
-            } else {
-                p.start_ns = write_ns;
-                recorder.sent(write_ns, None);
+        let sharded = self.placement.is_some();
+        for (index, lane) in self.lanes.iter_mut().enumerate() {
+            for p in lane.pending.range_mut(lane.fresh_from..) {
+                if sharded {
+                    recorder.servers.sent(index, write_ns);
+                }
+                if p.extra {
+                    p.start_ns = write_ns;
+                    recorder.sent_extra();
+                } else if open {
+                    recorder.sent(write_ns, Some(write_ns.saturating_sub(p.start_ns)));
+                } else {
+                    p.start_ns = write_ns;
+                    recorder.sent(write_ns, None);
+                }
             }
         }
         new
     }
 
+    /// The lane of a request whose key is `key`.
+    fn lane_of(&mut self, key: &[u8]) -> usize {
+        match &self.placement {
+            Some(placement) => {
+                let rng = self.gen.rng();
+                placement.home(key, || rng.random())
+            }
+            None => 0,
+        }
+    }
+
+    /// Composes a generated request into its lane's buffer and returns the lane.
     fn compose(
         &mut self,
-        out: &mut Vec<u8>,
+        outs: &mut [Vec<u8>],
         how: impl FnOnce(&mut Generator, &mut Vec<u8>) -> Sent,
-    ) -> Sent {
-        let before = out.len();
-        let sent = how(&mut self.gen, out);
-        self.composed += (out.len() - before) as u64;
-        sent
+    ) -> (usize, Sent) {
+        if self.placement.is_none() {
+            let before = outs[0].len();
+            let sent = how(&mut self.gen, &mut outs[0]);
+            self.lanes[0].composed += (outs[0].len() - before) as u64;
+            return (0, sent);
+        }
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        let sent = how(&mut self.gen, &mut scratch);
+        let key = self.gen.last_key().to_vec();
+        let lane = self.lane_of(&key);
+        outs[lane].extend_from_slice(&scratch);
+        self.lanes[lane].composed += scratch.len() as u64;
+        self.scratch = scratch;
+        (lane, sent)
     }
 
     /// Counts what a generated request sent (its key, the sizes) for the report.
@@ -375,66 +441,61 @@ impl Engine {
         recorder.sent_counts.record(sent.key, key_len, value_len);
     }
 
-    fn push(&mut self, sent: Sent, start_ns: u64) {
-        self.pending.push_back(Pending {
+    fn push(&mut self, lane: usize, sent: Sent, start_ns: u64) {
+        let lane = &mut self.lanes[lane];
+        lane.pending.push_back(Pending {
             sent,
             start_ns,
-            last_byte: self.composed - 1,
+            last_byte: lane.composed - 1,
             write_end: None,
             transmitted: Stamp::default(),
             replayed: None,
             extra: false,
         });
+        self.outstanding += 1;
         self.session_left = self.session_left.map(|n| n - 1);
     }
 
-    /// `n` more bytes went to the socket in one write: the requests whose last byte it
-    /// holds were carried by it (its transmit stamp is theirs).
-    pub fn wrote(&mut self, n: usize) {
-        if n == 0 {
-            return;
-        }
-        self.written += n as u64;
-        let end = self.written - 1;
-        for p in self.pending.iter_mut().rev() {
-            if p.write_end.is_some() {
-                break;
-            }
-            if p.last_byte <= end {
-                p.write_end = Some(end);
-            }
-        }
+    /// `n` more bytes went to `lane`'s socket in one write.
+    pub fn wrote_on(&mut self, lane: usize, n: usize) {
+        self.lanes[lane].wrote(n);
     }
 
     /// The length of the first reply in `buf` (the read buffer's unparsed bytes), if it
     /// is all there; it does not move the framing on.
-    pub fn first_reply_len(&self, buf: &[u8]) -> Option<usize> {
-        let front = self.pending.front()?;
-        self.read(front, buf).ok().map(|(_, used)| used)
+    pub fn first_reply_len_on(&self, lane: usize, buf: &[u8]) -> Option<usize> {
+        let front = self.lanes[lane].pending.front()?;
+        read_one(self.rules.protocol, front, buf)
+            .ok()
+            .map(|(_, used)| used)
     }
 
-    /// Takes every complete reply at the front of `buf`, in request order: records each
-    /// with the instants `times` gives it and returns the bytes they took. A reply that
-    /// cannot answer its request is an error (the connection is then broken).
-    pub fn replies(
+    /// Takes every complete reply at the front of `buf` (read from `lane`'s socket), in
+    /// request order: records each with the instants `times` gives it and returns the
+    /// bytes they took. A reply that cannot answer its request is an error (the
+    /// connection is then broken).
+    pub fn replies_on(
         &mut self,
+        lane: usize,
         buf: &[u8],
         recorder: &mut Recorder,
         mut times: impl FnMut(&Pending) -> Times,
     ) -> Result<usize, ReplyError> {
         let mut offset = 0;
+        let protocol = self.rules.protocol;
         while offset < buf.len() {
-            let Some(front) = self.pending.front() else {
+            let state = &mut self.lanes[lane];
+            let Some(front) = state.pending.front() else {
                 return Err(ReplyError::Malformed("reply to no request"));
             };
             let rest = &buf[offset..];
             let expect = match front.replayed {
-                Some(op) => replay_scan(self.rules.protocol, op),
-                None => scan_expect(self.rules.protocol, front.sent.op),
+                Some(op) => replay_scan(protocol, op),
+                None => scan_expect(protocol, front.sent.op),
             };
             let framed = match expect {
                 Some(expect) => {
-                    let scan = self.scan.get_or_insert_with(|| ReplyScan::new(expect));
+                    let scan = state.scan.get_or_insert_with(|| ReplyScan::new(expect));
                     match scan.advance(rest)? {
                         Some(len) => &rest[..len],
                         None => break,
@@ -442,30 +503,27 @@ impl Engine {
                 }
                 None => rest,
             };
-            let (outcome, used) = match self.read(front, framed) {
+            let (outcome, used) = match read_one(protocol, front, framed) {
                 Ok(read) => read,
                 Err(ReplyError::Incomplete) => break,
                 Err(e) => return Err(e),
             };
-            self.scan = None;
-            let front = self.pending.pop_front().expect("a request to answer");
-            recorder.answered(
-                front.sent.op,
-                &times(&front),
-                self.rules.timestamps,
-                outcome,
-            );
+            let lane_state = &mut self.lanes[lane];
+            lane_state.scan = None;
+            let front = lane_state.pending.pop_front().expect("a request to answer");
+            self.outstanding -= 1;
+            let times = times(&front);
+            recorder.answered(front.sent.op, &times, self.rules.timestamps, outcome);
+            if self.placement.is_some() {
+                let end = times.latency_end(self.rules.timestamps);
+                recorder
+                    .servers
+                    .answered(lane, times.intended_ns, end, outcome);
+            }
             self.after_reply(front.sent, outcome);
             offset += used;
         }
         Ok(offset)
-    }
-
-    fn read(&self, request: &Pending, buf: &[u8]) -> Result<(Outcome, usize), ReplyError> {
-        match request.replayed {
-            Some(op) => read_trace_reply(self.rules.protocol, op, buf),
-            None => read_reply(self.rules.protocol, request.sent, buf),
-        }
     }
 
     /// The lookaside rule: a single-key GET that missed sets its key.
@@ -477,10 +535,17 @@ impl Engine {
 
     /// The connection broke or timed out at `now`: what is outstanding failed.
     pub fn fail_outstanding(&mut self, now: u64, timed_out: bool, recorder: &mut Recorder) {
-        for p in self.pending.drain(..) {
-            recorder.failed(p.sent.op, now, timed_out);
+        let sharded = self.placement.is_some();
+        for (index, lane) in self.lanes.iter_mut().enumerate() {
+            for p in lane.pending.drain(..) {
+                recorder.failed(p.sent.op, now, timed_out);
+                if sharded {
+                    recorder.servers.failed(index, now);
+                }
+            }
+            lane.scan = None;
         }
-        self.scan = None;
+        self.outstanding = 0;
     }
 
     /// Open loop, at the end: requests still due that the connection could not send (its
@@ -496,6 +561,18 @@ impl Engine {
             recorder.scheduled(schedule.advance(self.gen.rng()));
             self.budget = self.budget.map(|n| n - 1);
         }
+    }
+}
+
+/// Reads the reply to `request` at the front of `buf`: what it said and its length.
+fn read_one(
+    protocol: Protocol,
+    request: &Pending,
+    buf: &[u8],
+) -> Result<(Outcome, usize), ReplyError> {
+    match request.replayed {
+        Some(op) => read_trace_reply(protocol, op, buf),
+        None => read_reply(protocol, request.sent, buf),
     }
 }
 

@@ -101,7 +101,7 @@ impl Engine {
     pub(super) fn issue_replayed(
         &mut self,
         now: u64,
-        out: &mut Vec<u8>,
+        outs: &mut [Vec<u8>],
         recorder: &mut Recorder,
     ) -> bool {
         let stop = self.rules.stop_issuing_ns;
@@ -126,15 +126,34 @@ impl Engine {
                 due
             }
             (None, None) => {
-                if self.pending.len() >= self.rules.pipeline || now >= stop {
+                if self.outstanding >= self.rules.pipeline || now >= stop {
                     return false;
                 }
                 0
             }
         };
         let record = replay.next.take().expect("a record was peeked");
+        // Sharded, the request is composed aside until its (padded) key says its lane.
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        let composing_aside = self.placement.is_some();
+        let out = if composing_aside {
+            &mut scratch
+        } else {
+            &mut outs[0]
+        };
         let before = out.len();
         replay.composer.compose(&record, out);
+        let size = out.len() - before;
+        let lane = if composing_aside {
+            let key = replay.composer.key().to_vec();
+            let lane = self.lane_of(&key);
+            outs[lane].extend_from_slice(&scratch);
+            lane
+        } else {
+            0
+        };
+        self.scratch = scratch;
         let value = record
             .op
             .carries_value()
@@ -143,14 +162,14 @@ impl Engine {
         recorder
             .sent_counts
             .record(key_hash(&record.key), key_len, value);
-        self.composed += (out.len() - before) as u64;
+        self.lanes[lane].composed += size as u64;
         let sent = Sent {
             op: op_of(&record),
             keys: 1,
             key: 0,
         };
-        self.push(sent, start);
-        if let Some(p) = self.pending.back_mut() {
+        self.push(lane, sent, start);
+        if let Some(p) = self.lanes[lane].pending.back_mut() {
             p.replayed = Some(record.op);
         }
         self.budget = self.budget.map(|n| n - 1);

@@ -68,18 +68,18 @@ pub(super) fn recorder() -> Recorder {
 
 /// A memcached in miniature: answers each request in `wire` (sets store, gets hit
 /// what was stored) and returns the requests' first words in order.
-struct Server {
+pub(super) struct Server {
     stored: HashSet<Vec<u8>>,
 }
 
 impl Server {
-    fn new() -> Server {
+    pub(super) fn new() -> Server {
         Server {
             stored: HashSet::new(),
         }
     }
 
-    fn answer(&mut self, wire: &[u8]) -> (Vec<u8>, Vec<String>) {
+    pub(super) fn answer(&mut self, wire: &[u8]) -> (Vec<u8>, Vec<String>) {
         let text = String::from_utf8(wire.to_vec()).expect("text requests");
         let mut lines = text.split("\r\n");
         let (mut replies, mut ops) = (Vec::new(), Vec::new());
@@ -106,6 +106,36 @@ impl Server {
             ops.push(line.to_string());
         }
         (replies, ops)
+    }
+}
+
+/// The forms of one server, the lane every unsharded connection has.
+impl Engine {
+    pub(super) fn issue(
+        &mut self,
+        now: u64,
+        out: &mut Vec<u8>,
+        recorder: &mut Recorder,
+        write_ns: impl FnOnce() -> u64,
+    ) -> usize {
+        self.issue_lanes(now, std::slice::from_mut(out), recorder, write_ns)
+    }
+
+    pub(super) fn wrote(&mut self, n: usize) {
+        self.wrote_on(0, n);
+    }
+
+    pub(super) fn replies(
+        &mut self,
+        buf: &[u8],
+        recorder: &mut Recorder,
+        times: impl FnMut(&Pending) -> Times,
+    ) -> Result<usize, ReplyError> {
+        self.replies_on(0, buf, recorder, times)
+    }
+
+    pub(super) fn pending(&self) -> &VecDeque<Pending> {
+        self.pending_on(0)
     }
 }
 

@@ -9,6 +9,34 @@ use super::{
 };
 use crate::percentiles::label;
 
+/// Each server's line of a sharded run: its share of the requests, its rate and latency.
+fn servers(servers: &[super::ServerReport]) -> String {
+    if servers.is_empty() {
+        return String::new();
+    }
+    let sent: u64 = servers.iter().map(|s| s.sent).sum();
+    let mut out = String::from("per server:\n");
+    for s in servers {
+        let t = &s.summary;
+        out += &format!(
+            "  {:<24} {:>5.1}% of requests {:>12.2} ops/sec  hits {:>10}  misses {:>10}  avg {:.3} ms  p99 {:.3} ms{}\n",
+            s.server,
+            100.0 * s.sent as f64 / sent.max(1) as f64,
+            t.ops_per_sec,
+            t.hits,
+            t.misses,
+            t.latency_ms.avg,
+            t.latency_ms.p99,
+            if s.failed > 0 {
+                format!("  {} lost with its connection", s.failed)
+            } else {
+                String::new()
+            }
+        );
+    }
+    out
+}
+
 /// The human summary, memtier-like: one row per operation type, with the
 /// `--print-percentiles` columns; with several runs, a line per run and memtier's BEST,
 /// WORST and AGGREGATED AVERAGE tables (and every run's table with `--print-all-runs`).
@@ -24,14 +52,24 @@ pub fn format_summary(report: &Report) -> String {
         }
         _ => format!("closed loop, pipeline {}", c.pipeline),
     };
+    let target = match &c.shard {
+        Some(shard) => format!(
+            "{} servers ({} over {})",
+            shard.servers.len(),
+            shard.hash,
+            shard.distribution
+        ),
+        None => format!("{}:{}", c.server, c.port),
+    };
     out += &format!(
-        "cachelab-load {}: {} on {}:{}, {} threads x {} clients, {}\n",
-        report.tool.version, c.protocol, c.server, c.port, c.threads, c.clients, mode
+        "cachelab-load {}: {} on {}, {} threads x {} clients, {}\n",
+        report.tool.version, c.protocol, target, c.threads, c.clients, mode
     );
     if report.runs.len() <= 1 {
         out += &run_line(&report.run);
         out += "\n";
         out += &table(&report.summary, &report.histograms, &c.print_percentiles);
+        out += &servers(&report.servers);
         out += &whole_run("whole run", &report.totals, report.open_loop.as_ref());
         out += &timing(report.timing.as_ref(), report.client_cpu.as_ref());
         out += &report

@@ -1,37 +1,30 @@
-//! One client connection's I/O: it owns the socket, the buffers and the kernel's
-//! timestamps, and asks the connection's [`Engine`] what to send and what each reply
-//! means. A broken connection counts its outstanding requests as errors and is re-opened
-//! with a back-off. With `--reconnect-interval N` a connection sends N requests, waits
-//! for their answers, closes and re-opens (memtier's `shard_connection::process_response`
-//! and `client::hold_pipeline`: no request is outstanding when it closes).
+//! One client connection's I/O: it owns the sockets (one per server: one, or every
+//! server of a `--shard` pool), their buffers and the kernel's timestamps ([`Wire`]),
+//! and asks the connection's [`Engine`] what to send and what each reply means. A broken
+//! socket counts the connection's outstanding requests as errors, and the connection is
+//! re-opened (every socket of it) with a back-off. With `--reconnect-interval N` a
+//! connection sends N requests, waits for their answers, closes and re-opens
+//! (memtier's `shard_connection::process_response` and `client::hold_pipeline`: no
+//! request is outstanding when it closes).
 
 use std::cell::{Cell, RefCell};
+use std::future::poll_fn;
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 use std::time::Duration;
 
 use cachelab_protocol::ReplyError;
-use tokio::io::Interest;
 use tokio::sync::Notify;
 
 use super::clock::{realtime_offset_ns, Clock};
 use super::link::{Link, OpenError, Target};
-use super::stamping;
 use super::ticker::Ticker;
+use super::wire::{poll_ready, Ready, Wire};
 use crate::engine::{Engine, Idle, Pending, Rules};
 use crate::record::Recorder;
-use crate::stamps::{assign_transmit, unwrap_key, wire_ns, Stamp};
-use crate::timing::{Times, TimestampMode, Wire};
+use crate::stamps::{wire_ns, Stamp};
+use crate::timing::{Times, Wire as WireTime};
 
-/// Read buffer size to start with; it grows for large multi-get replies.
-const READ_BUFFER: usize = 64 * 1024;
-/// Free space kept before each read, so a read is never tiny.
-const MIN_READ_SPACE: usize = 16 * 1024;
-/// Writes whose transmit stamps may wait on the error queue before it is drained. The
-/// queue is charged to the socket's receive buffer: left to grow (a server that stalls
-/// while requests go on being sent) it would shrink the window the server may send in.
-const STAMPS_QUEUED_MAX: u32 = 16;
 /// Reconnection backoff: first wait and cap.
 const BACKOFF_FIRST: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
@@ -41,7 +34,9 @@ pub struct Shared {
     pub clock: Clock,
     pub recorder: RefCell<Recorder>,
     pub rules: Rules,
-    pub target: Target,
+    /// Where each connection connects: one server, or every server of a `--shard` pool
+    /// in the list's order (the engine's lanes).
+    pub targets: Vec<Target>,
     pub connect_timeout: Duration,
     /// Runs bounded only by count give up reconnecting after this long.
     pub reply_timeout: Duration,
@@ -89,44 +84,32 @@ pub struct Connection {
     engine: Engine,
     /// This connection's slot in the thread's ticker.
     slot: usize,
-    /// The kernel stamps this session's socket.
-    stamping: bool,
-    /// This session's socket.
-    fd: RawFd,
-    /// Writes since the error queue was last drained.
-    stamps_queued: u32,
-    wbuf: Vec<u8>,
-    written: usize,
-    rbuf: Vec<u8>,
-    rstart: usize,
-    rend: usize,
+    /// One write buffer per lane (the engine composes into them).
+    wbufs: Vec<Vec<u8>>,
+    /// Where the next readiness look starts, so that no socket is starved.
+    next_look: usize,
     pub watch: Rc<Watch>,
 }
 
 impl Connection {
     /// `slot` numbers the connection within its thread, from 0.
     pub fn new(engine: Engine, slot: usize) -> Connection {
+        let lanes = engine.lanes();
         Connection {
             engine,
             slot,
-            stamping: false,
-            fd: -1,
-            stamps_queued: 0,
-            wbuf: Vec::with_capacity(4096),
-            written: 0,
-            rbuf: vec![0; READ_BUFFER],
-            rstart: 0,
-            rend: 0,
+            wbufs: (0..lanes).map(|_| Vec::with_capacity(4096)).collect(),
+            next_look: 0,
             watch: Rc::new(Watch::default()),
         }
     }
 
     /// Drives the connection until its requests are done or the run's time is up.
-    pub async fn run(mut self, shared: Rc<Shared>, first: Link) {
-        let mut stream = Some(first);
+    pub async fn run(mut self, shared: Rc<Shared>, first: Vec<Link>) {
+        let mut links = Some(first);
         loop {
-            let Some(s) = stream.take() else { break };
-            let end = self.session(&shared, s).await;
+            let Some(l) = links.take() else { break };
+            let end = self.session(&shared, l).await;
             let now = shared.clock.now();
             {
                 let mut recorder = shared.recorder.borrow_mut();
@@ -140,7 +123,7 @@ impl Connection {
             match end {
                 End::Done | End::Killed(Kill::Deadline) => break,
                 End::Broken | End::Recycle | End::Killed(Kill::ReplyTimeout) => {
-                    stream = self.reconnect(&shared).await
+                    links = self.reconnect(&shared).await
                 }
             }
         }
@@ -148,7 +131,7 @@ impl Connection {
             .account_unsent(&mut shared.recorder.borrow_mut());
     }
 
-    async fn reconnect(&mut self, shared: &Shared) -> Option<Link> {
+    async fn reconnect(&mut self, shared: &Shared) -> Option<Vec<Link>> {
         let give_up = shared.clock.now() + shared.reply_timeout.as_nanos() as u64;
         let mut backoff = BACKOFF_FIRST;
         loop {
@@ -158,11 +141,8 @@ impl Connection {
             }
             // Never wait past the end of the run: --test-time is always honoured.
             let left = Duration::from_nanos(shared.rules.stop_issuing_ns.min(give_up) - now);
-            match Link::open(&shared.target, shared.connect_timeout.min(left)).await {
-                Ok((link, times)) => {
-                    opened(&mut shared.recorder.borrow_mut(), &link, times);
-                    return Some(link);
-                }
+            match open_all(shared, shared.connect_timeout.min(left)).await {
+                Ok(links) => return Some(links),
                 Err(error) => {
                     let mut recorder = shared.recorder.borrow_mut();
                     if matches!(error, OpenError::Handshake(_)) {
@@ -176,85 +156,44 @@ impl Connection {
         }
     }
 
-    /// Composes every request that may go now into the write buffer and records it sent.
-    fn issue(&mut self, shared: &Shared, now: u64) {
+    /// Composes every request that may go now into the write buffers and records it sent.
+    fn issue(&mut self, shared: &Shared, wires: &[Wire], now: u64) {
         // Compose only when everything composed before has gone to the kernel: a request
         // counts as sent (and its send lag stops) when it is handed to the socket, so one
         // that must wait for a full socket to drain waits in the schedule, not in our
-        // buffer; and the requests composed together leave in one write.
-        if self.written < self.wbuf.len() {
+        // buffer; and the requests composed together leave in one write per socket.
+        // With TLS, encrypted bytes still waiting hold back new requests the same way.
+        if wires
+            .iter()
+            .zip(&self.wbufs)
+            .any(|(w, wbuf)| w.wants_write(wbuf))
+        {
             return;
         }
         let mut recorder = shared.recorder.borrow_mut();
         self.engine
-            .issue(now, &mut self.wbuf, &mut recorder, || shared.clock.now());
+            .issue_lanes(now, &mut self.wbufs, &mut recorder, || shared.clock.now());
     }
 
-    /// `n` more bytes went to the socket in one write.
-    fn wrote(&mut self, n: usize) {
-        self.written += n;
-        if n == 0 {
-            return;
-        }
-        self.engine.wrote(n);
-        if self.stamping {
-            self.stamps_queued += 1;
-            if self.stamps_queued >= STAMPS_QUEUED_MAX {
-                self.drain_transmit_stamps();
-            }
-        }
-    }
-
-    /// Reads the transmit stamps queued on the error queue and gives each to the requests
-    /// its write carried.
-    fn drain_transmit_stamps(&mut self) {
-        let last = self.engine.composed().saturating_sub(1);
-        let pending = self.engine.pending_mut();
-        stamping::drain_transmit_stamps(self.fd, |key, stamp| {
-            assign_transmit(pending.iter_mut(), unwrap_key(key, last), stamp);
-        });
-        self.stamps_queued = 0;
-    }
-
-    /// Switches kernel timestamps on for a new socket, before anything is written on it:
-    /// a plain TCP socket only (see [`Link::unstampable`] for the others).
-    fn start_stamping(&mut self, shared: &Shared, link: &Link) {
-        self.stamping = false;
-        self.fd = link.plain_tcp().map_or(-1, AsRawFd::as_raw_fd);
-        self.stamps_queued = 0;
-        if shared.rules.timestamps == TimestampMode::Kernel {
-            let refused = match link.unstampable() {
-                Some(why) => Some(why.to_string()),
-                None => stamping::enable(self.fd)
-                    .err()
-                    .map(|e| format!("SO_TIMESTAMPING: {e}")),
-            };
-            self.stamping = refused.is_none();
-            shared
-                .recorder
-                .borrow_mut()
-                .timing
-                .connection(refused.as_deref());
-        }
-    }
-
-    async fn session(&mut self, shared: &Shared, mut link: Link) -> End {
+    async fn session(&mut self, shared: &Shared, links: Vec<Link>) -> End {
         self.engine.start_session();
-        self.start_stamping(shared, &link);
-        let fd = self.fd;
-        self.wbuf.clear();
-        self.written = 0;
-        self.rstart = 0;
-        self.rend = 0;
+        let mut wires: Vec<Wire> = {
+            let mut recorder = shared.recorder.borrow_mut();
+            links
+                .into_iter()
+                .enumerate()
+                .map(|(lane, link)| Wire::new(link, lane, shared.rules.timestamps, &mut recorder))
+                .collect()
+        };
+        self.wbufs.iter_mut().for_each(Vec::clear);
+        let mut wants_write = vec![false; wires.len()];
         loop {
             let now = shared.clock.now();
-            // With TLS, encrypted bytes still waiting for the socket hold back new
-            // requests as unwritten plain bytes do (see `issue`).
-            if !link.wants_flush() {
-                self.issue(shared, now);
-            }
-            if self.send(&mut link).is_err() {
-                return End::Broken;
+            self.issue(shared, &wires, now);
+            for (wire, wbuf) in wires.iter_mut().zip(&mut self.wbufs) {
+                if wire.send(wbuf, &mut self.engine).is_err() {
+                    return End::Broken;
+                }
             }
             match self.engine.idle(now) {
                 Some(Idle::Done) => return End::Done,
@@ -262,51 +201,48 @@ impl Connection {
                 None => {}
             }
             self.watch.waiting_since.set(self.engine.waiting_since());
-            let want_write = self.written < self.wbuf.len() || link.wants_flush();
-            // While the socket is full the next send waits for it, not for the clock.
-            let due = self.engine.next_due(want_write);
-            if self.rbuf.len() - self.rend < MIN_READ_SPACE {
-                self.make_read_space();
+            for ((want, wire), wbuf) in wants_write.iter_mut().zip(&wires).zip(&self.wbufs) {
+                *want = wire.wants_write(wbuf);
             }
+            // While a socket is full the next send waits for it, not for the clock.
+            let due = self.engine.next_due(wants_write.contains(&true));
             let ticker = shared.ticker.as_ref();
             let slot = self.slot;
             if let Some(ticker) = ticker {
                 ticker.awaiting_reply(slot, self.engine.newest_start());
             }
+            let from = self.next_look;
             tokio::select! {
                 biased;
                 _ = self.watch.kill.notified() => {
                     if let Some(kill) = self.watch.reason.take() {
-                        if kill == Kill::Deadline || !self.engine.pending().is_empty() {
+                        if kill == Kill::Deadline || self.engine.outstanding() > 0 {
                             return End::Killed(kill);
                         }
                     }
                 }
-                ready = link.readable() => {
-                    if ready.is_err() {
-                        return End::Broken;
-                    }
-                    let read = match link.plain_tcp() {
-                        Some(tcp) if self.stamping => {
-                            tcp.try_io(Interest::READABLE, || self.read_stamped(fd))
-                        }
-                        _ => link.try_recv(&mut self.rbuf[self.rend..]).map(|n| (n, Stamp::default())),
-                    };
-                    match read {
-                        Ok((0, _)) => return End::Broken,
-                        Ok((n, received)) => {
-                            self.rend += n;
-                            if self.parse_replies(shared, received).is_err() {
+                ready = poll_fn(|cx| poll_ready(&wires, &wants_write, from, cx)) => {
+                    match ready {
+                        Err(_) => return End::Broken,
+                        Ok(Ready::Write(i)) => {
+                            self.next_look = (i + 1) % wires.len();
+                            if wires[i].send(&mut self.wbufs[i], &mut self.engine).is_err() {
                                 return End::Broken;
                             }
                         }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                        Err(_) => return End::Broken,
-                    }
-                },
-                ready = link.writable(), if want_write => {
-                    if ready.is_err() || self.send(&mut link).is_err() {
-                        return End::Broken;
+                        Ok(Ready::Read(i)) => {
+                            self.next_look = (i + 1) % wires.len();
+                            match wires[i].read(&self.engine) {
+                                Ok((0, _)) => return End::Broken,
+                                Ok((_, received)) => {
+                                    if self.parse_replies(shared, &mut wires[i], i, received).is_err() {
+                                        return End::Broken;
+                                    }
+                                }
+                                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                                Err(_) => return End::Broken,
+                            }
+                        }
                     }
                 },
                 _ = async {
@@ -316,59 +252,24 @@ impl Connection {
         }
     }
 
-    /// Hands the write buffer's unsent bytes (and, with TLS, encrypted bytes waiting) to
-    /// the socket, as far as it takes them without blocking.
-    fn send(&mut self, link: &mut Link) -> io::Result<()> {
-        if self.written < self.wbuf.len() {
-            match link.try_send(&self.wbuf[self.written..]) {
-                Ok(n) => self.wrote(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
-            }
-            if self.written == self.wbuf.len() {
-                self.wbuf.clear();
-                self.written = 0;
-            }
-        } else {
-            link.flush()?;
-        }
-        Ok(())
-    }
-
-    /// Reads with the kernel's receive stamp. A read's stamp is that of the last segment
-    /// it took bytes from. In the open loop, where a second reply may be queued behind the
-    /// first (more than one request outstanding), the queued bytes are peeked at and only
-    /// the first reply is read, so its stamp is its own, not a later reply's. The closed
-    /// loop reads all that is there: a pipeline's replies mostly arrive together, and
-    /// reading them one by one would cost three system calls a reply.
-    fn read_stamped(&mut self, fd: RawFd) -> io::Result<(usize, Stamp)> {
-        let mut want = self.rbuf.len() - self.rend;
-        if self.engine.is_open_loop() && self.engine.pending().len() > 1 {
-            let (peeked, _) = stamping::peek(fd, &mut self.rbuf[self.rend..])?;
-            if let Some(used) = self
-                .engine
-                .first_reply_len(&self.rbuf[self.rstart..self.rend + peeked])
-            {
-                // rstart..rend holds only an incomplete reply: the first reply ends in
-                // the peeked bytes.
-                want = (self.rstart + used).saturating_sub(self.rend).max(1);
-            }
-        }
-        stamping::recv(fd, &mut self.rbuf[self.rend..self.rend + want])
-    }
-
-    /// Parses every complete reply in the read buffer, in request order. `received` is
-    /// the kernel's stamp of the read that brought the last bytes.
-    fn parse_replies(&mut self, shared: &Shared, received: Stamp) -> Result<(), ReplyError> {
+    /// Parses every complete reply in `wire`'s read buffer, in request order. `received`
+    /// is the kernel's stamp of the read that brought the last bytes.
+    fn parse_replies(
+        &mut self,
+        shared: &Shared,
+        wire: &mut Wire,
+        lane: usize,
+        received: Stamp,
+    ) -> Result<(), ReplyError> {
         // Every reply in this read arrived together: one clock reading serves them all.
         let done_ns = shared.clock.now();
         let mut offset = 0;
         let mut received_ns = None;
-        if self.stamping {
+        if wire.stamping {
             // The transmit stamps of the requests answered here are on the error queue
             // (queued when their segments went to the device, before any answer).
-            if self.stamps_queued > 0 {
-                self.drain_transmit_stamps();
+            if wire.stamps_queued > 0 {
+                wire.drain_transmit_stamps(&mut self.engine);
             }
             offset = realtime_offset_ns();
             received_ns = received
@@ -383,33 +284,30 @@ impl Connection {
                 .software_ns
                 .map(|ns| clock.at_realtime(ns, offset)),
             received_ns,
-            wire: wire_ns(p.transmitted, received).map(|(ns, hardware)| Wire { ns, hardware }),
+            wire: wire_ns(p.transmitted, received).map(|(ns, hardware)| WireTime { ns, hardware }),
             read_ns: done_ns,
         };
-        let used = self.engine.replies(
-            &self.rbuf[self.rstart..self.rend],
+        let used = self.engine.replies_on(
+            lane,
+            wire.unparsed(),
             &mut shared.recorder.borrow_mut(),
             times,
         )?;
-        self.rstart += used;
-        if self.rstart == self.rend {
-            self.rstart = 0;
-            self.rend = 0;
-        }
+        wire.consumed(used);
         Ok(())
     }
+}
 
-    fn make_read_space(&mut self) {
-        if self.rstart > 0 {
-            self.rbuf.copy_within(self.rstart..self.rend, 0);
-            self.rend -= self.rstart;
-            self.rstart = 0;
-        }
-        if self.rbuf.len() - self.rend < MIN_READ_SPACE {
-            let grown = self.rbuf.len() * 2;
-            self.rbuf.resize(grown, 0);
-        }
+/// Opens the connection's socket to every target, in order (one server, or each of a
+/// `--shard` pool), and records each one's set-up.
+pub async fn open_all(shared: &Shared, timeout: Duration) -> Result<Vec<Link>, OpenError> {
+    let mut links = Vec::with_capacity(shared.targets.len());
+    for target in &shared.targets {
+        let (link, times) = Link::open(target, timeout).await?;
+        opened(&mut shared.recorder.borrow_mut(), &link, times);
+        links.push(link);
     }
+    Ok(links)
 }
 
 /// Records a new connection's set-up (and what its TLS handshake agreed on).

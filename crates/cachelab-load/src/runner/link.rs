@@ -8,6 +8,7 @@ use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use rustls::pki_types::ServerName;
@@ -251,17 +252,23 @@ impl Link {
         }
     }
 
-    /// Resolves once the link may have bytes to read.
-    pub async fn readable(&self) -> io::Result<()> {
+    /// Ready once the link may have bytes to read.
+    pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if self.plaintext_left > 0 {
-            return Ok(());
+            return Poll::Ready(Ok(()));
         }
-        self.socket.readable().await
+        match &self.socket {
+            Socket::Tcp(s) => s.poll_read_ready(cx),
+            Socket::Unix(s) => s.poll_read_ready(cx),
+        }
     }
 
-    /// Resolves once the socket may take bytes.
-    pub async fn writable(&self) -> io::Result<()> {
-        self.socket.writable().await
+    /// Ready once the socket may take bytes.
+    pub fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &self.socket {
+            Socket::Tcp(s) => s.poll_write_ready(cx),
+            Socket::Unix(s) => s.poll_write_ready(cx),
+        }
     }
 
     /// Encrypted bytes wait to go to the socket.

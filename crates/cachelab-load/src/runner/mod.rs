@@ -12,12 +12,14 @@ mod stamping;
 mod thread;
 mod ticker;
 mod timer;
+mod wire;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use cachelab_placement::entry::Address;
 use thiserror::Error;
 
 use crate::config::{AddressFamily, Config};
@@ -74,7 +76,8 @@ pub struct RunResult {
 pub(crate) struct ThreadPlan {
     pub index: usize,
     pub config: Config,
-    pub target: Target,
+    /// One server, or each server of a `--shard` pool in order.
+    pub targets: Vec<Target>,
     pub window: Window,
     /// Set when any thread failed to connect: then nobody runs.
     pub failure: Arc<Mutex<Option<RunError>>>,
@@ -93,8 +96,12 @@ pub fn window(config: &Config) -> Window {
 }
 
 pub fn resolve(config: &Config) -> Result<Vec<SocketAddr>, RunError> {
-    let server = format!("{}:{}", config.server, config.port);
-    let mut addrs: Vec<SocketAddr> = (config.server.as_str(), config.port)
+    resolve_host(&config.server, config.port, config.family)
+}
+
+fn resolve_host(host: &str, port: u16, family: AddressFamily) -> Result<Vec<SocketAddr>, RunError> {
+    let server = format!("{host}:{port}");
+    let mut addrs: Vec<SocketAddr> = (host, port)
         .to_socket_addrs()
         .map_err(|source| RunError::Resolve {
             server: server.clone(),
@@ -104,7 +111,7 @@ pub fn resolve(config: &Config) -> Result<Vec<SocketAddr>, RunError> {
     // memcached and redis usually listen on IPv4 loopback while "localhost" may resolve
     // to ::1 first: try IPv4 addresses first.
     addrs.sort_by_key(|a| a.is_ipv6());
-    match config.family {
+    match family {
         AddressFamily::Any => {}
         AddressFamily::Ipv4 => addrs.retain(SocketAddr::is_ipv4),
         AddressFamily::Ipv6 => addrs.retain(SocketAddr::is_ipv6),
@@ -121,32 +128,59 @@ pub fn resolve(config: &Config) -> Result<Vec<SocketAddr>, RunError> {
     Ok(addrs)
 }
 
-/// Where the run connects, and with what TLS: the files named are read here, once.
-fn target(config: &Config) -> Result<Target, RunError> {
-    let (endpoint, name) = match &config.unix_socket {
-        Some(path) => (Endpoint::Unix(path.clone()), path.display().to_string()),
-        None => (
-            Endpoint::Tcp(resolve(config)?),
-            format!("{}:{}", config.server, config.port),
-        ),
-    };
-    let tls = match &config.tls {
+/// Where the run connects, and with what TLS: one server, or every server of a
+/// `--shard` pool. The files named are read here, once.
+fn targets(config: &Config) -> Result<Vec<Target>, RunError> {
+    let tls_config = match &config.tls {
         None => None,
-        Some(options) => Some(TlsTarget {
-            config: crate::tls::client_config(options)?,
-            server_name: crate::tls::server_name(options, &config.server)?,
-        }),
+        Some(options) => Some((crate::tls::client_config(options)?, options)),
     };
-    Ok(Target {
-        endpoint,
-        tls,
-        name,
-    })
+    let tls_for = |host: &str| -> Result<Option<TlsTarget>, RunError> {
+        match &tls_config {
+            None => Ok(None),
+            Some((client, options)) => Ok(Some(TlsTarget {
+                config: client.clone(),
+                server_name: crate::tls::server_name(options, host)?,
+            })),
+        }
+    };
+    let Some(shard) = &config.shard else {
+        let (endpoint, name) = match &config.unix_socket {
+            Some(path) => (Endpoint::Unix(path.clone()), path.display().to_string()),
+            None => (
+                Endpoint::Tcp(resolve(config)?),
+                format!("{}:{}", config.server, config.port),
+            ),
+        };
+        return Ok(vec![Target {
+            endpoint,
+            tls: tls_for(&config.server)?,
+            name,
+        }]);
+    };
+    shard
+        .servers
+        .iter()
+        .map(|entry| {
+            Ok(match &entry.address {
+                Address::Tcp { host, port } => Target {
+                    endpoint: Endpoint::Tcp(resolve_host(host, *port, config.family)?),
+                    tls: tls_for(host)?,
+                    name: format!("{host}:{port}"),
+                },
+                Address::Unix(path) => Target {
+                    endpoint: Endpoint::Unix(path.clone()),
+                    tls: tls_for("localhost")?,
+                    name: path.display().to_string(),
+                },
+            })
+        })
+        .collect()
 }
 
 /// Runs the load described by `config` and returns the merged measurements.
 pub fn run(config: &Config) -> Result<RunResult, RunError> {
-    let target = target(config)?;
+    let targets = targets(config)?;
     if let Some(trace) = &config.trace {
         // A trace that cannot be read is refused before anything is sent.
         let mut records = replay::records(trace, config.workload.protocol)?;
@@ -163,7 +197,7 @@ pub fn run(config: &Config) -> Result<RunResult, RunError> {
         let plan = ThreadPlan {
             index,
             config: config.clone(),
-            target: target.clone(),
+            targets: targets.clone(),
             window,
             failure: failure.clone(),
             barrier: barrier.clone(),

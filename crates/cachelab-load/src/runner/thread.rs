@@ -108,26 +108,29 @@ pub(crate) fn run(plan: ThreadPlan) -> Option<Recorder> {
         clock,
         recorder: std::cell::RefCell::new(Recorder::new(plan.window)),
         rules: rules(config),
-        target: plan.target.clone(),
+        targets: plan.targets.clone(),
         connect_timeout: config.connect_timeout,
         reply_timeout: config.reply_timeout,
         ticker,
     });
     // The connections opened before the clock started: their set-up is reported, never
     // in request latency.
-    for (_, link, times) in &connections {
-        opened(&mut shared.recorder.borrow_mut(), link, *times);
+    for (_, links) in &connections {
+        for (link, times) in links {
+            opened(&mut shared.recorder.borrow_mut(), link, *times);
+        }
     }
     let hard_deadline =
         test_ns.map(|t| t + DRAIN_GRACE.min(config.reply_timeout).as_nanos() as u64);
     let reply_timeout_ns = config.reply_timeout.as_nanos() as u64;
     LocalSet::new().block_on(&runtime, async {
         let mut watched = Vec::with_capacity(connections.len());
-        for (connection, stream, _) in connections {
+        for (connection, links) in connections {
             let watch = connection.watch.clone();
+            let links = links.into_iter().map(|(link, _)| link).collect();
             watched.push((
                 watch,
-                tokio::task::spawn_local(connection.run(shared.clone(), stream)),
+                tokio::task::spawn_local(connection.run(shared.clone(), links)),
             ));
         }
         if shared.ticker.is_some() {
@@ -178,8 +181,8 @@ fn rules(config: &Config) -> Rules {
     }
 }
 
-/// A connection ready to run, its link, and what opening it took.
-type Prepared = (Connection, Link, SetupTimes);
+/// A connection ready to run, its links (one per server), and what opening each took.
+type Prepared = (Connection, Vec<(Link, SetupTimes)>);
 
 async fn prepare(
     plan: &ThreadPlan,
@@ -187,7 +190,7 @@ async fn prepare(
 ) -> Result<Vec<Prepared>, RunError> {
     let config = &plan.config;
     let total = config.connections();
-    let server = plan.target.name.clone();
+    let placement = config.shard.as_ref().map(|s| Rc::new(s.placement()));
     let workload = &config.workload;
     let values = Rc::new(Values::new(
         workload.data_size.max(),
@@ -208,20 +211,22 @@ async fn prepare(
             let protocol = config.workload.protocol;
             engine = engine.replaying(Replay::new(feed.clone(), c, trace.speed, protocol));
         }
+        if let Some(placement) = &placement {
+            engine = engine.sharded(placement.clone());
+        }
         let connection = Connection::new(engine, c);
-        let (link, times) = Link::open(&plan.target, config.connect_timeout)
-            .await
-            .map_err(|error| match error {
-                OpenError::Connect(cause) => RunError::Connect {
-                    server: server.clone(),
-                    cause,
-                },
-                OpenError::Handshake(reason) => RunError::Handshake {
-                    server: server.clone(),
-                    reason,
-                },
-            })?;
-        connections.push((connection, link, times));
+        let mut links = Vec::with_capacity(plan.targets.len());
+        for target in &plan.targets {
+            let server = target.name.clone();
+            let opened = Link::open(target, config.connect_timeout)
+                .await
+                .map_err(|error| match error {
+                    OpenError::Connect(cause) => RunError::Connect { server, cause },
+                    OpenError::Handshake(reason) => RunError::Handshake { server, reason },
+                })?;
+            links.push(opened);
+        }
+        connections.push((connection, links));
     }
     Ok(connections)
 }

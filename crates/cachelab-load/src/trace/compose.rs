@@ -76,6 +76,11 @@ impl Composer {
         }
         expect(record.op)
     }
+
+    /// The key of the last request composed, padded to its recorded size.
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
 }
 
 /// The kind of memcached reply that answers a request of `op`.

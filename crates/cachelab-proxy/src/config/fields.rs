@@ -7,6 +7,7 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use cachelab_placement::entry::{Address, Entry};
+use cachelab_placement::twemproxy_order as placement_order;
 
 use super::spec::{ListenerSpec, PoolSpec, ServerSpec};
 use crate::endpoint::{max_unix_path_len, Endpoint};
@@ -104,14 +105,12 @@ pub(super) fn parse_hash_tag(text: &str) -> Result<[u8; 2], String> {
     }
 }
 
-/// Puts a shard pool's servers in twemproxy's order: it sorts them by name (shorter
-/// names first, then bytewise) when it checks for duplicates, and keeps that order, which
-/// is what modula and random index (ketama does not depend on it).
+/// Puts a shard pool's servers in twemproxy's order
+/// ([`cachelab_placement::twemproxy_order`]).
 pub fn twemproxy_order(pool: &mut PoolSpec) {
     if matches!(pool.mode, Mode::Shard { .. }) {
-        pool.servers.sort_by(|a, b| {
-            (a.name.len(), a.name.as_bytes()).cmp(&(b.name.len(), b.name.as_bytes()))
-        });
+        pool.servers
+            .sort_by(|a, b| placement_order(&a.name).cmp(&placement_order(&b.name)));
     }
 }
 

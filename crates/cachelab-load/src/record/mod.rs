@@ -16,6 +16,10 @@
 
 use cachelab_stats::{LatencyHistogram, Welford};
 
+pub mod servers;
+
+use servers::PerServer;
+
 use crate::sent::SentCounts;
 use crate::setup::Setup;
 use crate::timing::{ns_to_us, Times, TimestampMode, Timing};
@@ -51,7 +55,7 @@ pub struct OpStats {
 }
 
 impl OpStats {
-    fn merge(&mut self, other: &OpStats) {
+    pub(crate) fn merge(&mut self, other: &OpStats) {
         self.completed += other.completed;
         self.hits += other.hits;
         self.misses += other.misses;
@@ -130,6 +134,8 @@ pub struct Recorder {
     pub setup: Setup,
     /// What was sent: sizes and key counts.
     pub sent_counts: SentCounts,
+    /// Sharded runs: each server's counts.
+    pub servers: PerServer,
 }
 
 /// CPU time of load threads (`getrusage(RUSAGE_THREAD)`) over their wall time, from the
@@ -198,6 +204,7 @@ impl Recorder {
             cpu: CpuUsage::default(),
             setup: Setup::default(),
             sent_counts: SentCounts::default(),
+            servers: PerServer::new(window),
         }
     }
 
@@ -326,6 +333,7 @@ impl Recorder {
         self.cpu.merge(&other.cpu);
         self.setup.merge(&other.setup);
         self.sent_counts.merge(&other.sent_counts);
+        self.servers.merge(&other.servers);
     }
 
     /// All operation types together.
