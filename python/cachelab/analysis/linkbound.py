@@ -126,7 +126,10 @@ def bytes_per_request(config: RunConfig, layout: Layout,
         for host in layout.servers:
             add(host, ws * sr + wg * gr / n, ws * sq + wg * gq / n)
     else:
-        for host, share in zip(layout.servers, placed.shares(n), strict=True):
+        # Sharded by the load generators, every server has about 1/n of the keys (ketama
+        # with equal weights), so 1/n of the requests.
+        shares = (1 / n,) * n if config.load.shard else placed.shares(n)
+        for host, share in zip(layout.servers, shares, strict=True):
             add(host, share * (ws * sr + wg * gr), share * (ws * sq + wg * gq))
     return need
 

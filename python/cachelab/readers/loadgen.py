@@ -47,10 +47,16 @@ class Transport:
     #: With TLS, the CA that signed the target's certificate; None: plain.
     ca: Path | None = None
     name: str = ""
+    #: `--shard`: every server of the pool (host:port or a socket's path), instead of one.
+    shard: tuple[str, ...] = ()
 
     def argv(self, host: str, port: int) -> list[str]:
-        argv = (["-S", str(self.socket)] if self.socket is not None
-                else ["--server", host, "--port", str(port)])
+        if self.shard:
+            argv = ["--shard", ",".join(self.shard)]
+        elif self.socket is not None:
+            argv = ["-S", str(self.socket)]
+        else:
+            argv = ["--server", host, "--port", str(port)]
         if self.ca is not None:
             argv += ["--tls", f"--cacert={self.ca}"] + ([f"--sni={self.name}"] if self.name
                                                         else [])

@@ -109,6 +109,7 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
         links = (() if repetition != 1 else _measure_links(c, layout, place) if layout
                  else _loopback(c))
         servers = _start_servers(c, directory, place, stack, wiring)
+        wiring = wiring.sharding(servers)
         seed = c.workload.seed + 1000 * (repetition - 1)
         _populate(c, servers, directory, stack, wiring, seed)
         middlewares = [stack.enter_context(local.start_middleware(
@@ -118,7 +119,7 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
             log_file=directory / f"middleware-{i}.log", out=directory / f"middleware-{i}.out",
             host=place("middleware", i), transport=wiring.middleware(i)))
             for i in range(c.middleware.count)]
-        targets = middlewares or servers
+        targets = middlewares or (servers[:1] if c.load.shard else servers)
         sessions: tuple[TlsSession, ...] = ()
         if certificates is not None and c.middleware.count and c.servers.tls:
             sessions = transport.server_sessions(c, servers, certificates,

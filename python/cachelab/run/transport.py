@@ -11,6 +11,7 @@ they serve it. So the hops are `load->server` (direct), or `load->middleware` an
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -56,6 +57,15 @@ class Wiring:
     config: RunConfig
     certificates: tls.TlsFiles | None = None
     sockets: Path | None = None
+    #: With `load.shard`: every server's address, once they are started (`sharding`).
+    pool: tuple[str, ...] = ()
+
+    def sharding(self, servers: Sequence[Managed]) -> Wiring:
+        """The wiring with the servers the load generators shard over (with `load.shard`,
+        else itself). Named as the middleware names them, so keys land where it puts them."""
+        if not self.config.load.shard or self.config.middleware.count:
+            return self
+        return dataclasses.replace(self, pool=tuple(s.address for s in servers))
 
     def _certificates(self, field: str) -> tls.TlsFiles:
         if self.certificates is None:
@@ -90,9 +100,10 @@ class Wiring:
         return loadgen.Transport(server.socket, files.ca if files else None, tls.SERVER_NAME)
 
     def to_targets(self, target: Managed) -> loadgen.Transport:
-        """How the load generators reach their target (a middleware, or a server)."""
+        """How the load generators reach their target (a middleware, a server, or every
+        server with `load.shard`)."""
         if not self.config.middleware.count:
-            return self.to_servers(target)
+            return dataclasses.replace(self.to_servers(target), shard=self.pool)
         files = (self._certificates("middleware.tls") if self.config.middleware.tls
                  else None)
         return loadgen.Transport(target.socket, files.ca if files else None,

@@ -230,6 +230,11 @@ class Load:
     #: reply where the kernel stamps it) or "user" (at the program's read, as over TLS and
     #: Unix sockets, where the kernel cannot stamp requests).
     timestamps: Timestamps = _f(Timestamps.KERNEL)
+    #: Without a middleware: every instance shards over all the servers as twemproxy
+    #: would (cachelab-load --shard, ketama over fnv1a_64, the servers named as the
+    #: middleware names them), the "direct" baseline of a pool; false: each instance
+    #: talks to one server.
+    shard: bool = _f(False)
     #: `[load.warmup]`: load the cache until warm before measuring (spec/warmup.py).
     warmup: Warmup = field(default=Warmup(), metadata={"check": None, "section": Warmup})
 
@@ -391,7 +396,10 @@ class RunConfig:
 
     @property
     def targets(self) -> int:
-        """What the load generators connect to: the middlewares, or else the servers."""
+        """What the load generators connect to: the middlewares, or else the servers (all
+        of them together, one pool, with `load.shard`)."""
+        if not self.middleware.count and self.load.shard:
+            return 1
         return self.middleware.count or self.servers.processes
 
     @property
@@ -695,6 +703,12 @@ def _check_run(c: RunConfig) -> None:
     if c.load.mode != LoadMode.OPEN and c.load.rate is not None:
         raise UserError('load.rate: only for load.mode = "open" (capacity mode searches '
                         'the rate)')
+    if c.load.shard and c.middleware.count:
+        raise UserError("load.shard: only with middleware.count = 0 (a middleware places "
+                        "the keys itself)")
+    if c.load.shard and c.workload.multiget_keys > 1:
+        raise UserError("load.shard: not with workload.multiget_keys > 1 (the sharded "
+                        "client does not split a multi-GET over the servers)")
     _check_transport(c)
     _check_topology(c)
     _check_counts(c)
