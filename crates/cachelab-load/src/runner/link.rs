@@ -263,6 +263,21 @@ impl Link {
         }
     }
 
+    /// After a read that took less than it asked for, the socket's queue was empty: says so
+    /// to the runtime without a system call, so the next wait is for new bytes rather
+    /// than a read that would only answer "nothing" (`EAGAIN`). Bytes that arrive later
+    /// raise a new readiness event, which this does not clear. Plain sockets only.
+    pub fn drained(&self) {
+        if self.tls.is_some() {
+            return;
+        }
+        let nothing = || Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock));
+        let _ = match &self.socket {
+            Socket::Tcp(s) => s.try_io(tokio::io::Interest::READABLE, nothing),
+            Socket::Unix(s) => s.try_io(tokio::io::Interest::READABLE, nothing),
+        };
+    }
+
     /// Ready once the socket may take bytes.
     pub fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match &self.socket {

@@ -108,16 +108,24 @@ pub fn peek(fd: RawFd, data: &mut [u8]) -> io::Result<(usize, Stamp)> {
     recvmsg(fd, data, libc::MSG_PEEK).map(|(n, c)| (n, c.stamp))
 }
 
-/// Reads every transmit stamp queued on the socket's error queue, in order, and hands
-/// each with its key to `each`. Returns how many it read.
-pub fn drain_transmit_stamps(fd: RawFd, mut each: impl FnMut(u32, Stamp)) -> usize {
+/// Reads the transmit stamps queued on the socket's error queue, in order, and hands
+/// each with its key to `each`; returns how many it read. One stamp is expected per
+/// write: once `expected` software stamps are read it stops, sparing the read that would
+/// only answer that the queue is empty (one system call per write); with hardware stamps,
+/// which the NIC may add as messages of their own, it reads until the queue is empty.
+pub fn drain_transmit_stamps(fd: RawFd, expected: u32, mut each: impl FnMut(u32, Stamp)) -> usize {
     let mut count = 0;
+    let mut hardware = false;
     let mut scratch = [0u8; 1];
     loop {
+        if !hardware && count >= expected as usize {
+            return count;
+        }
         match recvmsg(fd, &mut scratch, libc::MSG_ERRQUEUE) {
             Ok((_, c)) => {
                 if let Some(key) = c.tx_key {
                     count += 1;
+                    hardware |= c.stamp.hardware_ns.is_some();
                     each(key, c.stamp);
                 }
             }

@@ -117,14 +117,15 @@ impl Wire {
     }
 
     /// Reads the transmit stamps queued on the error queue and gives each to the requests
-    /// its write carried.
+    /// its write carried. A stamp not there yet stays expected, so the next drain looks
+    /// for it too.
     pub fn drain_transmit_stamps(&mut self, engine: &mut Engine) {
         let last = engine.composed(self.lane).saturating_sub(1);
         let pending = engine.pending_on_mut(self.lane);
-        stamping::drain_transmit_stamps(self.fd, |key, stamp| {
+        let read = stamping::drain_transmit_stamps(self.fd, self.stamps_queued, |key, stamp| {
             assign_transmit(pending.iter_mut(), unwrap_key(key, last), stamp);
         });
-        self.stamps_queued = 0;
+        self.stamps_queued = self.stamps_queued.saturating_sub(read as u32);
     }
 
     /// Reads what the socket has, with the kernel's receive stamp when it stamps:
@@ -133,9 +134,10 @@ impl Wire {
         if self.rbuf.len() - self.rend < MIN_READ_SPACE {
             self.make_read_space();
         }
+        let mut want = self.rbuf.len() - self.rend;
         let read = if self.stamping && self.link.plain_tcp().is_some() {
             let fd = self.fd;
-            let want = self.stamped_read_len(fd, engine)?;
+            want = self.stamped_read_len(fd, engine)?;
             let (rbuf, rend) = (&mut self.rbuf, self.rend);
             let tcp = self.link.plain_tcp().expect("a plain TCP socket");
             tcp.try_io(Interest::READABLE, || {
@@ -147,6 +149,9 @@ impl Wire {
                 .map(|n| (n, Stamp::default()))
         }?;
         self.rend += read.0;
+        if read.0 > 0 && read.0 < want {
+            self.link.drained();
+        }
         Ok(read)
     }
 
