@@ -1,78 +1,24 @@
 //! TLS towards the server, memtier_benchmark's `--tls` options: which versions
 //! (`--tls-protocols`), which CA verifies the server (`--cacert`, or the system's bundle,
 //! or none with `--tls-skip-verify`), the client's certificate (`--cert`, `--key`) and the
-//! name asked for (`--sni`). Builds a rustls client configuration with the ring provider;
-//! no I/O apart from reading the files named. The runner drives the connection itself,
-//! so that TLS fits its non-blocking loop.
+//! name asked for (`--sni`). The configuration is built by `cachelab-net` (shared with
+//! the middleware); here the options become its settings, and its errors name the
+//! option that gave the file. The runner drives the connection itself, so that TLS fits
+//! its non-blocking loop.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use cachelab_net::tls::{self as net, PemRole, ServerTlsSpec};
+use rustls::pki_types::ServerName;
+use rustls::ClientConfig;
 use thiserror::Error;
+
+pub use cachelab_net::tls::Protocols;
 
 /// Where the system's CA bundle is on Debian and its derivatives (OpenSSL's default,
 /// which memtier uses when `--cacert` is not given); `SSL_CERT_FILE` overrides it.
 pub const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
-
-/// The TLS versions offered (`--tls-protocols`). rustls speaks 1.2 and 1.3 only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Protocols {
-    pub tls12: bool,
-    pub tls13: bool,
-}
-
-impl Default for Protocols {
-    fn default() -> Protocols {
-        Protocols {
-            tls12: true,
-            tls13: true,
-        }
-    }
-}
-
-impl Protocols {
-    /// memtier's spelling, e.g. `TLSv1.2,TLSv1.3`.
-    pub fn names(self) -> String {
-        let mut names = Vec::new();
-        if self.tls12 {
-            names.push("TLSv1.2");
-        }
-        if self.tls13 {
-            names.push("TLSv1.3");
-        }
-        names.join(",")
-    }
-}
-
-/// `--tls-protocols`: memtier's comma-separated list (`TLSv1.2,TLSv1.3`).
-pub fn parse_protocols(text: &str) -> Result<Protocols, String> {
-    let mut p = Protocols {
-        tls12: false,
-        tls13: false,
-    };
-    for name in text.split(',').map(str::trim) {
-        match name {
-            "TLSv1.2" => p.tls12 = true,
-            "TLSv1.3" => p.tls13 = true,
-            "TLSv1" | "TLSv1.0" | "TLSv1.1" => {
-                return Err(format!(
-                    "{name} is not offered: it is deprecated (RFC 8996) and rustls speaks TLSv1.2 and TLSv1.3 only"
-                ))
-            }
-            other => {
-                return Err(format!(
-                    "{other:?} is not one of TLSv1.2, TLSv1.3 (comma-separated)"
-                ))
-            }
-        }
-    }
-    Ok(p)
-}
 
 /// The TLS options of a run, validated but not yet read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,18 +34,15 @@ pub struct TlsOptions {
     pub protocols: Protocols,
 }
 
+/// Why the TLS options could not be used: the option that named the file, and why.
 #[derive(Debug, Error)]
 pub enum TlsError {
-    #[error("--{option} {}: {source}", path.display())]
-    Read {
+    #[error("--{option} {}: {reason}", path.display())]
+    File {
         option: &'static str,
         path: PathBuf,
-        source: rustls::pki_types::pem::Error,
+        reason: String,
     },
-    #[error("--{option} {}: no certificate in the file", path.display())]
-    NoCertificate { option: &'static str, path: PathBuf },
-    #[error("--cacert {}: {reason}", path.display())]
-    BadCa { path: PathBuf, reason: String },
     #[error("--tls: no CA to verify the server with ({SYSTEM_CA_BUNDLE} is missing): give --cacert FILE, or --tls-skip-verify")]
     NoSystemCa,
     #[error("--cert/--key: {0}")]
@@ -108,105 +51,76 @@ pub enum TlsError {
     Protocols(rustls::Error),
     #[error("--sni {name:?}: not a DNS name or IP address")]
     ServerName { name: String },
+    #[error("{0}")]
+    Other(net::TlsError),
 }
 
-fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-fn certificates(
-    option: &'static str,
-    path: &Path,
-) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let read = |source| TlsError::Read {
-        option,
-        path: path.to_owned(),
-        source,
-    };
-    let certs = CertificateDer::pem_file_iter(path)
-        .map_err(read)?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(read)?;
-    if certs.is_empty() {
-        return Err(TlsError::NoCertificate {
-            option,
-            path: path.to_owned(),
-        });
-    }
-    Ok(certs)
-}
-
-fn roots(cacert: Option<&Path>) -> Result<RootCertStore, TlsError> {
-    let system;
-    let (option, path) = match cacert {
-        Some(path) => ("cacert", path),
-        None => {
-            system = std::env::var_os("SSL_CERT_FILE")
-                .map_or_else(|| PathBuf::from(SYSTEM_CA_BUNDLE), PathBuf::from);
-            if !system.exists() {
-                return Err(TlsError::NoSystemCa);
-            }
-            ("tls", system.as_path())
+impl TlsError {
+    /// `error` with the option that gave the file: `ca_option` for the CA file
+    /// (`cacert`, or `tls` for the system's bundle).
+    fn named(error: net::TlsError, ca_option: &'static str) -> TlsError {
+        let option = |role| match role {
+            PemRole::Certificates => "cert",
+            PemRole::PrivateKey => "key",
+            PemRole::CaCertificates => ca_option,
+        };
+        match error {
+            net::TlsError::File { role, path, reason } => TlsError::File {
+                option: option(role),
+                path,
+                reason,
+            },
+            net::TlsError::NoCertificate { role, path } => TlsError::File {
+                option: option(role),
+                path,
+                reason: "no certificate in the file".into(),
+            },
+            net::TlsError::ClientCertificate { source, .. } => TlsError::ClientCert(*source),
+            net::TlsError::Versions(source) => TlsError::Protocols(*source),
+            net::TlsError::ServerName { name, .. } => TlsError::ServerName { name },
+            other => TlsError::Other(other),
         }
-    };
-    let mut store = RootCertStore::empty();
-    let certs = certificates(option, path)?;
-    let (added, _ignored) = store.add_parsable_certificates(certs);
-    if added == 0 {
-        return Err(TlsError::BadCa {
-            path: path.to_owned(),
-            reason: "no usable CA certificate in the file".into(),
-        });
     }
-    Ok(store)
+}
+
+/// The CA file that verifies the server: `--cacert`, else the system's bundle (with
+/// the option to name in its errors).
+fn ca_file(options: &TlsOptions) -> Result<(PathBuf, &'static str), TlsError> {
+    if let Some(path) = &options.cacert {
+        return Ok((path.clone(), "cacert"));
+    }
+    let system = std::env::var_os("SSL_CERT_FILE")
+        .map_or_else(|| PathBuf::from(SYSTEM_CA_BUNDLE), PathBuf::from);
+    if !system.exists() {
+        return Err(TlsError::NoSystemCa);
+    }
+    Ok((system, "tls"))
 }
 
 /// The client configuration for `options`: reads the CA, certificate and key files.
 pub fn client_config(options: &TlsOptions) -> Result<Arc<ClientConfig>, TlsError> {
-    let provider = provider();
-    let mut versions = Vec::new();
-    if options.protocols.tls13 {
-        versions.push(&rustls::version::TLS13);
-    }
-    if options.protocols.tls12 {
-        versions.push(&rustls::version::TLS12);
-    }
-    let builder = ClientConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(&versions)
-        .map_err(TlsError::Protocols)?;
-    let builder = if options.skip_verify {
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(SkipVerify(provider)))
-    } else {
-        builder.with_root_certificates(roots(options.cacert.as_deref())?)
-    };
-    let config = match &options.client_cert {
-        Some((cert, key)) => {
-            let chain = certificates("cert", cert)?;
-            let key = PrivateKeyDer::from_pem_file(key).map_err(|source| TlsError::Read {
-                option: "key",
-                path: key.clone(),
-                source,
-            })?;
-            builder
-                .with_client_auth_cert(chain, key)
-                .map_err(TlsError::ClientCert)?
+    let (ca, ca_option) = match options.skip_verify {
+        true => (None, "cacert"),
+        false => {
+            let (path, option) = ca_file(options)?;
+            (Some(path), option)
         }
-        None => builder.with_no_client_auth(),
     };
-    Ok(Arc::new(config))
+    let spec = ServerTlsSpec {
+        ca,
+        sni: options.sni.clone(),
+        skip_verify: options.skip_verify,
+        cert: options.client_cert.as_ref().map(|(cert, _)| cert.clone()),
+        key: options.client_cert.as_ref().map(|(_, key)| key.clone()),
+        protocols: options.protocols,
+    };
+    net::client_config(&spec).map_err(|e| TlsError::named(e, ca_option))
 }
 
 /// The name the client asks for (SNI) and verifies: `--sni`, else the `--server` host.
 /// An IP address is verified against the certificate's IP addresses and sends no SNI.
 pub fn server_name(options: &TlsOptions, server: &str) -> Result<ServerName<'static>, TlsError> {
-    let name = options.sni.as_deref().unwrap_or(server);
-    let name = name
-        .strip_prefix('[')
-        .and_then(|n| n.strip_suffix(']'))
-        .unwrap_or(name);
-    ServerName::try_from(name.to_owned()).map_err(|_| TlsError::ServerName { name: name.into() })
+    net::server_name(options.sni.as_deref(), server).map_err(|e| TlsError::named(e, "cacert"))
 }
 
 /// A one-line explanation of a failed handshake, naming what to check.
@@ -240,56 +154,6 @@ pub fn explain(error: &rustls::Error) -> String {
     }
 }
 
-/// `--tls-skip-verify`: any certificate is accepted, but the handshake's signatures are
-/// checked with the key it holds (so the session is still the certificate holder's).
-#[derive(Debug)]
-struct SkipVerify(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for SkipVerify {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,35 +169,8 @@ mod tests {
     }
 
     #[test]
-    fn protocols_are_memtiers_comma_separated_names() {
-        assert_eq!(
-            parse_protocols("TLSv1.2").unwrap(),
-            Protocols {
-                tls12: true,
-                tls13: false
-            }
-        );
-        assert_eq!(
-            parse_protocols("TLSv1.3, TLSv1.2").unwrap(),
-            Protocols::default()
-        );
-        assert_eq!(Protocols::default().names(), "TLSv1.2,TLSv1.3");
-    }
-
-    #[test]
-    fn old_protocols_are_refused_with_the_reason() {
-        let e = parse_protocols("TLSv1.1,TLSv1.2").unwrap_err();
-        assert!(e.starts_with("TLSv1.1 is not offered"), "{e}");
-        assert!(parse_protocols("SSLv3").unwrap_err().contains("not one of"));
-    }
-
-    #[test]
     fn the_server_name_is_sni_else_the_server_host() {
         let o = options();
-        assert_eq!(
-            server_name(&o, "127.0.0.1").unwrap(),
-            ServerName::IpAddress(std::net::Ipv4Addr::LOCALHOST.into())
-        );
         assert_eq!(
             server_name(&o, "[::1]").unwrap(),
             ServerName::IpAddress(std::net::Ipv6Addr::LOCALHOST.into())
@@ -383,24 +220,23 @@ mod tests {
             cacert: Some(empty.clone()),
             ..options()
         };
-        let e = client_config(&o).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                TlsError::NoCertificate {
-                    option: "cacert",
-                    ..
-                }
-            ),
-            "{e}"
+        assert_eq!(
+            client_config(&o).unwrap_err().to_string(),
+            format!("--cacert {}: no certificate in the file", empty.display())
         );
+        let o = TlsOptions {
+            client_cert: Some((empty.clone(), empty.clone())),
+            ..options()
+        };
+        let e = client_config(&o).unwrap_err().to_string();
+        assert!(e.starts_with("--cert "), "{e}");
     }
 
     #[test]
     fn skip_verify_needs_no_ca_file() {
         // (The versions offered are held by tests/tls.rs against a real server.)
         let o = TlsOptions {
-            protocols: parse_protocols("TLSv1.2").unwrap(),
+            protocols: Protocols::parse("TLSv1.2").unwrap(),
             ..options()
         };
         assert!(client_config(&o).is_ok());

@@ -39,7 +39,7 @@ pub fn build_pool(spec: &PoolSpec, health: &Health) -> Result<Pool, PoolError> {
                 Some(tls) => Some(match tls_by_host.get(s.host.as_str()) {
                     Some(known) => Arc::clone(known),
                     None => {
-                        let built = crate::tls::client_config(tls, &s.host)
+                        let built = ServerTls::build(tls, &s.host)
                             .map(Arc::new)
                             .map_err(|e| PoolError::Tls(spec.name.clone(), e))?;
                         tls_by_host.insert(&s.host, Arc::clone(&built));

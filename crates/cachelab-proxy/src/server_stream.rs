@@ -233,7 +233,7 @@ mod tests {
     use tokio::net::{TcpListener, UnixListener};
 
     use super::*;
-    use crate::tls::{client_config, server_config, ListenerTlsSpec, Protocols, ServerTlsSpec};
+    use crate::tls::{server_config, ListenerTlsSpec, Protocols, ServerTls, ServerTlsSpec};
 
     /// Quiet means no outcome within this long (a peer's bytes are local: they arrive in
     /// microseconds).
@@ -309,7 +309,7 @@ mod tests {
         };
         let connector = Connector {
             endpoint: Endpoint::Tcp(listener.local_addr().unwrap()),
-            tls: Some(Arc::new(client_config(&verified, "127.0.0.1").unwrap())),
+            tls: Some(Arc::new(ServerTls::build(&verified, "127.0.0.1").unwrap())),
             dialect: Dialect::Memcached,
         };
         let accept = async {

@@ -16,7 +16,7 @@ use crate::presets;
 use crate::schedule::Arrival;
 pub use crate::sizes::{DataSize, Expiry, ExpiryRange, SizePattern};
 use crate::timing::TimestampMode;
-use crate::tls::{parse_protocols, Protocols, TlsOptions};
+use crate::tls::{Protocols, TlsOptions};
 pub use replay::{replay_options, TraceReplay};
 pub use shard::Shard;
 pub use workload::{parse_ratio, Workload};
@@ -151,9 +151,9 @@ fn parse_tls(args: &Args) -> Result<Option<TlsOptions>, ConfigError> {
     let protocols = args
         .tls_protocols
         .as_deref()
-        .map(parse_protocols)
+        .map(Protocols::parse)
         .transpose()
-        .map_err(|e| invalid("tls-protocols", e))?;
+        .map_err(|e| invalid("tls-protocols", e.to_string()))?;
     if !args.tls {
         let given = [
             ("cert", args.cert.is_some()),

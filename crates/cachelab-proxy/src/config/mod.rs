@@ -256,7 +256,7 @@ impl TryFrom<&Args> for Config {
                 fields::check_protocol(&pool).map_err(ConfigError::Pool)?;
                 fields::check_servers(&pool).map_err(ConfigError::Pool)?;
                 let protocols = Protocols::parse(&args.tls_protocols)
-                    .map_err(|e| ConfigError::Tls("tls-protocols", e))?;
+                    .map_err(|e| ConfigError::Tls("tls-protocols", e.into()))?;
                 if args.server_tls {
                     pool.server_tls = Some(ServerTlsSpec {
                         ca: args.server_tls_ca.clone(),

@@ -1,0 +1,14 @@
+//! The transport both binaries use, so that the middleware and the load generator
+//! speak TLS, name addresses and retry connections the same way:
+//!
+//! - [`tls`]: the TLS settings and the rustls configurations built from them: one
+//!   `--tls-protocols` parser ([`tls::Protocols`]), one PEM certificate and key loader,
+//!   the skip-verify verifier, a listener's and a client's configuration builders.
+//! - [`endpoint`]: where to listen or connect, a TCP address or a Unix socket path.
+//! - [`backoff`]: how long to wait before the next connection attempt (pure, time
+//!   passed in).
+//!
+//! No runtime: nothing here blocks or spawns; files are read when a configuration is
+//! built, and the callers own their sockets.
+
+pub mod tls;
