@@ -11,4 +11,5 @@
 //! No runtime: nothing here blocks or spawns; files are read when a configuration is
 //! built, and the callers own their sockets.
 
+pub mod backoff;
 pub mod tls;

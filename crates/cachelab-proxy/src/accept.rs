@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
+use cachelab_net::backoff::Backoff;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{error, warn};
@@ -53,7 +54,7 @@ pub async fn accept_loop(
 ) {
     let limit = Arc::new(Semaphore::new(max_connections));
     let mut next_id = 0u64;
-    let mut backoff = Duration::from_millis(5);
+    let mut backoff = Backoff::new(Duration::from_millis(5), Duration::from_secs(1));
     tokio::pin!(shutdown);
     loop {
         let any_listener = poll_fn(|cx| {
@@ -71,14 +72,13 @@ pub async fn accept_loop(
         };
         let (stream, peer) = match accepted {
             Ok(pair) => {
-                backoff = Duration::from_millis(5);
+                backoff.succeeded();
                 pair
             }
             Err(e) => {
                 // Typically out of file descriptors: wait and retry rather than spin.
                 error!(error = %e, "accept failed");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
+                tokio::time::sleep(backoff.failed()).await;
                 continue;
             }
         };

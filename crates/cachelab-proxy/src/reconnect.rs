@@ -1,8 +1,11 @@
 //! When a worker's connection to a server may be tried again: the retry time after a
 //! failure, doubling up to `--backoff-max`, ended at once when a probe restores the
-//! server. Pure (time passed in), shared by both shells' server connections.
+//! server. Pure (time passed in), shared by both shells' server connections; the
+//! doubling is `cachelab-net`'s [`Backoff`].
 
 use std::time::{Duration, Instant};
+
+use cachelab_net::backoff::Backoff;
 
 use crate::down::Down;
 use crate::health::BACKOFF_INITIAL;
@@ -11,8 +14,7 @@ use crate::health::BACKOFF_INITIAL;
 pub struct Reconnect {
     /// `Health::restores` of the server when this connection last failed.
     restores_seen: u64,
-    backoff: Duration,
-    backoff_max: Duration,
+    backoff: Backoff,
     retry_at: Option<Instant>,
     /// Why the server is down, for the error line.
     pub down: Down,
@@ -22,8 +24,7 @@ impl Reconnect {
     pub fn new(backoff_max: Duration) -> Self {
         Reconnect {
             restores_seen: 0,
-            backoff: BACKOFF_INITIAL,
-            backoff_max,
+            backoff: Backoff::new(BACKOFF_INITIAL, backoff_max),
             retry_at: None,
             down: Down::NotConnectedYet,
         }
@@ -41,14 +42,13 @@ impl Reconnect {
 
     /// A connection was made; true if it ends a period of retries (worth a log line).
     pub fn connected(&mut self) -> bool {
-        self.backoff = BACKOFF_INITIAL;
+        self.backoff.succeeded();
         self.retry_at.take().is_some()
     }
 
     /// A connection failed (or could not be made) at `now`: the next attempt waits.
     pub fn failed(&mut self, now: Instant, restores: u64, down: Down) {
-        self.retry_at = Some(now + self.backoff);
-        self.backoff = (self.backoff * 2).min(self.backoff_max);
+        self.retry_at = Some(now + self.backoff.failed());
         self.restores_seen = restores;
         self.down = down;
     }

@@ -13,6 +13,7 @@ use std::io;
 use std::rc::Rc;
 use std::time::Duration;
 
+use cachelab_net::backoff::Backoff;
 use cachelab_protocol::ReplyError;
 use tokio::sync::Notify;
 
@@ -133,7 +134,7 @@ impl Connection {
 
     async fn reconnect(&mut self, shared: &Shared) -> Option<Vec<Link>> {
         let give_up = shared.clock.now() + shared.reply_timeout.as_nanos() as u64;
-        let mut backoff = BACKOFF_FIRST;
+        let mut backoff = Backoff::new(BACKOFF_FIRST, BACKOFF_MAX);
         loop {
             let now = shared.clock.now();
             if !self.engine.more_to_issue(now) || now >= give_up {
@@ -151,8 +152,7 @@ impl Connection {
                     recorder.connection_error();
                 }
             }
-            tokio::time::sleep(backoff.min(left)).await;
-            backoff = (backoff * 2).min(BACKOFF_MAX);
+            tokio::time::sleep(backoff.failed().min(left)).await;
         }
     }
 

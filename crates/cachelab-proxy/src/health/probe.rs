@@ -7,6 +7,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
+use cachelab_net::backoff::Backoff;
+
 use super::{Health, BACKOFF_INITIAL};
 use crate::server_stream::Connector;
 
@@ -26,10 +28,10 @@ pub async fn probe(
                 _ = stop.changed() => return,
             }
         }
-        let mut wait = BACKOFF_INITIAL;
+        let mut backoff = Backoff::new(BACKOFF_INITIAL, backoff_max);
         while health.is_ejected(server) {
             tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
+                _ = tokio::time::sleep(backoff.failed()) => {}
                 _ = stop.changed() => return,
             }
             match tokio::time::timeout(timeout, ask_alive(health.connector(server))).await {
@@ -40,7 +42,6 @@ pub async fn probe(
                         format!("no answer to a probe within {} ms", timeout.as_millis())
                 }
             }
-            wait = (wait * 2).min(backoff_max);
         }
     }
 }
