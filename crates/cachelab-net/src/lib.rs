@@ -12,4 +12,5 @@
 //! built, and the callers own their sockets.
 
 pub mod backoff;
+pub mod endpoint;
 pub mod tls;

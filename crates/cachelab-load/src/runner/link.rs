@@ -5,12 +5,11 @@
 //! one shape for every transport, and the plain TCP path keeps its kernel timestamps.
 
 use std::io::{self, Read, Write};
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use cachelab_net::endpoint::Endpoint;
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection};
 use tokio::net::{TcpStream, UnixStream};
@@ -21,17 +20,11 @@ use crate::setup::SetupTimes;
 /// Where the server is and how to speak to it; shared by every connection of a run.
 #[derive(Debug, Clone)]
 pub struct Target {
-    pub endpoint: Endpoint,
+    /// Where `--server` resolved to (or the `--unix-socket` path), tried in order.
+    pub endpoints: Vec<Endpoint>,
     pub tls: Option<TlsTarget>,
     /// How the server is named in errors (`host:port` or the socket's path).
     pub name: String,
-}
-
-#[derive(Debug, Clone)]
-pub enum Endpoint {
-    /// The addresses `--server` resolved to, tried in order.
-    Tcp(Vec<SocketAddr>),
-    Unix(PathBuf),
 }
 
 #[derive(Debug, Clone)]
@@ -110,19 +103,33 @@ pub struct Link {
     plaintext_left: usize,
 }
 
-async fn connect_tcp(addrs: &[SocketAddr]) -> io::Result<TcpStream> {
+async fn connect_one(endpoint: &Endpoint) -> io::Result<Socket> {
+    match endpoint {
+        Endpoint::Tcp(addr) => {
+            let stream = TcpStream::connect(addr).await?;
+            // Requests are written whole; Nagle would hold back a pipelined or open-loop
+            // request.
+            stream.set_nodelay(true)?;
+            Ok(Socket::Tcp(stream))
+        }
+        Endpoint::Unix(path) => UnixStream::connect(path)
+            .await
+            .map(Socket::Unix)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+    }
+}
+
+/// The first of `endpoints` that takes the connection.
+async fn connect(endpoints: &[Endpoint]) -> io::Result<Socket> {
     let mut last = io::Error::new(io::ErrorKind::NotFound, "no address to connect to");
-    for addr in addrs {
-        match TcpStream::connect(addr).await {
-            Ok(stream) => {
-                // Requests are written whole; Nagle would hold back a pipelined or
-                // open-loop request.
-                stream.set_nodelay(true)?;
-                return Ok(stream);
-            }
+    for endpoint in endpoints {
+        match connect_one(endpoint).await {
+            Ok(socket) => return Ok(socket),
             // With several addresses (a name), say which one failed; with one, the
             // caller's message names it already.
-            Err(e) if addrs.len() > 1 => last = io::Error::new(e.kind(), format!("{addr}: {e}")),
+            Err(e) if endpoints.len() > 1 => {
+                last = io::Error::new(e.kind(), format!("{endpoint}: {e}"))
+            }
             Err(e) => last = e,
         }
     }
@@ -148,14 +155,9 @@ impl Link {
 
     async fn open_now(target: &Target) -> Result<(Link, SetupTimes), OpenError> {
         let start = monotonic_ns();
-        let socket = match &target.endpoint {
-            Endpoint::Tcp(addrs) => {
-                Socket::Tcp(connect_tcp(addrs).await.map_err(OpenError::Connect)?)
-            }
-            Endpoint::Unix(path) => Socket::Unix(UnixStream::connect(path).await.map_err(|e| {
-                OpenError::Connect(io::Error::new(e.kind(), format!("{}: {e}", path.display())))
-            })?),
-        };
+        let socket = connect(&target.endpoints)
+            .await
+            .map_err(OpenError::Connect)?;
         let connected = monotonic_ns();
         let mut link = Link {
             socket,

@@ -27,7 +27,8 @@ use crate::record::{Recorder, Window};
 use crate::start::StartError;
 use crate::tls::TlsError;
 use crate::trace::TraceError;
-use link::{Endpoint, Target, TlsTarget};
+use cachelab_net::endpoint::Endpoint;
+use link::{Target, TlsTarget};
 
 pub use clock::{monotonic_ns, realtime_ns};
 
@@ -128,6 +129,11 @@ fn resolve_host(host: &str, port: u16, family: AddressFamily) -> Result<Vec<Sock
     Ok(addrs)
 }
 
+/// A name's addresses as the endpoints to try, in order.
+fn tcp(addrs: Vec<SocketAddr>) -> Vec<Endpoint> {
+    addrs.into_iter().map(Endpoint::Tcp).collect()
+}
+
 /// Where the run connects, and with what TLS: one server, or every server of a
 /// `--shard` pool. The files named are read here, once.
 fn targets(config: &Config) -> Result<Vec<Target>, RunError> {
@@ -145,15 +151,18 @@ fn targets(config: &Config) -> Result<Vec<Target>, RunError> {
         }
     };
     let Some(shard) = &config.shard else {
-        let (endpoint, name) = match &config.unix_socket {
-            Some(path) => (Endpoint::Unix(path.clone()), path.display().to_string()),
+        let (endpoints, name) = match &config.unix_socket {
+            Some(path) => (
+                vec![Endpoint::Unix(path.clone())],
+                path.display().to_string(),
+            ),
             None => (
-                Endpoint::Tcp(resolve(config)?),
+                tcp(resolve(config)?),
                 format!("{}:{}", config.server, config.port),
             ),
         };
         return Ok(vec![Target {
-            endpoint,
+            endpoints,
             tls: tls_for(&config.server)?,
             name,
         }]);
@@ -164,12 +173,12 @@ fn targets(config: &Config) -> Result<Vec<Target>, RunError> {
         .map(|entry| {
             Ok(match &entry.address {
                 Address::Tcp { host, port } => Target {
-                    endpoint: Endpoint::Tcp(resolve_host(host, *port, config.family)?),
+                    endpoints: tcp(resolve_host(host, *port, config.family)?),
                     tls: tls_for(host)?,
                     name: format!("{host}:{port}"),
                 },
                 Address::Unix(path) => Target {
-                    endpoint: Endpoint::Unix(path.clone()),
+                    endpoints: vec![Endpoint::Unix(path.clone())],
                     tls: tls_for("localhost")?,
                     name: path.display().to_string(),
                 },
