@@ -7,10 +7,13 @@
 //! - [`endpoint`]: where to listen or connect, a TCP address or a Unix socket path.
 //! - [`backoff`]: how long to wait before the next connection attempt (pure, time
 //!   passed in).
+//! - [`stream`]: a nonblocking byte stream over TCP or a Unix socket, plain or TLS
+//!   (rustls's sans-I/O session), for the event loops.
 //!
 //! No runtime: nothing here blocks or spawns; files are read when a configuration is
 //! built, and the callers own their sockets.
 
 pub mod backoff;
 pub mod endpoint;
+pub mod stream;
 pub mod tls;
