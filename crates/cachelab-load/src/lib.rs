@@ -23,7 +23,7 @@
 //!   own delays), from kernel and program timestamps; [`stamps`]: the kernel's
 //!   timestamps parsed from control messages and matched to requests;
 //! - [`setup`]: connection set-up (connect and TLS handshake), apart from request
-//!   latency; [`tls`]: the TLS client configuration from memtier's `--tls` options;
+//!   latency; [`tls`]: memtier's `--tls` options as `cachelab-net`'s TLS settings;
 //! - [`start`]: `--start-at`, the instant a run starts on;
 //! - [`report`]: the JSON report (one run, or several and their aggregate), the human
 //!   summary, the HdrHistogram log.

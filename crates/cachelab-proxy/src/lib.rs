@@ -27,7 +27,9 @@
 //! - **statistics** ([`metrics`], [`stats_file`]): per-request timestamps feed each
 //!   worker's own statistics unit, swapped out and written every window.
 //! - **transport** ([`endpoint`], [`client_stream`], [`server_stream`], [`tls`]): TCP,
-//!   Unix sockets and TLS (rustls), on the client side and towards the servers.
+//!   Unix sockets and TLS (rustls), on the client side and towards the servers; the
+//!   addresses, the TLS configurations and the rustls driving are `cachelab-net`'s,
+//!   shared with the load generator.
 //! - [`server::run`] wires it together and shuts it down gracefully.
 
 pub mod accept;
