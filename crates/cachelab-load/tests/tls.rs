@@ -9,10 +9,13 @@ mod common;
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use cachelab_testkit::pki::{Issued, Pki, LOCALHOST};
+use cachelab_testkit::server_commands::{
+    memcached_command, memcached_tls, redis_command, redis_tls, TlsListen,
+};
 use common::*;
 use serde_json::Value;
 
@@ -73,67 +76,36 @@ enum Listen<'a> {
 }
 
 fn command(kind: Kind, port: u16, listen: &Listen, socket: Option<&Path>) -> Command {
-    let mut cmd;
-    match kind {
-        Kind::Memcached => {
-            cmd = Command::new("memcached");
-            cmd.args(["-U", "0", "-t", "1", "-m", "64"]);
-            if unsafe { libc::geteuid() } == 0 {
-                cmd.args(["-u", "root"]);
-            }
-            match listen {
-                Listen::Tls {
-                    cert,
-                    ca,
-                    require_client_cert,
-                } => {
-                    let mut options = format!(
-                        "ssl_chain_cert={},ssl_key={}",
-                        cert.cert.display(),
-                        cert.key.display()
-                    );
-                    if *require_client_cert {
-                        // ssl_verify_mode 3: SSL_VERIFY_PEER | FAIL_IF_NO_PEER_CERT.
-                        options += &format!(",ssl_ca_cert={},ssl_verify_mode=3", ca.display());
-                    }
-                    cmd.args(["-l", "127.0.0.1", "-p", &port.to_string(), "-Z", "-o"])
-                        .arg(options);
-                }
-                Listen::Unix => {
-                    cmd.arg("-s").arg(socket.unwrap());
-                }
+    match (kind, listen) {
+        (
+            kind,
+            Listen::Tls {
+                cert,
+                ca,
+                require_client_cert,
+            },
+        ) => {
+            let tls = TlsListen {
+                cert,
+                ca,
+                require_client_cert: *require_client_cert,
+            };
+            match kind {
+                Kind::Memcached => memcached_tls(port, tls),
+                Kind::Redis => redis_tls(port, tls),
             }
         }
-        Kind::Redis => {
-            cmd = Command::new("redis-server");
-            cmd.args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
-                .args(["--port", "0", "--bind", "127.0.0.1"]);
-            match listen {
-                Listen::Tls {
-                    cert,
-                    ca,
-                    require_client_cert,
-                } => {
-                    cmd.args(["--tls-port", &port.to_string()])
-                        .arg("--tls-cert-file")
-                        .arg(&cert.cert)
-                        .arg("--tls-key-file")
-                        .arg(&cert.key)
-                        .arg("--tls-ca-cert-file")
-                        .arg(ca)
-                        .args([
-                            "--tls-auth-clients",
-                            if *require_client_cert { "yes" } else { "no" },
-                        ]);
-                }
-                Listen::Unix => {
-                    cmd.arg("--unixsocket").arg(socket.unwrap());
-                }
-            }
+        (Kind::Memcached, Listen::Unix) => {
+            let mut cmd = memcached_command();
+            cmd.arg("-s").arg(socket.unwrap());
+            cmd
+        }
+        (Kind::Redis, Listen::Unix) => {
+            let mut cmd = redis_command();
+            cmd.arg("--unixsocket").arg(socket.unwrap());
+            cmd
         }
     }
-    cmd.stdout(Stdio::null()).stderr(Stdio::null());
-    cmd
 }
 
 /// Starts the server and returns once it accepts connections (on a free port: if

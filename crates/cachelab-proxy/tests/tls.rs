@@ -9,7 +9,7 @@ mod common;
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,7 @@ use cachelab_proxy::config::{Config, Shell};
 use cachelab_proxy::endpoint::{Endpoint, Listener};
 use cachelab_proxy::tls::{ListenerTlsSpec, Protocols, ServerTlsSpec};
 use cachelab_testkit::pki::{Issued, Pki, LOCALHOST};
+use cachelab_testkit::server_commands::{self, memcached_command, TlsListen};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls_pki_types::pem::PemObject;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -38,34 +39,24 @@ impl Drop for Memcached {
 }
 
 fn memcached(args: &[String]) -> Child {
-    let mut cmd = Command::new("memcached");
-    cmd.args(["-U", "0", "-t", "1", "-m", "64"])
+    memcached_command()
         .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    if unsafe { libc::geteuid() } == 0 {
-        cmd.args(["-u", "root"]);
-    }
-    cmd.spawn().expect("cannot run memcached")
+        .spawn()
+        .expect("cannot run memcached")
 }
 
 /// memcached with TLS on a free port; returns once a TLS client gets an answer.
 async fn memcached_tls(server: &Issued, ca: &Path) -> (Memcached, SocketAddr) {
     let port = common::free_port();
     let addr = SocketAddr::new(LOCALHOST, port);
-    let child = memcached(&[
-        "-l".into(),
-        "127.0.0.1".into(),
-        "-p".into(),
-        port.to_string(),
-        "-Z".into(),
-        "-o".into(),
-        format!(
-            "ssl_chain_cert={},ssl_key={}",
-            server.cert.display(),
-            server.key.display()
-        ),
-    ]);
+    let tls = TlsListen {
+        cert: server,
+        ca,
+        require_client_cert: false,
+    };
+    let child = server_commands::memcached_tls(port, tls)
+        .spawn()
+        .expect("cannot run memcached");
     let m = Memcached { child, _dir: None };
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -576,18 +567,13 @@ impl Drop for Redis {
 async fn redis_tls(server: &Issued, ca: &Path, password: &str) -> Option<(Redis, SocketAddr)> {
     let port = common::free_port();
     let addr = SocketAddr::new(LOCALHOST, port);
-    let child = Command::new("redis-server")
-        .args(["--save", "", "--appendonly", "no", "--port", "0"])
-        .args(["--bind", "127.0.0.1", "--tls-port", &port.to_string()])
-        .arg("--tls-cert-file")
-        .arg(&server.cert)
-        .arg("--tls-key-file")
-        .arg(&server.key)
-        .arg("--tls-ca-cert-file")
-        .arg(ca)
-        .args(["--tls-auth-clients", "no", "--requirepass", password])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+    let tls = TlsListen {
+        cert: server,
+        ca,
+        require_client_cert: false,
+    };
+    let child = server_commands::redis_tls(port, tls)
+        .args(["--requirepass", password])
         .spawn()
         .ok()?;
     let mut child = Redis(child);

@@ -6,6 +6,7 @@ pub mod capture;
 pub mod module_shape;
 pub mod nutcracker;
 pub mod pki;
+pub mod server_commands;
 pub mod wire;
 
 pub use nutcracker::Nutcracker;
