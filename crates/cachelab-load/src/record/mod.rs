@@ -55,6 +55,16 @@ pub struct OpStats {
 }
 
 impl OpStats {
+    /// A request answered in `us` microseconds.
+    pub(crate) fn answered(&mut self, us: u64, outcome: Outcome) {
+        self.completed += 1;
+        self.hits += u64::from(outcome.hits);
+        self.misses += u64::from(outcome.misses);
+        self.errors += u64::from(outcome.error);
+        self.latency.record(us);
+        self.moments.add(us as f64);
+    }
+
     pub(crate) fn merge(&mut self, other: &OpStats) {
         self.completed += other.completed;
         self.hits += other.hits;
@@ -263,13 +273,7 @@ impl Recorder {
         second.latency.add(us as f64);
         second.max_us = second.max_us.max(us);
         if self.window.contains(done_ns) {
-            let stats = &mut self.ops[op.index()];
-            stats.completed += 1;
-            stats.hits += u64::from(outcome.hits);
-            stats.misses += u64::from(outcome.misses);
-            stats.errors += u64::from(outcome.error);
-            stats.latency.record(us);
-            stats.moments.add(us as f64);
+            self.ops[op.index()].answered(us, outcome);
         }
     }
 

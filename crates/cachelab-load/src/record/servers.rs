@@ -54,13 +54,7 @@ impl PerServer {
             return;
         }
         let us = ns_to_us(end_ns.saturating_sub(start_ns));
-        let stats = &mut self.server(index).window;
-        stats.completed += 1;
-        stats.hits += u64::from(outcome.hits);
-        stats.misses += u64::from(outcome.misses);
-        stats.errors += u64::from(outcome.error);
-        stats.latency.record(us);
-        stats.moments.add(us as f64);
+        self.server(index).window.answered(us, outcome);
     }
 
     /// A request to server `index` failed with its connection at `at_ns`.
