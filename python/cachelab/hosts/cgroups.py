@@ -11,6 +11,13 @@ v1: a directory of the same name in each of the `cpu`, `cpuacct` and `cpuset` hi
 A process joins by writing its PID to `cgroup.procs` of each directory before it execs
 (`join_prefix`), so every thread it starts is inside from the first instruction.
 
+A host's serving threads may each get a cgroup of their own inside the host's (an emulated
+core, `cap_threads`): v1 moves a single thread by writing its id to the child's `tasks`
+(the cpu hierarchy only; accounting stays with the host's cpuacct group); v2 makes the
+child `threaded` (the host's group becomes a threaded domain), enables `cpu` in the host's
+`cgroup.subtree_control` and writes the id to the child's `cgroup.threads`. Children are
+named `cachelab-thread<n>` and removed before their host's group.
+
 A group's CPU weight follows the harness's nice value (v2 `cpu.weight.nice`, v1
 `cpu.shares` from the kernel's weight of that nice value). The kernel shares the CPU
 between sibling groups by their weights, and a nice value counts only among the tasks of
@@ -117,6 +124,8 @@ class CpuGroup:
             self.dirs = list(dict.fromkeys(h.v1[c] / name for c in ("cpu", "cpuacct",
                                                                      "cpuset")))
         self._h = h
+        #: The per-thread groups inside this one (`cap_threads`), removed first.
+        self._threads: list[Path] = []
         for d in self.dirs:
             d.mkdir(exist_ok=True)
         try:
@@ -160,6 +169,28 @@ class CpuGroup:
                             f"runtime of {MIN_QUOTA_US} us per period")
         return runtime
 
+    def cap_threads(self, tids: list[int], quota: float) -> list[Path]:
+        """Gives each thread of `tids` (of a process already in this group) a cgroup of
+        its own inside this one, limited to `quota` cores; returns their directories."""
+        runtime = self.quota_us(quota)
+        cpu_dir = self.dirs[0] if self.version == 2 else self._h.v1["cpu"] / self.name
+        made = []
+        try:
+            for tid in tids:
+                child = cpu_dir / f"{THREAD_PREFIX}{len(self._threads)}"
+                child.mkdir()
+                self._threads.append(child)
+                made.append(child)
+                for name, value in thread_writes(self.version, runtime, self.period_us):
+                    (child / name).write_text(value)
+                    if name == "cgroup.type":  # v2: the controller below the host's group
+                        (cpu_dir / "cgroup.subtree_control").write_text("+cpu")
+                (child / thread_join_file(self.version)).write_text(str(tid))
+        except OSError as exc:
+            raise UserError(f"cannot give thread {tid} of cgroup {self.name} a CPU "
+                            f"quota of its own: {exc}") from exc
+        return made
+
     def procs_files(self) -> list[Path]:
         return [d / "cgroup.procs" for d in self.dirs]
 
@@ -192,7 +223,9 @@ class CpuGroup:
         """Removes the directories; a cgroup with processes left cannot be removed, so it
         waits for them (bounded) after the caller killed them."""
         deadline = time.monotonic() + timeout
-        for d in self.dirs:
+        children = [c for d in self.dirs if d.exists() for c in d.iterdir()
+                    if c.is_dir() and c.name.startswith(THREAD_PREFIX)]
+        for d in [*children, *self.dirs]:
             while d.exists():
                 try:
                     d.rmdir()
@@ -200,6 +233,25 @@ class CpuGroup:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.05)
+
+
+#: The name of a per-thread cgroup inside a host's (an emulated core).
+THREAD_PREFIX = "cachelab-thread"
+
+
+def thread_writes(version: int, runtime_us: int, period_us: int) -> list[tuple[str, str]]:
+    """What to write into a per-thread cgroup, in order, to limit it to `runtime_us` per
+    `period_us`: v1 the CFS period then the quota (the kernel checks the quota against
+    the period in force); v2 the child's type first (the host's group then becomes a
+    threaded domain and the cpu controller may be enabled below it), then `cpu.max`."""
+    if version == 2:
+        return [("cgroup.type", "threaded"), ("cpu.max", f"{runtime_us} {period_us}")]
+    return [("cpu.cfs_period_us", str(period_us)), ("cpu.cfs_quota_us", str(runtime_us))]
+
+
+def thread_join_file(version: int) -> str:
+    """Where a thread id is written to move that one thread (not its whole process)."""
+    return "cgroup.threads" if version == 2 else "tasks"
 
 
 def split_total(total: float, user: float, system: float) -> tuple[float, float]:

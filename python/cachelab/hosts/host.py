@@ -22,6 +22,9 @@ class Host:
     prefix: tuple[str, ...] = ()
     #: The cgroup that accounts this host's CPU (None: not accounted separately).
     group: CpuGroup | None = field(default=None, compare=False)
+    #: Cores each serving thread of a server here may use (its own cgroup inside
+    #: `group`, `cgroups.CpuGroup.cap_threads`); 0: no cap.
+    thread_quota: float = 0.0
     #: Processes here run as root (memcached then needs `-u root`).
     root: bool = field(default_factory=lambda: _is_root())
     remote = False

@@ -146,17 +146,25 @@ def server_threads(pid: int, kind: str, proc_root: Path = Path("/proc")) -> list
     return found
 
 
-def pin_threads(pid: int, kind: str, cpus: Sequence[int], first: int = 0,
-                expected: int = 1, timeout: float = 5.0) -> dict[int, int]:
-    """Pins each serving thread of server `pid` to its own CPU, round-robin over `cpus`
-    starting at `first`; returns {thread id: cpu}. Waits (bounded) until the server has
-    started its `expected` threads."""
+def wait_threads(pid: int, kind: str, expected: int = 1, timeout: float = 5.0
+                 ) -> list[int]:
+    """The serving threads of server `pid` once it has started `expected` of them
+    (bounded wait); a UserError if it has none."""
     deadline = time.monotonic() + timeout
     while len(threads := server_threads(pid, kind)) < expected and \
             time.monotonic() < deadline:
         time.sleep(0.02)
     if not threads:
-        raise UserError(f"{kind} (pid {pid}): no worker threads found to pin")
+        raise UserError(f"{kind} (pid {pid}): no serving threads found")
+    return threads
+
+
+def pin_threads(pid: int, kind: str, cpus: Sequence[int], first: int = 0,
+                expected: int = 1, timeout: float = 5.0) -> dict[int, int]:
+    """Pins each serving thread of server `pid` to its own CPU, round-robin over `cpus`
+    starting at `first`; returns {thread id: cpu}. Waits (bounded) until the server has
+    started its `expected` threads."""
+    threads = wait_threads(pid, kind, expected, timeout)
     placed = {}
     for j, tid in enumerate(threads):
         cpu = cpus[(first + j) % len(cpus)]

@@ -196,7 +196,7 @@ class DataCentre:
         self._groups.append(group)
         prefix = ("nsenter", f"--net={NETNS_DIR / netns}", "--",
                   *cgroups.join_prefix(group))
-        return Host(planned.name, addr, prefix, group)
+        return Host(planned.name, addr, prefix, group, thread_quota=planned.thread_quota)
 
     def _start_delay(self) -> None:
         """One `cachelab-delay` for every delayed link, in the core namespace; its
@@ -285,6 +285,9 @@ def remove_stale() -> list[str]:
         try:
             _kill([int(p) for p in (directory / "cgroup.procs").read_text().split()])
             time.sleep(0.05)
+            for child in directory.iterdir():
+                if child.is_dir() and child.name.startswith(cgroups.THREAD_PREFIX):
+                    child.rmdir()
             directory.rmdir()
             removed.append(str(directory))
         except OSError:

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from cachelab.errors import UserError
+from cachelab.spec import cores
 from cachelab.spec import presets as presets_mod
 from cachelab.spec import study as study_mod
 from cachelab.spec import sweep as sweep_mod
@@ -308,6 +309,9 @@ class Host:
     delay_ms: float | None = _f(None, _at_least(0))
     #: Cores this host may use (a cgroup CPU quota); 0: unlimited.
     cpu_quota: float | None = _f(None, _at_least(0))
+    #: Cores one serving thread of a server here may use (its own cgroup inside the
+    #: host's: an emulated core, docs/topologies.md); 0: no cap of its own.
+    thread_quota: float | None = _f(None, _at_least(0))
     #: A cpuset for the host's processes, e.g. "1" or "0-1"; None: every CPU.
     cpus: str | None = _f(None, _cpuset)
     #: `ssh`: the address to reach the host at (and its processes listen on), the SSH
@@ -333,6 +337,7 @@ class LinkProfile:
     ingress_queue_ms: float | None = _f(None, _positive)
     delay_ms: float | None = _f(None, _at_least(0))
     cpu_quota: float | None = _f(None, _at_least(0))
+    thread_quota: float | None = _f(None, _at_least(0))
 
 
 def _profile() -> Any:
@@ -360,6 +365,10 @@ class Topology:
     delay_ms: float = _f(0.0, _at_least(0))
     #: Cores per host through a cgroup CPU quota; 0: unlimited.
     cpu_quota: float = _f(0.0, _at_least(0))
+    #: Cores each serving thread of a server may use (memcached's workers, Redis's main
+    #: thread), a cgroup per thread inside its host's: with cpu_quota = 6 and
+    #: thread_quota = 1 a server host has 6 emulated cores; 0: no per-thread cap.
+    thread_quota: float = _f(0.0, _at_least(0))
     #: The CFS period of the quotas, ms: a host that spends its quota early waits out the
     #: rest of the period, so a long period shows as latency (docs/topologies.md).
     cpu_period_ms: float = _f(10.0, lambda v: None if 1 <= v <= 1000 else
@@ -787,7 +796,8 @@ def _check_topology(c: RunConfig) -> None:
         if not t.host:
             raise UserError('topology.host: topology.kind = "ssh" needs its hosts '
                             '([[topology.host]] with name, address and roles)')
-        for key in ("link_mbit", "egress_mbit", "ingress_mbit", "delay_ms", "cpu_quota"):
+        for key in ("link_mbit", "egress_mbit", "ingress_mbit", "delay_ms", "cpu_quota",
+                    "thread_quota"):
             if getattr(t, key):
                 raise UserError(f"topology.{key}: only for kind = \"netns\" (real hosts "
                                 "have real links and CPUs)")
@@ -802,7 +812,7 @@ def _check_topology(c: RunConfig) -> None:
             if not h.address:
                 raise UserError(f"topology.host[{i}].address: missing (where to reach "
                                 f"host {h.name!r} over SSH)")
-            for key in (*LINK_FIELDS, "cpu_quota", "cpus"):
+            for key in (*LINK_FIELDS, "cpu_quota", "thread_quota", "cpus"):
                 if getattr(h, key) is not None:
                     raise UserError(f"topology.host[{i}].{key}: only for kind = \"netns\"")
     if t.kind == TopologyKind.LOCAL:
@@ -836,21 +846,26 @@ def _check_topology(c: RunConfig) -> None:
                 if int(high or low) >= cpus or int(high or low) < int(low):
                     raise UserError(f"topology.host[{i}].cpus: {h.cpus!r} names CPUs this "
                                     f"host does not have (0-{cpus - 1})")
-        if h.cpu_quota and h.cpu_quota > cpus:
-            raise UserError(f"topology.host[{i}].cpu_quota: {h.cpu_quota:g} cores, this "
-                            f"machine has {cpus}")
-    if t.cpu_quota > cpus:
-        raise UserError(f"topology.cpu_quota: {t.cpu_quota:g} cores, this machine has {cpus}")
-    quotas: list[tuple[str, float | None]] = [("topology.cpu_quota", t.cpu_quota)]
-    quotas += [(f"topology.{r}.cpu_quota", getattr(t, r).cpu_quota) for r in ROLES]
-    quotas += [(f"topology.host[{i}].cpu_quota", h.cpu_quota)
-               for i, h in enumerate(t.host, start=1)]
+        if h.cpu_quota and h.cpu_quota / t.scale > cpus:
+            raise UserError(f"topology.host[{i}].cpu_quota: "
+                            f"{_scaled(h.cpu_quota, t.scale)}, this machine has {cpus}")
+    if t.cpu_quota / t.scale > cpus:
+        raise UserError(f"topology.cpu_quota: {_scaled(t.cpu_quota, t.scale)}, this "
+                        f"machine has {cpus}")
+    quotas = cores.quota_fields(t, ROLES)
+    cores.check(t, ROLES)
     for where, quota in quotas:
         if quota and quota * t.cpu_period_ms < MIN_QUOTA_MS:
             raise UserError(f"{where}: {quota:g} core over a {t.cpu_period_ms:g} ms period is "
                             f"{quota * t.cpu_period_ms:g} ms per period, below the kernel's "
                             f"minimum of {MIN_QUOTA_MS:g} ms (raise topology.cpu_period_ms to "
                             f"at least {MIN_QUOTA_MS / quota:g})")
+
+
+def _scaled(quota: float, scale: float) -> str:
+    """A quota as the machine sees it: "6 cores" or "60 cores (6 at topology.scale 10)"."""
+    return f"{quota:g} cores" + (f" ({quota / scale:g} at topology.scale {scale:g})"
+                                 if scale != 1 else "")
 
 
 def _build(cls: type, table: dict, section: str) -> Any:

@@ -15,7 +15,8 @@ A host's value of a link field is the first set of: the host's own, its roles' p
 (`[topology.server]`, ... in the order of the host's roles), the topology's. At each of
 these levels `egress_mbit`/`ingress_mbit` fall back to that level's `link_mbit`.
 
-A scale model (`topology.scale = k`) divides every rate, bucket and CPU quota by k and
+A scale model (`topology.scale = k`) divides every rate, bucket and CPU quota (the
+hosts' and their threads') by k and
 multiplies every delay and queue by k, so every ratio of service, transfer and delay
 times is kept and the system runs k times slower (`scaled`).
 """
@@ -50,6 +51,8 @@ class PlannedHost:
     ingress_burst_kb: float | None = None
     egress_queue_ms: float = 50.0
     ingress_queue_ms: float = 50.0
+    #: Cores each serving thread of a server here may use (an emulated core); 0: no cap.
+    thread_quota: float = 0.0
 
     @property
     def shaped(self) -> bool:
@@ -83,7 +86,8 @@ def _resolve(t: Topology, name: str, roles: tuple[str, ...], own: Host | None,
         delay_ms=first("delay_ms") or 0.0, cpu_quota=first("cpu_quota") or 0.0, cpus=cpus,
         egress_burst_kb=first("egress_burst_kb"), ingress_burst_kb=first("ingress_burst_kb"),
         egress_queue_ms=first("egress_queue_ms") or t.egress_queue_ms,
-        ingress_queue_ms=first("ingress_queue_ms") or t.ingress_queue_ms)
+        ingress_queue_ms=first("ingress_queue_ms") or t.ingress_queue_ms,
+        thread_quota=first("thread_quota") or 0.0)
 
 
 def scaled(host: PlannedHost, k: float) -> PlannedHost:
@@ -96,7 +100,8 @@ def scaled(host: PlannedHost, k: float) -> PlannedHost:
 
     return replace(host, egress_mbit=host.egress_mbit / k,
                    ingress_mbit=host.ingress_mbit / k, delay_ms=host.delay_ms * k,
-                   cpu_quota=host.cpu_quota / k, egress_burst_kb=slow(host.egress_burst_kb),
+                   cpu_quota=host.cpu_quota / k, thread_quota=host.thread_quota / k,
+                   egress_burst_kb=slow(host.egress_burst_kb),
                    ingress_burst_kb=slow(host.ingress_burst_kb),
                    egress_queue_ms=host.egress_queue_ms * k,
                    ingress_queue_ms=host.ingress_queue_ms * k)
