@@ -141,3 +141,10 @@ def test_a_thread_quota_below_the_kernels_minimum_is_refused_before_any_group(tm
     with pytest.raises(UserError):
         group.cap_threads([101], 0.05)
     assert not list((tmp_path / "cpu" / "cachelab-1-2-server1").glob("cachelab-thread*"))
+
+
+def test_the_quotas_period_below_a_millisecond_needs_a_scale_that_stretches_it():
+    assert topology.plan(config("scale = 30\ncpu_period_ms = 0.6\n")).cpu_period_us == 18_000
+    assert refused("cpu_period_ms = 0.6\n") == (
+        "topology.cpu_period_ms: 0.6 ms at topology.scale 1 is a 0.6 ms period; the "
+        "kernel's is 1 .. 1000 ms")

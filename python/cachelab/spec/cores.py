@@ -40,9 +40,13 @@ def resolved(t: Any, key: str, levels: Sequence[Any]) -> tuple[str, float]:
 
 
 def check(t: Any, roles: Sequence[str]) -> None:
-    """Each thread quota fits its host's CPU quota and this machine once scaled; the
-    cpuset, the kernel's minimum runtime and the topology kind are checked with the
-    other quotas."""
+    """The quotas' period, stretched by the scale model, is one the kernel takes; each
+    thread quota fits its host's CPU quota and this machine once scaled (the cpuset, the
+    kernel's minimum runtime and the topology kind are checked with the other quotas)."""
+    period = t.cpu_period_ms * t.scale
+    if period < 1 or period > 1000:
+        raise UserError(f"topology.cpu_period_ms: {t.cpu_period_ms:g} ms at topology.scale "
+                        f"{t.scale:g} is a {period:g} ms period; the kernel's is 1 .. 1000 ms")
     cases = [[("topology", t)]]
     cases += [[(f"topology.{r}", getattr(t, r)), ("topology", t)] for r in roles]
     cases += [[(f"topology.host[{i}]", h),

@@ -371,8 +371,9 @@ class Topology:
     thread_quota: float = _f(0.0, _at_least(0))
     #: The CFS period of the quotas, ms: a host that spends its quota early waits out the
     #: rest of the period, so a long period shows as latency (docs/topologies.md).
-    cpu_period_ms: float = _f(10.0, lambda v: None if 1 <= v <= 1000 else
-                              f"must be within 1 .. 1000, got {v!r}")
+    #: A scale model stretches it (x scale); the kernel's period is 1 .. 1000 ms.
+    cpu_period_ms: float = _f(10.0, lambda v: None if 0.1 <= v <= 1000 else
+                              f"must be within 0.1 .. 1000, got {v!r}")
     #: A scale model: every link rate and CPU quota divided by this, every delay and
     #: queue multiplied by it; the report multiplies throughput by it and divides
     #: latencies by it (docs/topologies.md).
