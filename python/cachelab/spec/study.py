@@ -32,6 +32,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from cachelab.errors import UserError
+from cachelab.spec import findings as findings_mod
 
 #: Responses a stored experiment's designs are analysed for in the report.
 RESPONSES = ("throughput", "response_ms")
@@ -68,22 +69,27 @@ class Study:
     source: str
     effects: tuple[StudyEffects, ...]
     points: tuple[StudyPoint, ...]
+    #: The study's phenomena with their rules (spec/findings.py).
+    findings: tuple[findings_mod.Finding, ...] = ()
 
 
 def parse(table: object, factor_paths: Sequence[str], field_paths: Collection[str]) -> Study:
     """The `[study]` table; `factor_paths` are the experiment's swept factors, and
     `field_paths` every configuration field (a point's `where` may fix any of them)."""
     t = _mapping(table, "study")
-    _only("study", t, ("source", "effects", "points"))
+    _only("study", t, ("source", "effects", "points", "findings"))
     source = _text(t, "source", "study")
     effects = tuple(_effects(x, f"study.effects[{i}]", factor_paths)
                     for i, x in enumerate(_list(t, "effects", "study"), start=1))
     points = tuple(_point(x, f"study.points[{i}]", field_paths)
                    for i, x in enumerate(_list(t, "points", "study"), start=1))
-    if not effects and not points:
-        raise UserError("study: no effects and no points; give [[study.effects]] or "
-                        "[[study.points]]")
-    return Study(source, effects, points)
+    findings = tuple(findings_mod.parse(x, f"study.findings[{i}]", factor_paths,
+                                        field_paths)
+                     for i, x in enumerate(_list(t, "findings", "study"), start=1))
+    if not effects and not points and not findings:
+        raise UserError("study: no effects, points or findings; give [[study.effects]], "
+                        "[[study.points]] or [[study.findings]]")
+    return Study(source, effects, points, findings)
 
 
 def effect_names(letters: Sequence[str]) -> list[str]:
