@@ -159,6 +159,18 @@ def wait_threads(pid: int, kind: str, expected: int = 1, timeout: float = 5.0
     return threads
 
 
+def cap_threads(pid: int, kind: str, host: Host, record: Path, expected: int = 1) -> None:
+    """Each serving thread of server `pid` on an emulated core of its own: a cgroup inside
+    its host's, limited to the host's thread_quota (docs/topologies.md, "Emulated
+    cores"); which thread went where is written to `record`."""
+    if host.group is None:
+        raise UserError(f"host {host.name}: thread_quota needs the host's own cgroup")
+    tids = wait_threads(pid, kind, expected)
+    groups = host.group.cap_threads(tids, host.thread_quota)
+    record.write_text("".join(f"thread {tid} -> {g} ({host.thread_quota:g} core)\n"
+                              for tid, g in zip(tids, groups, strict=True)))
+
+
 def pin_threads(pid: int, kind: str, cpus: Sequence[int], first: int = 0,
                 expected: int = 1, timeout: float = 5.0) -> dict[int, int]:
     """Pins each serving thread of server `pid` to its own CPU, round-robin over `cpus`

@@ -70,7 +70,8 @@ def build(s: Store) -> Sections:
     try:
         cited = study_mod.load(d.source, list(d.settings.get("factors", [])))
         if cited is not None:
-            study = study_mod.compare(cited, found_designs, d.points)
+            study = study_mod.compare(cited, found_designs, d.points,
+                                      d.settings.get("qos_target_ms", 1.0))
     except UserError as exc:
         study_note = f"The experiment's [study] section cannot be read: {exc}"
     return Sections(

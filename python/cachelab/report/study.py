@@ -13,6 +13,8 @@ from cachelab.analysis.design import level_text
 from cachelab.errors import UserError
 from cachelab.report.data import PointResult
 from cachelab.report.designs import Designs
+from cachelab.report.phenomena import PhenomenonRow
+from cachelab.report.phenomena import compare as compare_phenomena
 from cachelab.spec import experiment as spec
 from cachelab.spec import naming
 from cachelab.spec import study as study_mod
@@ -74,6 +76,8 @@ class StudyComparison:
     source: str
     effects: tuple[EffectsComparison, ...]
     points: tuple[PointRow, ...]
+    #: The study's phenomena and whether each appears in ours (report/phenomena.py).
+    findings: tuple[PhenomenonRow, ...] = ()
 
 
 def load(source: str, factor_paths: list[str]) -> study_mod.Study | None:
@@ -89,10 +93,11 @@ def load(source: str, factor_paths: list[str]) -> study_mod.Study | None:
 
 
 def compare(found: study_mod.Study, designs: Designs | None,
-            points: tuple[PointResult, ...]) -> StudyComparison:
+            points: tuple[PointResult, ...], qos_ms: float = 1.0) -> StudyComparison:
     return StudyComparison(found.source,
                            tuple(_effects(e, designs) for e in found.effects),
-                           tuple(row for p in found.points for row in _points(p, points)))
+                           tuple(row for p in found.points for row in _points(p, points)),
+                           compare_phenomena(found.findings, points, config_value, qos_ms))
 
 
 def _effects(e: study_mod.StudyEffects, designs: Designs | None) -> EffectsComparison:

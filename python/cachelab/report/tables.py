@@ -217,6 +217,15 @@ def _study(sec: Sections) -> Table:
                            "note"), rows)
 
 
+def _phenomena(sec: Sections) -> Table:
+    """The study's phenomena beside ours (`[[study.findings]]`): what it found, what we
+    measured, whether it appears (empty where not measured) and the rule."""
+    rows = [(r.cite, r.what, r.study, r.ours,
+             None if r.appears is None else ("yes" if r.appears else "no"), r.rule)
+            for r in (sec.study.findings if sec.study else ())]
+    return Table("phenomena", ("cite", "what", "study", "ours", "appears", "rule"), rows)
+
+
 #: The report's tables by export name, in the order the page shows them.
 def _tls_cost(sec: Sections) -> Table:
     """What TLS added to each configuration: latency at p50 and p99 (ms) and CPU per
@@ -239,6 +248,7 @@ TABLES: dict[str, Callable[[Sections], Table]] = {
     "decomposition": _decomposition, "qos": _qos,
     "interactive_law": _interactive_law, "per_op": _per_op, "utilisation": _utilisation,
     "factorial": _factorial, "factorial_runs": _factorial_runs, "study": _study,
+    "phenomena": _phenomena,
     "queueing": _queueing,
     "mva": _mva, "mva_stations": _mva_stations, "histograms": _histograms, "links": _links,
     "tls_cost": _tls_cost,

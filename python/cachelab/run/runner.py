@@ -46,7 +46,6 @@ from cachelab.spec.experiment import (
     Point,
     RunConfig,
     ServerKind,
-    Servers,
     TopologyKind,
 )
 from cachelab.spec.order import Order
@@ -339,8 +338,9 @@ def _start_servers(c: RunConfig, directory: Path, place: _Placement,
         server = stack.enter_context(local.start_server(
             s.kind, threads=s.threads, memory_mb=s.memory_mb, cpus=local.pinned(cpus, i),
             log=directory / f"server-{i}.log", host=host, options=options))
-        if not host.remote and host.thread_quota and host.group is not None:
-            _cap_threads(server, host, s, directory / f"server-{i}.cores")
+        if not host.remote and host.thread_quota:  # an emulated core per serving thread
+            local.cap_threads(server.process.pid, s.kind, host, directory / f"server-{i}.cores",
+                              expected=s.threads if s.kind == ServerKind.MEMCACHED else 1)
         if s.pinning == Pinning.THREAD:
             if host.remote:
                 raise UserError('servers.pinning = "thread" is not supported on ssh hosts')
@@ -352,18 +352,6 @@ def _start_servers(c: RunConfig, directory: Path, place: _Placement,
                 "".join(f"thread {tid} -> cpu {cpu}\n" for tid, cpu in placed.items()))
         servers.append(server)
     return servers
-
-
-def _cap_threads(server: Managed, host: Host, s: Servers, record: Path) -> None:
-    """Each serving thread of `server` on an emulated core of its own: a cgroup inside its
-    host's limited to topology's thread_quota (docs/topologies.md, "Emulated cores");
-    which thread went where is written to `record` (server-i.cores)."""
-    assert host.group is not None
-    expected = s.threads if s.kind == ServerKind.MEMCACHED else 1
-    tids = local.wait_threads(server.process.pid, s.kind, expected)
-    groups = host.group.cap_threads(tids, host.thread_quota)
-    record.write_text("".join(f"thread {tid} -> {g} ({host.thread_quota:g} core)\n"
-                              for tid, g in zip(tids, groups, strict=True)))
 
 
 class _Placement:

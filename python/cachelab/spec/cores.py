@@ -17,6 +17,12 @@ from typing import Any
 from cachelab.errors import UserError
 
 
+def scaled_text(quota: float, scale: float) -> str:
+    """A quota as the machine sees it: "6 cores" or "60 cores (6 at topology.scale 10)"."""
+    return f"{quota:g} cores" + (f" ({quota / scale:g} at topology.scale {scale:g})"
+                                 if scale != 1 else "")
+
+
 def quota_fields(t: Any, roles: Sequence[str]) -> list[tuple[str, float | None]]:
     """Every quota field of the topology with its path: cpu_quota and thread_quota of the
     topology, each role's profile and each host (for the kernel's runtime minimum)."""

@@ -849,9 +849,9 @@ def _check_topology(c: RunConfig) -> None:
                                     f"host does not have (0-{cpus - 1})")
         if h.cpu_quota and h.cpu_quota / t.scale > cpus:
             raise UserError(f"topology.host[{i}].cpu_quota: "
-                            f"{_scaled(h.cpu_quota, t.scale)}, this machine has {cpus}")
+                            f"{cores.scaled_text(h.cpu_quota, t.scale)}, this machine has {cpus}")
     if t.cpu_quota / t.scale > cpus:
-        raise UserError(f"topology.cpu_quota: {_scaled(t.cpu_quota, t.scale)}, this "
+        raise UserError(f"topology.cpu_quota: {cores.scaled_text(t.cpu_quota, t.scale)}, this "
                         f"machine has {cpus}")
     quotas = cores.quota_fields(t, ROLES)
     cores.check(t, ROLES)
@@ -861,12 +861,6 @@ def _check_topology(c: RunConfig) -> None:
                             f"{quota * t.cpu_period_ms:g} ms per period, below the kernel's "
                             f"minimum of {MIN_QUOTA_MS:g} ms (raise topology.cpu_period_ms to "
                             f"at least {MIN_QUOTA_MS / quota:g})")
-
-
-def _scaled(quota: float, scale: float) -> str:
-    """A quota as the machine sees it: "6 cores" or "60 cores (6 at topology.scale 10)"."""
-    return f"{quota:g} cores" + (f" ({quota / scale:g} at topology.scale {scale:g})"
-                                 if scale != 1 else "")
 
 
 def _build(cls: type, table: dict, section: str) -> Any:
