@@ -148,3 +148,11 @@ def test_the_quotas_period_below_a_millisecond_needs_a_scale_that_stretches_it()
     assert refused("cpu_period_ms = 0.6\n") == (
         "topology.cpu_period_ms: 0.6 ms at topology.scale 1 is a 0.6 ms period; the "
         "kernel's is 1 .. 1000 ms")
+
+
+def test_on_ssh_hosts_the_cpus_to_pin_to_are_the_hosts_not_this_machines():
+    text = ('[servers]\ncpus = [0, 5, 11]\n[[topology.host]]\nname = "s"\n'
+            'address = "10.0.0.1"\nroles = ["server", "load"]\n')
+    doc = BASE.replace('kind = "netns"', 'kind = "ssh"').replace("[servers]\ninstances = 2\n", "")
+    c = spec.parse(doc + text + '\n[sweep.factors]\n"load.clients" = [1]\n').points[0].config
+    assert c.servers.cpus == (0, 5, 11)

@@ -187,3 +187,12 @@ def test_the_ready_thesis_experiments_cite_it_on_the_scale_model(name):
     assert (c.topology.scale, c.topology.server.cpu_quota, c.topology.server.thread_quota) == (
         30, 10.8, 1.8)
     assert exp.study.findings or exp.study.points
+
+
+@pytest.mark.parametrize("name", ["thesis-memcached-threads-ssh", "thesis-redis-instances-ssh"])
+def test_the_ssh_companions_run_the_thesis_on_real_hosts_unscaled(name):
+    exp = spec.load(EXPERIMENTS / f"{name}.toml")
+    c = exp.points[0].config
+    assert c.topology.kind == "ssh" and c.topology.scale == 1 and c.topology.thread_quota == 0
+    assert sum("load" in h.roles for h in c.topology.host) == 7
+    assert exp.study.source.startswith("study/000_a4705b339fd194d4.txt")

@@ -723,8 +723,8 @@ def _check_run(c: RunConfig) -> None:
     _check_topology(c)
     _check_counts(c)
     cpus = os.cpu_count() or 1
-    for section in ("servers", "middleware", "load"):
-        for cpu in getattr(c, section).cpus:
+    for section in ("servers", "middleware", "load"):  # on ssh hosts, the hosts' CPUs
+        for cpu in getattr(c, section).cpus if c.topology.kind != TopologyKind.SSH else ():
             if cpu >= cpus:
                 raise UserError(f"{section}.cpus: CPU {cpu} does not exist here "
                                 f"(this host has {cpus}: 0-{cpus - 1})")
