@@ -78,6 +78,10 @@ def _row(f: Finding, points: Sequence[PointResult], value: Callable[[dict, str],
         level, q = under[-1]
     p99 = q.percentiles_ms.get("p99")
     ours = f"at {level}, {_ops(q.throughput)}" + (f", p99 {p99:.2f} ms" if p99 else "")
+    theirs = levels.get(level_text(f.level))
+    if f.what == "peak" and theirs is not None and theirs is not q and q.throughput:
+        share = 100 * (theirs.throughput or 0.0) / q.throughput
+        ours += f"; at {level_text(f.level)}: {_ops(theirs.throughput)} ({share:.1f}% of it)"
     return PhenomenonRow(f.cite, WHAT[f.what], study, ours,
                          level in {level_text(v) for v in f.appears}, rule)
 
