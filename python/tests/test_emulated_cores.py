@@ -8,6 +8,7 @@ import pytest
 
 from cachelab.errors import UserError
 from cachelab.hosts import cgroups
+from cachelab.spec import cores
 from cachelab.spec import experiment as spec
 from cachelab.spec import topology
 
@@ -156,3 +157,12 @@ def test_on_ssh_hosts_the_cpus_to_pin_to_are_the_hosts_not_this_machines():
     doc = BASE.replace('kind = "netns"', 'kind = "ssh"').replace("[servers]\ninstances = 2\n", "")
     c = spec.parse(doc + text + '\n[sweep.factors]\n"load.clients" = [1]\n').points[0].config
     assert c.servers.cpus == (0, 5, 11)
+
+
+def test_a_hosts_limit_is_its_serving_threads_quotas_where_they_bind_first():
+    c = config("scale = 30\ncpu_period_ms = 0.6\n[topology.server]\ncpu_quota = 10.8\n"
+               "thread_quota = 1.8\n")
+    layout = topology.plan(c)   # 2 Redis instances on server1: 2 emulated cores of 6
+    limits = cores.host_limits(layout, threads_per_server=1)
+    assert limits["server1"] == pytest.approx(0.12) and limits["load1"] == 0
+    assert cores.host_limits(layout, threads_per_server=4)["server1"] == pytest.approx(0.36)

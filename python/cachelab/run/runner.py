@@ -38,7 +38,7 @@ from cachelab.readers import hdr, loadgen, proxy_stats, selfcheck
 from cachelab.readers.cpu import GroupSampler, Sampler, process_seconds, process_usage
 from cachelab.run import capacity, machine, transport, validate, warmup
 from cachelab.run.progress import Progress, Status
-from cachelab.spec import order, topology
+from cachelab.spec import cores, order, topology
 from cachelab.spec.experiment import (
     Experiment,
     LoadMode,
@@ -207,8 +207,9 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
                 h.egress_mbit, h.ingress_mbit) for h in layout.hosts)
     if layout is not None and c.topology.kind == TopologyKind.NETNS:
         lead = 0.0 if start_at is None else max(0.0, start_at / 1000 - started)
+        serving = c.servers.threads if c.servers.kind == ServerKind.MEMCACHED else 1
         checks += (_machine_check(exp, layout, sampler, host_sampler, emulator_sampler,
-                                  lead),)
+                                  lead, serving),)
     checks += (warm,) if warm is not None else ()
     return RunRecord(point.index, repetition, started, ended, summary, host, reports, stats,
                      tuple(sampler.samples), artifacts, hosts,
@@ -256,10 +257,11 @@ def _process_cpu(before: dict[tuple[str, int], tuple[float, float]],
 
 def _machine_check(exp: Experiment, layout: topology.Layout, sampler: Sampler,
                    host_sampler: GroupSampler, emulator_sampler: GroupSampler,
-                   lead: float) -> trust.Check:
+                   lead: float, serving: int = 1) -> trust.Check:
     """Whether this machine, rather than the emulated hosts, was the limit (machine.py),
     over the steady part of the run (`lead`: seconds from the samplers' start to the
-    load generators')."""
+    load generators'); a server host's limit counts its `serving` threads per process
+    at their thread_quota (cores.host_limits)."""
     low, high = lead + exp.warmup_s, lead + exp.run_time_s - exp.cooldown_s
     busy = machine.steady_mean([(x.t, 100.0 - x.idle) for x in sampler.samples
                                 if x.cpu == "all"], low, high)
@@ -273,7 +275,7 @@ def _machine_check(exp: Experiment, layout: topology.Layout, sampler: Sampler,
         os.cpu_count() or 1, busy or 0.0,
         machine.steady_mean(sorted(emulator.items()), low, high) or 0.0,
         {name: pct for name, pct in hosts.items() if pct is not None},
-        {h.name: h.cpu_quota for h in layout.hosts}))
+        cores.host_limits(layout, serving)))
 
 
 def _client_placements(c: RunConfig, layout: topology.Layout | None,

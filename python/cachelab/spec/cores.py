@@ -71,3 +71,21 @@ def check(t: Any, roles: Sequence[str]) -> None:
             raise UserError(f"{where}.thread_quota: {thread:g} cores per thread at "
                             f"topology.scale {t.scale:g} is {thread / t.scale:g} cores of "
                             f"this machine; one thread uses at most one")
+
+
+def host_limits(layout: Any, threads_per_server: int) -> dict[str, float]:
+    """Each host's CPU limit in cores: its quota, or, where its serving threads have
+    quotas of their own, the smaller of that and threads x thread_quota (4 memcached
+    threads on a host of 6 emulated cores can use 4). `layout` is a planned topology;
+    `threads_per_server` the serving threads of one server process."""
+    threads = {i: 0 for i in range(len(layout.hosts))}
+    for i in layout.servers:
+        threads[i] += threads_per_server
+    limits = {}
+    for i, h in enumerate(layout.hosts):
+        limit = h.cpu_quota
+        if h.thread_quota and threads[i]:
+            cap = threads[i] * h.thread_quota
+            limit = min(limit, cap) if limit else cap
+        limits[h.name] = limit
+    return limits
