@@ -8,9 +8,8 @@ import pytest
 
 from cachelab.errors import UserError
 from cachelab.hosts import cgroups
-from cachelab.spec import cores
+from cachelab.spec import cores, topology
 from cachelab.spec import experiment as spec
-from cachelab.spec import topology
 
 BASE = """
 name = "t"

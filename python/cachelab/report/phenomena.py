@@ -55,7 +55,7 @@ def _row(f: Finding, points: Sequence[PointResult], value: Callable[[dict, str],
         return _cpu(f, chosen)
     levels: dict[str, PointResult] = {}
     for q in chosen:  # the highest throughput where several points share a level
-        key = level_text(value(q.config, f.along))
+        key = level_text(value(q.config, f.along or ""))
         if key not in levels or (q.throughput or 0) > (levels[key].throughput or 0):
             levels[key] = q
     ordered = sorted(levels.items(), key=lambda kv: _order(kv[0]))
@@ -71,9 +71,9 @@ def _row(f: Finding, points: Sequence[PointResult], value: Callable[[dict, str],
     else:
         under = [(k, q) for k, q in ordered if q.percentiles_ms.get("p99", 1e9) < qos_ms]
         if not under:
-            p99 = min(q.percentiles_ms.get("p99", 1e9) for _, q in ordered)
+            lowest = min(q.percentiles_ms.get("p99", 1e9) for _, q in ordered)
             return PhenomenonRow(f.cite, WHAT[f.what], study,
-                                 f"never under {qos_ms:g} ms (lowest p99 {p99:.2f} ms)",
+                                 f"never under {qos_ms:g} ms (lowest p99 {lowest:.2f} ms)",
                                  False, rule)
         level, q = under[-1]
     p99 = q.percentiles_ms.get("p99")
@@ -87,7 +87,7 @@ def _row(f: Finding, points: Sequence[PointResult], value: Callable[[dict, str],
 
 
 def _ratio(f: Finding, levels: dict[str, PointResult]) -> PhenomenonRow:
-    low, high = (float(v) for v in f.appears)
+    low, high = (float(v) for v in f.appears if isinstance(v, int | float))
     span = f"{level_text(f.from_level)} -> {level_text(f.to_level)}"
     study = f"{span}: " + (f"x{f.ratio:.2f}" if f.ratio is not None else "(no figure)")
     rule = f"ours within x{low:g} .. x{high:g}"
