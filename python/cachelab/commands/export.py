@@ -32,8 +32,8 @@ def command(directory: Path, fmt: str, dest: Path | None, tables: tuple[str, ...
     client_second, mw_window, mw_op, mw_server, mw_histogram, cpu_sample, client_instance,
     client_timing, run_percentile, run_check, run_tls, process_cpu. Report tables:
     point_means, percentile_intervals, decomposition, qos, interactive_law, per_op,
-    utilisation, factorial, factorial_runs, study, queueing, mva, mva_stations, histograms,
-    links, tls_cost.
+    utilisation, factorial, factorial_runs, study, phenomena, queueing, mva, mva_stations,
+    histograms, links, tls_cost.
     """
     files = run(directory, fmt, dest, list(tables) or None)
     for f in files:
