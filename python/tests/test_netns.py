@@ -375,3 +375,39 @@ def test_a_scale_model_agrees_with_the_full_speed_run_after_rescaling(tmp_path):
         raise AssertionError(f"rescaled/full: throughput {x:.2f}, response {r:.2f} "
                              f"({half.throughput:.0f} vs {full.throughput:.0f} ops/s)")
     assert netns.leftovers(os.getpid()) == []
+
+
+@needs_root
+def test_emulated_cores_cap_each_serving_thread_and_go_with_their_host(tmp_path):
+    # Two busy threads named as memcached's workers, on a host of 1 core whose serving
+    # threads have 0.2 core each: together they get about 0.4 core, not the host's 1.
+    from cachelab.hosts import local
+    exp = spec.parse(GETS_4K.format(mbit=0, delay=0, servers=1, run_time=4).replace(
+        "[servers]", "[[topology.host]]\nname = \"srv\"\ncpu_quota = 1\nthread_quota = 0.2\n"
+                     "[servers]"))
+    layout = topology.plan(exp.points[0].config)
+    busy = ("import threading, time\n"
+            "def work():\n"
+            "    open('/proc/thread-self/comm', 'w').write('mc-worker')\n"
+            "    end = time.monotonic() + 1.5\n"
+            "    while time.monotonic() < end: pass\n"
+            "ts = [threading.Thread(target=work) for _ in range(2)]\n"
+            "[t.start() for t in ts]\n[t.join() for t in ts]\n")
+    with netns.DataCentre(layout, log_dir=tmp_path) as centre:
+        srv = centre.hosts["srv"]
+        assert srv.thread_quota == 0.2
+        before = srv.group.usage()
+        started = time.monotonic()
+        proc = srv.spawn([sys.executable, "-c", busy], tmp_path / "busy.out")
+        local.cap_threads(proc.pid, "memcached", srv, tmp_path / "server-0.cores", expected=2)
+        record = (tmp_path / "server-0.cores").read_text().splitlines()
+        groups = [Path(line.split(" -> ")[1].split(" (")[0]) for line in record]
+        assert len(groups) == 2 and all(g.name.startswith("cachelab-thread") for g in groups)
+        if (groups[0] / "cpu.cfs_quota_us").exists():   # cgroup v1
+            assert (groups[0] / "cpu.cfs_quota_us").read_text().strip() == "2000"
+        proc.wait(timeout=30)
+        wall = time.monotonic() - started
+        used = sum(srv.group.usage()) - sum(before)
+    assert used <= 0.4 * wall + 0.15, (used, wall)
+    assert netns.leftovers(os.getpid()) == []
+    assert not any(g.exists() for g in groups)
