@@ -6,12 +6,11 @@ import io
 import json
 
 import pytest
+from test_spec import MINIMAL, parse_error
 
 from cachelab.readers import loadgen
 from cachelab.run.progress import Progress
 from cachelab.spec import experiment as spec
-
-from test_spec import MINIMAL, parse_error
 
 DIRECT = """
 name = "direct"
