@@ -47,16 +47,20 @@ impl Hasher for KeyHasher {
 
 type KeyTable = HashMap<u64, u64, BuildHasherDefault<KeyHasher>>;
 
-/// Key numbers below this are counted in a plain array (a run's key range usually is),
-/// the others in a hash table.
+/// Key numbers below this are counted in a plain array of bytes (a run's key range
+/// usually is), the others in a hash table. A byte per key keeps the array in the cache
+/// (a profile found a word per key missing it on every request); a key asked
+/// [`SPILLED`] times moves on to the table, its byte saying so.
 const DENSE_KEYS: usize = MAX_DISTINCT_KEYS;
+const SPILLED: u8 = u8::MAX;
 
 #[derive(Debug, Clone)]
 pub struct SentCounts {
     key_bytes: [u64; BUCKETS],
     value_bytes: [u64; BUCKETS],
-    /// Counts of keys below [`DENSE_KEYS`], by number (grown as keys come).
-    dense: Vec<u32>,
+    /// Counts of keys below [`DENSE_KEYS`], by number (grown as keys come); [`SPILLED`]:
+    /// counted in `keys`.
+    dense: Vec<u8>,
     keys: KeyTable,
     /// Distinct keys counted, in `dense` and `keys` together.
     distinct: usize,
@@ -87,17 +91,22 @@ impl SentCounts {
         if key < DENSE_KEYS as u64 {
             let i = key as usize;
             if i >= self.dense.len() {
-                self.dense
-                    .resize((i + 1).next_power_of_two().min(DENSE_KEYS), 0);
+                self.grow(i);
             }
-            if self.dense[i] == 0 {
+            let count = self.dense[i];
+            if count == 0 {
                 if self.distinct >= MAX_DISTINCT_KEYS {
                     self.capped = true;
                     return;
                 }
                 self.distinct += 1;
             }
-            self.dense[i] = self.dense[i].saturating_add(1);
+            if count < SPILLED - 1 {
+                self.dense[i] = count + 1;
+            } else {
+                self.dense[i] = SPILLED;
+                *self.keys.entry(key).or_insert(u64::from(count)) += 1;
+            }
         } else if let Some(count) = self.keys.get_mut(&key) {
             *count += 1;
         } else if self.distinct < MAX_DISTINCT_KEYS {
@@ -115,21 +124,48 @@ impl SentCounts {
         for (mine, theirs) in self.value_bytes.iter_mut().zip(&other.value_bytes) {
             *mine += theirs;
         }
-        if other.dense.len() > self.dense.len() {
-            self.dense.resize(other.dense.len(), 0);
-        }
-        for (mine, theirs) in self.dense.iter_mut().zip(&other.dense) {
+        for (i, theirs) in other.dense.iter().enumerate() {
             if *theirs > 0 {
-                self.distinct += usize::from(*mine == 0);
-                *mine = mine.saturating_add(*theirs);
+                self.add_dense(i, other.dense_count(i));
             }
         }
         for (key, count) in &other.keys {
+            if other.dense.get(*key as usize) == Some(&SPILLED) && *key < DENSE_KEYS as u64 {
+                continue; // merged with the array above
+            }
             let mine = self.keys.entry(*key).or_default();
             self.distinct += usize::from(*mine == 0);
             *mine += count;
         }
         self.capped |= other.capped;
+    }
+
+    fn grow(&mut self, i: usize) {
+        self.dense
+            .resize((i + 1).next_power_of_two().min(DENSE_KEYS), 0);
+    }
+
+    /// How often key `i` of the array was asked.
+    fn dense_count(&self, i: usize) -> u64 {
+        match self.dense[i] {
+            SPILLED => self.keys.get(&(i as u64)).copied().unwrap_or(0),
+            n => u64::from(n),
+        }
+    }
+
+    /// `n` more requests for key `i` of the array (another thread's, merged).
+    fn add_dense(&mut self, i: usize, n: u64) {
+        if i >= self.dense.len() {
+            self.grow(i);
+        }
+        self.distinct += usize::from(self.dense[i] == 0);
+        let total = self.dense_count(i) + n;
+        if total < u64::from(SPILLED) {
+            self.dense[i] = total as u8;
+        } else {
+            self.dense[i] = SPILLED;
+            self.keys.insert(i as u64, total);
+        }
     }
 
     pub fn report(&self) -> SentReport {
@@ -148,7 +184,7 @@ impl SentCounts {
         let mut top: Vec<u64> = self
             .dense
             .iter()
-            .filter(|n| **n > 0)
+            .filter(|n| **n > 0 && **n < SPILLED)
             .map(|n| u64::from(*n))
             .chain(self.keys.values().copied())
             .collect();
@@ -233,6 +269,28 @@ mod tests {
             // Key 1 three times, key 3 once here and twice there, key 2 twice, key 4 once.
             assert_eq!(keys.top, [3, 3, 2, 1]);
         }
+    }
+
+    #[test]
+    fn a_key_asked_past_a_byte_moves_to_the_table_and_merges_exactly() {
+        let (mut a, mut b) = (SentCounts::default(), SentCounts::default());
+        for _ in 0..300 {
+            a.record(7, 4, None);
+        }
+        for _ in 0..200 {
+            b.record(7, 4, None);
+        }
+        b.record(9, 4, None);
+        let mut c = SentCounts::default();
+        for _ in 0..100 {
+            c.record(7, 4, None);
+        }
+        assert_eq!(a.report().keys.top, [300]);
+        a.merge(&b);
+        assert_eq!(a.report().keys.top, [500, 1]);
+        c.merge(&a);
+        assert_eq!(c.report().keys.top, [600, 1]);
+        assert_eq!(c.report().keys.distinct, 2);
     }
 
     #[test]
