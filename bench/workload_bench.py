@@ -5,7 +5,8 @@
 
 Against one memcached on loopback (`-t 1`, pinned to CPU 0; the load generator pinned to
 CPU 1), every repetition runs these configurations once, interleaved (A B C ..., A B C):
-- the plain closed loop, 4 connections of 64-byte GETs, `--pipeline 1` and `--pipeline 16`;
+- the plain closed loop, 4 connections of 64-byte GETs, `--pipeline 1` and `--pipeline 16`,
+  and `--pipeline 16` with `--timestamps user` (no kernel stamps, as memtier takes none);
 - memtier_benchmark with the same options, where it can be had (`$MEMTIER_BENCHMARK`, or
   `memtier_benchmark` on the PATH; it builds from github.com/RedisLabs/memtier_benchmark
   with Debian's libevent-dev);
@@ -105,6 +106,12 @@ def configurations(client: list[str], port: int, seconds: float
 
     runs: list[tuple[str, Callable[[], dict]]] = [
         ("plain, pipeline 1", plain(1)), (f"plain, pipeline {PIPELINE}", plain(PIPELINE))]
+    # The same without the kernel's timestamps, which memtier does not take: what they
+    # cost, read beside the row above.
+    runs.append((f"plain, pipeline {PIPELINE}, user clock", lambda: extra(
+        client, port, ["--ratio=0:1", "-d", str(VALUE), f"--key-maximum={KEYS - 1}",
+                       "--pipeline", str(PIPELINE), "--timestamps", "user"],
+        seconds, "user clock")))
     binary = memtier_binary()
     if binary:
         runs.append(("memtier, pipeline 1", lambda: memtier(client, binary, port, 1, seconds)))
