@@ -11,7 +11,7 @@ import pytest
 from cachelab.hosts import tls
 from cachelab.hosts.local import ProxySettings, middleware_argv
 from cachelab.run import transport
-from cachelab.run.runner import proxy_settings
+from cachelab.run.processes import proxy_settings
 from cachelab.spec import experiment as spec
 
 FILES = tls.TlsFiles(Path("/t"), Path("/t/ca.pem"), tls.Pair(Path("/t/s.pem"), Path("/t/s.key")),

@@ -20,7 +20,7 @@ from cachelab.commands import run as run_cmd
 from cachelab.hosts import netns
 from cachelab.hosts.binaries import REPO_ROOT, find_binary
 from cachelab.report import sections
-from cachelab.run import runner, transport
+from cachelab.run import processes, runner, transport
 from cachelab.run.progress import Progress
 from cachelab.spec import experiment as spec
 from cachelab.store import Store
@@ -165,7 +165,7 @@ def test_a_failed_run_leaves_no_key_behind(tmp_path, private_tmp, monkeypatch):
     def fail(*args, **kwargs):
         raise RuntimeError("populate failed")
 
-    monkeypatch.setattr(runner, "_populate", fail)
+    monkeypatch.setattr(processes, "populate", fail)
     with pytest.raises(RuntimeError, match="populate failed"):
         runner.run_experiment(spec.load(path), tmp_path / "out",
                               progress=Progress(io.StringIO()))

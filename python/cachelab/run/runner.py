@@ -15,12 +15,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import os
 import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
@@ -28,46 +27,34 @@ from pathlib import Path
 from typing import Any
 
 from cachelab import paths
-from cachelab.analysis import trust
-from cachelab.analysis.capacity import Verdict
 from cachelab.errors import UserError
-from cachelab.hosts import hostinfo, linkprobe, local, netns, tls
-from cachelab.hosts.host import LOOPBACK, Host
-from cachelab.hosts.procs import Managed
+from cachelab.hosts import hostinfo, local, netns, tls
 from cachelab.readers import hdr, loadgen, proxy_stats, selfcheck
-from cachelab.readers.cpu import GroupSampler, Sampler, process_seconds, process_usage
-from cachelab.run import capacity, machine, transport, validate, warmup
+from cachelab.readers.cpu import GroupSampler, Sampler, process_usage
+from cachelab.run import capacity, processes, transport, validate, warmup
 from cachelab.run.progress import Progress, Status
-from cachelab.spec import cores, order, topology
+from cachelab.spec import order, topology
 from cachelab.spec.experiment import (
     Experiment,
     LoadMode,
-    Pinning,
     Point,
-    RunConfig,
     ServerKind,
     TopologyKind,
 )
 from cachelab.spec.order import Order
 from cachelab.store import (
     FILENAME,
-    CapacityRecord,
-    CapacityTrial,
-    ClientPlacement,
     EmulatorCpuSample,
     HostCpuSample,
-    LinkRecord,
     ProcessCpu,
     RunHost,
     RunRecord,
-    RunSummary,
     Store,
     StoredRun,
     TlsSession,
 )
 
-#: Seconds allowed for the populate step and, beyond the run time, for a run to end.
-POPULATE_TIMEOUT_S = 300.0
+#: Seconds allowed, beyond the run time, for a run to end.
 RUN_GRACE_S = 30.0
 #: How far ahead the common --start-at instant is set, by topology: a fixed part and a part
 #: per client instance, enough to start every instance and let it connect (a process here
@@ -103,17 +90,17 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
             sockets = Path(stack.enter_context(tempfile.TemporaryDirectory(
                 prefix="cachelab-sock-", dir=transport.socket_directory())))
         wiring = transport.Wiring(c, certificates if c.tls else None, sockets)
-        place = _hosts(c, layout, directory, stack)
+        place = processes.hosts(c, layout, directory, stack)
         if place.versions:
             host = dataclasses.replace(host, hosts=place.versions)
-        links = (() if repetition != 1 else _measure_links(c, layout, place) if layout
-                 else _loopback(c))
-        servers = _start_servers(c, directory, place, stack, wiring)
+        links = (() if repetition != 1 else processes.measure_links(c, layout, place) if layout
+                 else processes.loopback(c))
+        servers = processes.start_servers(c, directory, place, stack, wiring)
         wiring = wiring.sharding(servers)
         seed = c.workload.seed + 1000 * (repetition - 1)
-        _populate(c, servers, directory, stack, wiring, seed)
+        processes.populate(c, servers, directory, stack, wiring, seed)
         middlewares = [stack.enter_context(local.start_middleware(
-            [s.address for s in servers], proxy_settings(c, exp.stats_window_s),
+            [s.address for s in servers], processes.proxy_settings(c, exp.stats_window_s),
             cpus=local.pinned(c.middleware.cpus, i),
             stats_file=directory / f"middleware-{i}.stats.jsonl",
             log_file=directory / f"middleware-{i}.log", out=directory / f"middleware-{i}.out",
@@ -126,14 +113,14 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
                                                  place("middleware", 0))
         measured = [("server", i, s) for i, s in enumerate(servers)]
         measured += [("middleware", i, m) for i, m in enumerate(middlewares)]
-        cpu_before = _process_seconds(measured)
+        cpu_before = processes.cpu_seconds(measured)
         groups = {} if layout is None else {
             h.name: reader for h in layout.hosts
             if (reader := place.hosts[h.name].cpu_reader()) is not None}
         emulator: dict[str, Callable[[], tuple[float, float]]] = {
             f"cachelab-delay[{pid}]": functools.partial(process_usage, pid)
             for pid in place.emulator_pids}
-        placements = _client_placements(c, layout, place)
+        placements = processes.client_placements(c, layout, place)
         start_at = None
         warm = warmup.warm_up(c, targets, wiring, place, directory, seed)
         with Sampler() as sampler, GroupSampler(groups) as host_sampler, \
@@ -169,7 +156,7 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
                     cpus=(), out=directory / "measure-0.out", host=place("measure", 0))))
             local.wait_all(loads, exp.run_time_s + RUN_GRACE_S)
             ended = time.time()
-            cpu_after = _process_seconds(measured)
+            cpu_after = processes.cpu_seconds(measured)
         for mw in middlewares:  # SIGTERM: it flushes its last window and its summary
             if mw.stop() != 0:
                 raise UserError(f"cachelab-proxy exited with status {mw.process.returncode}; "
@@ -183,7 +170,7 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
     measures: tuple[loadgen.Report, ...] = ()
     checks: tuple = ()
     if c.load.mode == LoadMode.CAPACITY:
-        reports, summary, capacity_record = _capacity_result(exp, searched)
+        reports, summary, capacity_record = processes.capacity_result(exp, searched)
     else:
         reports = tuple(loadgen.load(directory / f"load-{i}.json")
                         for i in range(c.instances))
@@ -196,7 +183,7 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
         summary = validate.summarise(reports, **window)
         checks = selfcheck.checks(reports, mode=c.load.mode, **window)
         sessions = transport.client_sessions(c, reports) + sessions
-        process_cpu = _process_cpu(cpu_before, cpu_after, reports)
+        process_cpu = processes.cpu_per_process(cpu_before, cpu_after, reports)
     intervals = (selfcheck.intervals([r.histograms["total"] for r in reports])
                  + selfcheck.intervals([r.histograms["total"] for r in measures], "measure"))
     artifacts = {f.name: f.read_bytes() for f in sorted(directory.iterdir())
@@ -208,7 +195,7 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
     if layout is not None and c.topology.kind == TopologyKind.NETNS:
         lead = 0.0 if start_at is None else max(0.0, start_at / 1000 - started)
         serving = c.servers.threads if c.servers.kind == ServerKind.MEMCACHED else 1
-        checks += (_machine_check(exp, layout, sampler, host_sampler, emulator_sampler,
+        checks += (processes.machine_check(exp, layout, sampler, host_sampler, emulator_sampler,
                                   lead, serving),)
     checks += (warm,) if warm is not None else ()
     return RunRecord(point.index, repetition, started, ended, summary, host, reports, stats,
@@ -217,235 +204,6 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
                      capacity_record, measures, placements, start_at, intervals, checks,
                      tuple(EmulatorCpuSample(*x) for x in emulator_sampler.samples),
                      sessions, process_cpu)
-
-
-def proxy_settings(c: RunConfig, window_s: float) -> local.ProxySettings:
-    """How the run's middlewares serve: the middleware section's settings, and the
-    servers' protocol (a Redis pool speaks RESP to its clients and its servers)."""
-    m = c.middleware
-    return local.ProxySettings(m.workers, m.sharded, m.threads, m.pipeline, m.busy_poll_us,
-                               c.servers.kind.value, window_s)
-
-
-Measured = list[tuple[str, int, Managed]]
-
-
-def _process_seconds(measured: Measured) -> dict[tuple[str, int], tuple[float, float]]:
-    """(user, system) CPU seconds so far of each server and middleware process that runs
-    on this machine (its own or an emulated host; a remote host's are not read)."""
-    out = {}
-    for role, i, m in measured:
-        pid = getattr(m.process, "pid", None)
-        found = process_seconds(pid) if isinstance(pid, int) else None
-        if found is not None:
-            out[(role, i)] = found
-    return out
-
-
-def _process_cpu(before: dict[tuple[str, int], tuple[float, float]],
-                 after: dict[tuple[str, int], tuple[float, float]],
-                 reports: tuple[loadgen.Report, ...]) -> tuple[ProcessCpu, ...]:
-    """The CPU each process used while the load ran: servers and middlewares by the
-    kernel's counters, load generators by their own report."""
-    out = [ProcessCpu(role, i, after[(role, i)][0] - user, after[(role, i)][1] - system, None)
-           for (role, i), (user, system) in before.items() if (role, i) in after]
-    out += [ProcessCpu("load", i, r.client_cpu.user_s, r.client_cpu.system_s,
-                       r.totals["completed"])
-            for i, r in enumerate(reports) if r.client_cpu is not None]
-    return tuple(out)
-
-
-def _machine_check(exp: Experiment, layout: topology.Layout, sampler: Sampler,
-                   host_sampler: GroupSampler, emulator_sampler: GroupSampler,
-                   lead: float, serving: int = 1) -> trust.Check:
-    """Whether this machine, rather than the emulated hosts, was the limit (machine.py),
-    over the steady part of the run (`lead`: seconds from the samplers' start to the
-    load generators'); a server host's limit counts its `serving` threads per process
-    at their thread_quota (cores.host_limits)."""
-    low, high = lead + exp.warmup_s, lead + exp.run_time_s - exp.cooldown_s
-    busy = machine.steady_mean([(x.t, 100.0 - x.idle) for x in sampler.samples
-                                if x.cpu == "all"], low, high)
-    emulator: dict[float, float] = {}
-    for t, _, usr, sys_ in emulator_sampler.samples:
-        emulator[t] = emulator.get(t, 0.0) + usr + sys_
-    hosts = {h.name: machine.steady_mean([(t, usr + sys_) for t, name, usr, sys_
-                                          in host_sampler.samples if name == h.name],
-                                         low, high) for h in layout.hosts}
-    return machine.check(machine.MachineUse(
-        os.cpu_count() or 1, busy or 0.0,
-        machine.steady_mean(sorted(emulator.items()), low, high) or 0.0,
-        {name: pct for name, pct in hosts.items() if pct is not None},
-        cores.host_limits(layout, serving)))
-
-
-def _client_placements(c: RunConfig, layout: topology.Layout | None,
-                       place: _Placement) -> tuple[ClientPlacement, ...]:
-    """Where each client instance runs and, on hosts of their own, the offset of each
-    such host's clock (measured once per host, before the run)."""
-    roles = [("load", i) for i in range(c.instances)]
-    roles += [("measure", i) for i in range(c.measures)]
-    if layout is None:
-        return tuple(ClientPlacement(role, i, None, None) for role, i in roles)
-    offsets: dict[str, float] = {}
-    out = []
-    for role, i in roles:
-        host = place(role, i)
-        if host.name not in offsets:
-            offsets[host.name] = linkprobe.clock_offset(host)
-        out.append(ClientPlacement(role, i, host.name, offsets[host.name]))
-    return tuple(out)
-
-
-def _capacity_result(exp: Experiment, searched: capacity.Outcome
-                     ) -> tuple[tuple[loadgen.Report, ...], RunSummary, CapacityRecord]:
-    """A capacity run's record: its throughput is the capacity found, its latencies and
-    client tables those of the trials at that rate (none if no rate passed)."""
-    answer = searched.answer
-    verdicts = {j.rate: j.verdict for j in searched.judgements}
-    record = CapacityRecord(
-        tuple(CapacityTrial(t.rate, t.repetition, t.latency_ms, t.completed_rate,
-                            t.send_lag_p99_ms, t.fell_behind,
-                            verdicts.get(t.rate, Verdict.UNJUDGED), searched.trial_s[t.rate])
-              for t in searched.trials),
-        answer.capacity, answer.uncertainty, answer.latency_ms, exp.capacity.percentile,
-        exp.capacity.target_ms or exp.qos_target_ms, answer.reason,
-        answer.limited_by_generator)
-    reports = searched.reports
-    if reports:
-        length = max(r.duration_s for r in reports)
-        summary = validate.summarise(reports, run_time=length,
-                                     warmup=exp.capacity.trial_warmup_s, cooldown=0)
-        # Trials of one rate overlap second by second, so a CV within them means nothing;
-        # the capacity's spread over repetitions is what validation checks.
-        summary = dataclasses.replace(summary, throughput=answer.capacity or 0.0,
-                                      cv_within=None)
-    else:
-        summary = RunSummary(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, None, None)
-    return reports, summary, record
-
-
-def _start_servers(c: RunConfig, directory: Path, place: _Placement,
-                   stack: ExitStack, wiring: transport.Wiring) -> list[Managed]:
-    """Every server process (count x instances), pinned as `servers.pinning` says: by
-    process to `servers.cpus`, or each serving thread to its own CPU (the placement is
-    written to server-i.pinning)."""
-    s = c.servers
-    cpus = {"process": s.cpus, "thread": (), "none": ()}[s.pinning]
-    servers = []
-    for i in range(s.processes):
-        host = place("server", i)
-        options = local.ServerOptions(s.kind, s.threads, s.memory_mb, s.group_size,
-                                      s.extra_args, s.redis_persistence, wiring.server_tls(),
-                                      wiring.server_socket(i))
-        server = stack.enter_context(local.start_server(
-            s.kind, threads=s.threads, memory_mb=s.memory_mb, cpus=local.pinned(cpus, i),
-            log=directory / f"server-{i}.log", host=host, options=options))
-        if not host.remote and host.thread_quota:  # an emulated core per serving thread
-            local.cap_threads(server.process.pid, s.kind, host, directory / f"server-{i}.cores",
-                              expected=s.threads if s.kind == ServerKind.MEMCACHED else 1)
-        if s.pinning == Pinning.THREAD:
-            if host.remote:
-                raise UserError('servers.pinning = "thread" is not supported on ssh hosts')
-            pool = list(s.cpus) or sorted(os.sched_getaffinity(0))
-            expected = s.threads if s.kind == ServerKind.MEMCACHED else 1
-            placed = local.pin_threads(server.process.pid, s.kind, pool,
-                                       first=i * expected, expected=expected)
-            (directory / f"server-{i}.pinning").write_text(
-                "".join(f"thread {tid} -> cpu {cpu}\n" for tid, cpu in placed.items()))
-        servers.append(server)
-    return servers
-
-
-class _Placement:
-    """Where instance i of a role runs: the emulated host the layout gives it, or this
-    host on loopback. `hosts` holds `Host`s, or `ssh.SshHost`s, which have the same
-    methods (duck-typed: their processes are paramiko channels, not Popen objects)."""
-
-    def __init__(self, hosts: Mapping[str, Any], layout: topology.Layout | None,
-                 collect: Callable[[], None] = lambda: None,
-                 versions: dict[str, dict[str, str]] | None = None,
-                 emulator_pids: tuple[int, ...] = ()) -> None:
-        self.hosts = hosts
-        #: The delay line's process(es), whose CPU is sampled beside the hosts'.
-        self.emulator_pids = emulator_pids
-        self.layout = layout
-        #: Brings the files remote processes wrote into the run directory.
-        self.collect = collect
-        #: Per remote host, the versions of what runs there.
-        self.versions = versions or {}
-
-    def __call__(self, role: str, i: int) -> Host:
-        if self.layout is None:
-            return LOOPBACK
-        return self.hosts[self.layout.host(role, i).name]
-
-
-def _hosts(c: RunConfig, layout: topology.Layout | None, directory: Path,
-           stack: ExitStack) -> _Placement:
-    if layout is None:
-        return _Placement({}, None)
-    if c.topology.kind == TopologyKind.SSH:
-        from cachelab.hosts import ssh  # paramiko loads slowly; only SSH experiments need it
-
-        cluster = stack.enter_context(ssh.Cluster(c.topology, layout, directory))
-        return _Placement(cluster.hosts, layout, cluster.collect, cluster.versions())
-    centre = stack.enter_context(netns.DataCentre(layout, log_dir=directory))
-    return _Placement(centre.hosts, layout, emulator_pids=centre.emulator_pids)
-
-
-def _measure_links(c: RunConfig, layout: topology.Layout,
-                   place: _Placement) -> tuple[LinkRecord, ...]:
-    """Round trip (and bandwidth where a link is shaped) of every pair of hosts that will
-    carry traffic; emulated pairs whose links are configured alike are measured once (real
-    hosts are each measured)."""
-    measured: dict[tuple, LinkRecord] = {}
-    records = []
-    by_name = {h.name: h for h in layout.hosts}
-    for src, dst in layout.pairs():
-        a, b = by_name[src], by_name[dst]
-        key: tuple[object, ...] = (a.link_key(), b.link_key())
-        if c.topology.kind == TopologyKind.SSH:
-            key = (src, dst)
-        if key not in measured:
-            m = linkprobe.measure(place.hosts[src], place.hosts[dst],
-                                  bandwidth=a.shaped or b.shaped)
-            measured[key] = LinkRecord(src, dst, m.rtt_p50_us, m.rtt_p99_us, m.rtt_min_us,
-                                       1000 * topology.round_trip_ms(a, b), m.mbit_forward,
-                                       m.mbit_reverse)
-            records.append(measured[key])
-    return tuple(records)
-
-
-def _loopback(c: RunConfig) -> tuple[LinkRecord, ...]:
-    """A `local` run's round trip (loopback), which every hop of it takes and the network
-    of queues takes out of the servers' measured times; only with a middleware that
-    reaches its servers over TCP (a Unix socket has no loopback round trip)."""
-    if not c.middleware.count or c.servers.unix_socket:
-        return ()
-    m = linkprobe.loopback()
-    return (LinkRecord(m.src, m.dst, m.rtt_p50_us, m.rtt_p99_us, m.rtt_min_us, 0.0, None,
-                       None),)
-
-
-def _populate(c: RunConfig, servers: list[Managed], directory: Path,
-              stack: ExitStack, wiring: transport.Wiring, seed: int) -> None:
-    """Writes every key into every server directly (the middleware would replicate them
-    to all servers anyway), in parallel; a populate error stops the experiment. With
-    workload.populate = false the servers start empty (a cold cache). With the seed of the
-    run's first instance: a key-size distribution draws each key's size from the seed,
-    so other seeds would write keys the run never asks for."""
-    if not c.workload.populate:
-        return
-    jobs = [stack.enter_context(local.start_load(
-        loadgen.populate_argv(c, s.host, s.port, directory / f"populate-{i}.json",
-                              wiring.to_servers(s), seed=seed),
-        cpus=(), out=directory / f"populate-{i}.out")) for i, s in enumerate(servers)]
-    local.wait_all(jobs, POPULATE_TIMEOUT_S)
-    for i in range(len(servers)):
-        report = loadgen.load(directory / f"populate-{i}.json")
-        if report.totals["errors"]:
-            raise UserError(f"populating server {i} failed: {report.totals['errors']} errors "
-                            f"(see {directory / f'populate-{i}.out'})")
 
 
 @dataclass(frozen=True)
