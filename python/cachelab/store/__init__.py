@@ -4,7 +4,8 @@ the `Store` that opens it and owns every read and write (`db`). Nothing outside 
 package runs SQL; callers get typed records.
 """
 
-from cachelab.store.db import FILENAME, RUN_TABLES, WELFORD_METRICS, Store
+from cachelab.store.db import FILENAME, Store
+from cachelab.store.reads import RUN_TABLES, WELFORD_METRICS
 from cachelab.store.records import (
     HOPS,
     CapacityRecord,
