@@ -6,39 +6,34 @@ each factor, and/or `[[sweep.points]]`: an explicit list of partial configuratio
 crossed with the factors); a file without a sweep is one point, the configuration itself.
 docs/experiments.md is the reference for every field.
 
-Parsing is two steps: the document's fields are checked against the dataclasses below
-(unknown key, wrong type, out of range), then each sweep point is the base configuration
-with the point's values written over it, checked the same way plus the rules that tie
-fields together (`rules.check_run`).
+Parsing is two steps: the document's fields are checked against the dataclasses (in
+`sections` and below; unknown key, wrong type, out of range), then each sweep point is the
+base configuration with the point's values written over it, checked the same way plus the
+rules that tie fields together (`rules.check_run`).
 
-Why dataclasses and this small checker (`_build`, `_coerce`) rather than pydantic: the
-messages are the product here, one line a user acts on, naming the field path and what
-was given (`servers.kind: must be one of memcached, redis, got 'mongodb'`, `colour:
-unknown field (expected one of ...)`). pydantic v2 names the path too, but its messages
-("Input should be a valid integer, unable to parse string as an integer") say neither what
-was given nor what is allowed without a translation layer per error type, and its lax mode
-would accept what this file refuses (`true` for 1, "2" for 2) unless every model is made
-strict; the sweep's per-level and per-point checks and the rules between fields stay
-hand-written either way. So pydantic would add a dependency and about as much code for
-vaguer errors.
+Why dataclasses and this small checker (`fields.build`, `fields.coerce`) rather than
+pydantic: the messages are the product here, one line a user acts on, naming the field
+path and what was given (`servers.kind: must be one of memcached, redis, got 'mongodb'`,
+`colour: unknown field (expected one of ...)`). pydantic v2 names the path too, but its
+messages ("Input should be a valid integer, unable to parse string as an integer") say
+neither what was given nor what is allowed without a translation layer per error type,
+and its lax mode would accept what this file refuses (`true` for 1, "2" for 2) unless
+every model is made strict; the sweep's per-level and per-point checks and the rules
+between fields stay hand-written either way. So pydantic would add a dependency and about
+as much code for vaguer errors.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import enum
 import hashlib
-import math
 import tomllib
-import types
-import typing
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 from cachelab.errors import UserError
+from cachelab.spec import fields
 from cachelab.spec import study as study_mod
 from cachelab.spec import sweep as sweep_mod
 from cachelab.spec.kinds import (
@@ -140,7 +135,7 @@ class Point:
 
     @property
     def label(self) -> str:
-        return ", ".join(f"{path}={_show(v)}" for path, v in self.factors) or "base"
+        return ", ".join(f"{path}={fields.show(v)}" for path, v in self.factors) or "base"
 
 
 @dataclass(frozen=True)
@@ -215,14 +210,14 @@ def parse(text: str) -> Experiment:
     for key in doc:
         if key not in _TOP:
             raise UserError(f"{key}: unknown field (expected one of {', '.join(sorted(_TOP))})")
-    name = _get(doc, "name", str, None)
+    name = fields.get(doc, "name", str, None)
     if not name or not name.strip():
         raise UserError("name: missing (every experiment needs a name)")
     if isinstance(doc.get("topology"), str):  # `topology = "netns"`: the kind alone
         doc["topology"] = {"kind": doc["topology"]}
-    run_time = _get(doc, "run_time_s", float, 60.0)
-    warmup = _get(doc, "warmup_s", float, 10.0)
-    cooldown = _get(doc, "cooldown_s", float, 5.0)
+    run_time = fields.get(doc, "run_time_s", float, 60.0)
+    warmup = fields.get(doc, "warmup_s", float, 10.0)
+    cooldown = fields.get(doc, "cooldown_s", float, 5.0)
     for key, value in (("run_time_s", run_time), ("warmup_s", warmup),
                        ("cooldown_s", cooldown)):
         if value < 0 or (key == "run_time_s" and value <= 0):
@@ -231,32 +226,32 @@ def parse(text: str) -> Experiment:
     if warmup + cooldown >= run_time:
         raise UserError(f"warmup_s: warm-up ({warmup:g} s) plus cool-down ({cooldown:g} s) "
                         f"must be shorter than run_time_s ({run_time:g} s)")
-    repetitions = _get(doc, "repetitions", int, 3)
+    repetitions = fields.get(doc, "repetitions", int, 3)
     if repetitions < 1:
         raise UserError(f"repetitions: must be >= 1, got {repetitions}")
-    window = _get(doc, "stats_window_s", float, 1.0)
-    qos = _get(doc, "qos_target_ms", float, 1.0)
+    window = fields.get(doc, "stats_window_s", float, 1.0)
+    qos = fields.get(doc, "qos_target_ms", float, 1.0)
     for key, value in (("stats_window_s", window), ("qos_target_ms", qos)):
         if value <= 0:
             raise UserError(f"{key}: must be > 0, got {value!r}")
-    validation = _build(Validation, _table(doc, "validation"), "validation")
-    report = _table(doc, "report")
-    _no_unknown("report.", report, ("x",))
-    report_x = _get(report, "x", str, None, "report.")
-    raw = {s: _table(doc, s) for s in _SECTIONS}
+    validation = fields.build(Validation, fields.table(doc, "validation"), "validation")
+    report = fields.table(doc, "report")
+    fields.no_unknown("report.", report, ("x",))
+    report_x = fields.get(report, "x", str, None, "report.")
+    raw = {s: fields.table(doc, s) for s in _SECTIONS}
     _fields(raw, "")
-    sweep_mod.check_size(_table(doc, "sweep"), repetitions, run_time)
-    points = _expand(raw, _table(doc, "sweep"))
+    sweep_mod.check_size(fields.table(doc, "sweep"), repetitions, run_time)
+    points = _expand(raw, fields.table(doc, "sweep"))
     if report_x is not None and report_x not in _paths():
         raise UserError(f"report.x: {report_x!r} is not a field (e.g. \"load.clients\")")
-    run_order = _get(doc, "order", Order, Order.RANDOMIZED)
-    order_seed = _get(doc, "order_seed", int, None)
-    capacity = _build(Capacity, _table(doc, "capacity"), "capacity")
+    run_order = fields.get(doc, "order", Order, Order.RANDOMIZED)
+    order_seed = fields.get(doc, "order_seed", int, None)
+    capacity = fields.build(Capacity, fields.table(doc, "capacity"), "capacity")
     topology = ", ".join(dict.fromkeys(p.config.topology.kind for p in points))
     factor_paths = tuple(dict.fromkeys(p for pt in points for p, _ in pt.factors))
     study = (study_mod.parse(doc["study"], factor_paths, _paths()) if "study" in doc
              else None)
-    return Experiment(name.strip(), _get(doc, "description", str, ""), topology, repetitions,
+    return Experiment(name.strip(), fields.get(doc, "description", str, ""), topology, repetitions,
                       run_time, warmup, cooldown, window, qos, validation, report_x,
                       points, text, run_order, order_seed, capacity, study)
 
@@ -264,8 +259,8 @@ def parse(text: str) -> Experiment:
 def _expand(raw: dict[str, dict], sweep: dict) -> tuple[Point, ...]:
     """The points of the sweep: each explicit point crossed with every factor combination;
     without either, the base configuration alone is the one point."""
-    _no_unknown("sweep.", sweep, ("factors", "points", "max_points"))
-    factors = _flatten(_table(sweep, "factors", "sweep."))
+    fields.no_unknown("sweep.", sweep, ("factors", "points", "max_points"))
+    factors = fields.flatten(fields.table(sweep, "factors", "sweep."))
     explicit = sweep.get("points", [])
     if not isinstance(explicit, list):
         raise UserError("sweep.points: must be an array of tables ([[sweep.points]])")
@@ -283,7 +278,7 @@ def _expand(raw: dict[str, dict], sweep: dict) -> tuple[Point, ...]:
     for i, table in enumerate(explicit, start=1):
         if not isinstance(table, dict):
             raise UserError(f"sweep.points[{i}]: must be a table")
-        flat = _flatten(table)
+        flat = fields.flatten(table)
         if not flat:
             raise UserError(f"sweep.points[{i}]: empty point (give at least one field)")
         clash = next((p for p in flat if p in factors), None)
@@ -293,9 +288,9 @@ def _expand(raw: dict[str, dict], sweep: dict) -> tuple[Point, ...]:
         overrides.append(flat)
     points = []
     for index, values in enumerate(sweep_mod.expand(overrides, levels)):
-        label = ", ".join(f"{p}={_show(v)}" for p, v in values.items())
+        label = ", ".join(f"{p}={fields.show(v)}" for p, v in values.items())
         config = _config(_override(raw, values, ""), f"sweep point {index + 1} ({label}): ")
-        points.append(Point(index, tuple((p, _plain(v)) for p, v in values.items()), config))
+        points.append(Point(index, tuple((p, fields.plain(v)) for p, v in values.items()), config))
     return tuple(points)
 
 
@@ -317,7 +312,7 @@ def _override(raw: dict[str, dict], values: dict[str, object], where: str) -> di
 def _fields(raw: dict[str, dict], prefix: str) -> RunConfig:
     """The configuration with every field checked on its own (type, range)."""
     try:
-        return RunConfig(**{s: _build(cls, raw[s], s) for s, cls in _SECTIONS.items()})
+        return RunConfig(**{s: fields.build(cls, raw[s], s) for s, cls in _SECTIONS.items()})
     except UserError as exc:
         raise UserError(f"{prefix}{exc}") from None
 
@@ -330,91 +325,6 @@ def _config(raw: dict[str, dict], prefix: str) -> RunConfig:
     except UserError as exc:
         raise UserError(f"{prefix}{exc}") from None
     return config
-
-
-def _build(cls: type, table: dict, section: str) -> Any:
-    """One dataclass from its TOML table: unknown keys, types and ranges checked."""
-    hints = typing.get_type_hints(cls)
-    known = tuple(f.name for f in dataclasses.fields(cls))
-    _no_unknown(f"{section}.", table, known)
-    values = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in table:
-            continue
-        where = f"{section}.{f.name}"
-        if "section" in f.metadata:  # a table of its own ([section.name])
-            if not isinstance(table[f.name], dict):
-                raise UserError(f"{where}: must be a table ([{where}]), got "
-                                f"{_kind(table[f.name])} {table[f.name]!r}")
-            values[f.name] = _build(f.metadata["section"], table[f.name], where)
-            continue
-        if "table" in f.metadata:  # an array of tables ([[section.name]])
-            items = table[f.name]
-            if not isinstance(items, list) or not all(isinstance(t, dict) for t in items):
-                raise UserError(f"{where}: must be an array of tables ([[{where}]])")
-            values[f.name] = tuple(_build(f.metadata["table"], t, f"{where}[{i}]")
-                                   for i, t in enumerate(items, start=1))
-            continue
-        value = _coerce(table[f.name], hints[f.name], where)
-        problem = f.metadata.get("check") and f.metadata["check"](value)
-        if problem:
-            raise UserError(f"{where}: {problem}")
-        values[f.name] = value
-    return cls(**values)
-
-
-def _coerce(value: Any, hint: Any, where: str) -> Any:
-    """Checks a TOML value against a field's annotation (int, float, str, bool, one of a
-    StrEnum's words, optional, tuple of ints); ints are accepted for floats."""
-    args = typing.get_args(hint)
-    if isinstance(hint, enum.EnumType) and issubclass(hint, StrEnum):
-        if isinstance(value, str) and value in hint._value2member_map_:
-            return hint(value)
-        if isinstance(value, str):
-            raise UserError(f"{where}: must be one of {', '.join(hint)}, got {value!r}")
-        raise UserError(f"{where}: expected a string, got {_kind(value)} {value!r}")
-    if isinstance(hint, types.UnionType) and type(None) in args:
-        (inner,) = (a for a in args if a is not type(None))
-        return _coerce(value, inner, where)
-    if typing.get_origin(hint) is tuple:
-        if not isinstance(value, list):
-            raise UserError(f"{where}: expected a list, got {_kind(value)}")
-        return tuple(_coerce(v, args[0], where) for v in value)
-    if hint is float and isinstance(value, int | float) and not isinstance(value, bool):
-        if not math.isfinite(value):
-            raise UserError(f"{where}: expected a finite number, got {value!r}")
-        return float(value)
-    if hint is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if hint in (str, bool) and isinstance(value, hint):
-        return value
-    expected = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
-    raise UserError(f"{where}: expected {expected[hint]}, got {_kind(value)} {value!r}")
-
-
-def _get(table: dict, key: str, kind: type, default: Any, prefix: str = "") -> Any:
-    if key not in table:
-        return default
-    return _coerce(table[key], kind, prefix + key)
-
-
-def _table(doc: dict, key: str, prefix: str = "") -> dict:
-    value = doc.get(key, {})
-    if not isinstance(value, dict):
-        raise UserError(f"{prefix}{key}: must be a table ([{prefix}{key}]), got {_kind(value)}")
-    return value
-
-
-def _flatten(table: dict, prefix: str = "") -> dict[str, object]:
-    """{"load": {"clients": [1, 2]}} and {"load.clients": [1, 2]} both give the path
-    "load.clients" (TOML's dotted keys make nested tables; quoted keys do not)."""
-    flat: dict[str, object] = {}
-    for key, value in table.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[prefix + key] = value
-    return flat
 
 
 def field_paths() -> set[str]:
@@ -437,29 +347,6 @@ def _paths() -> set[str]:
     return {p for s, cls in _SECTIONS.items() for p in of(f"{s}.", cls)}
 
 
-def _no_unknown(prefix: str, table: dict, known: tuple[str, ...]) -> None:
-    for key in table:
-        if key not in known:
-            raise UserError(f"{prefix}{key}: unknown field (expected one of {', '.join(known)})")
-
-
-def _kind(value: object) -> str:
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-            list: "a list", dict: "a table"}.get(type(value), type(value).__name__)
-
-
-def _plain(value: object) -> object:
-    return tuple(value) if isinstance(value, list) else value
-
-
-def _show(value: object) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
 def config_from_dict(d: dict) -> RunConfig:
     """The configuration back from `config_dict`'s plain data (as stored with a point);
     sections missing from an older database take their defaults."""
@@ -471,7 +358,7 @@ def config_from_dict(d: dict) -> RunConfig:
     tables = {s: plain(d.get(s, {})) for s in _SECTIONS}
     if "load" in d and "placement" not in d["load"]:
         tables["load"]["placement"] = "round-robin"  # stored before "even" was the default
-    return RunConfig(**{s: _build(cls, tables[s], s) for s, cls in _SECTIONS.items()})
+    return RunConfig(**{s: fields.build(cls, tables[s], s) for s, cls in _SECTIONS.items()})
 
 
 def config_dict(config: RunConfig) -> dict:
