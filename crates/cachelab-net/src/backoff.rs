@@ -14,6 +14,13 @@ pub struct Backoff {
 }
 
 impl Backoff {
+    /// The wait after a failed `accept` (typically out of file descriptors), in either of
+    /// the proxy's shells: 5 ms, doubling to 1 s, so a short shortage costs little and a
+    /// long one does not spin.
+    pub const fn for_accept() -> Self {
+        Backoff::new(Duration::from_millis(5), Duration::from_secs(1))
+    }
+
     /// Waits `first` after the first failure, then twice the last wait but at most
     /// `max` (so a `max` below `first` shortens every wait after the first).
     pub const fn new(first: Duration, max: Duration) -> Self {
@@ -53,6 +60,14 @@ mod tests {
         let mut b = Backoff::new(10 * MS, 50 * MS);
         let waits: Vec<_> = (0..5).map(|_| b.failed()).collect();
         assert_eq!(waits, [10 * MS, 20 * MS, 40 * MS, 50 * MS, 50 * MS]);
+    }
+
+    #[test]
+    fn a_failed_accept_waits_5_ms_doubling_to_1_s() {
+        let mut b = Backoff::for_accept();
+        let waits: Vec<_> = (0..9).map(|_| b.failed()).collect();
+        assert_eq!(waits[..3], [5 * MS, 10 * MS, 20 * MS]);
+        assert_eq!(waits[8], Duration::from_secs(1));
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub async fn accept_loop(
 ) {
     let limit = Arc::new(Semaphore::new(max_connections));
     let mut next_id = 0u64;
-    let mut backoff = Backoff::new(Duration::from_millis(5), Duration::from_secs(1));
+    let mut backoff = Backoff::for_accept();
     tokio::pin!(shutdown);
     loop {
         let any_listener = poll_fn(|cx| {

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cachelab_net::backoff::Backoff;
 use mio::net::{TcpListener, UnixListener};
 use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
@@ -144,6 +145,8 @@ pub struct EventLoop {
     /// When the loop last read anything (busy-polling keeps polling after it).
     last_read: Instant,
     accept_paused_until: Option<Instant>,
+    /// How long the next failed accept pauses accepting (the tokio shell's rule too).
+    accept_backoff: Backoff,
 }
 
 impl EventLoop {
@@ -209,6 +212,7 @@ impl EventLoop {
                 due_clients: Vec::new(),
                 last_read: Instant::now(),
                 accept_paused_until: None,
+                accept_backoff: Backoff::for_accept(),
             },
             control,
         ))
@@ -339,13 +343,17 @@ impl EventLoop {
                 }
             };
             let (socket, peer) = match accepted {
-                Ok(pair) => pair,
+                Ok(pair) => {
+                    self.accept_backoff.succeeded();
+                    pair
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     // Typically out of file descriptors: pause accepting rather than spin.
                     clients::accept_failed(&e);
-                    self.accept_paused_until = Some(Instant::now() + Duration::from_millis(50));
+                    let pause = self.accept_backoff.failed();
+                    self.accept_paused_until = Some(Instant::now() + pause);
                     return;
                 }
             };
