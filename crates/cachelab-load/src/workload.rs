@@ -187,10 +187,10 @@ impl Generator {
         }
     }
 
-    /// The last request's first key.
-    pub fn last_key(&self) -> &[u8] {
+    /// The last request's first key, and the random stream (to place the key with).
+    pub fn last_key_and_rng(&mut self) -> (&[u8], &mut Xoshiro256PlusPlus) {
         let end = self.keys.iter().position(|b| *b == b' ');
-        &self.keys[..end.unwrap_or(self.keys.len())]
+        (&self.keys[..end.unwrap_or(self.keys.len())], &mut self.rng)
     }
 
     /// The last request's first key's length and, for a write, its value's size.

@@ -385,7 +385,7 @@ impl Engine {
         for (index, lane) in self.lanes.iter_mut().enumerate() {
             for p in lane.pending.range_mut(lane.fresh_from..) {
                 if sharded {
-                    recorder.servers.sent(index, write_ns);
+                    recorder.servers.sent(index);
                 }
                 if p.extra {
                     p.start_ns = write_ns;
@@ -399,17 +399,6 @@ impl Engine {
             }
         }
         new
-    }
-
-    /// The lane of a request whose key is `key`.
-    fn lane_of(&mut self, key: &[u8]) -> usize {
-        match &self.placement {
-            Some(placement) => {
-                let rng = self.gen.rng();
-                placement.home(key, || rng.random())
-            }
-            None => 0,
-        }
     }
 
     /// Composes a generated request into its lane's buffer and returns the lane.
@@ -427,8 +416,8 @@ impl Engine {
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
         let sent = how(&mut self.gen, &mut scratch);
-        let key = self.gen.last_key().to_vec();
-        let lane = self.lane_of(&key);
+        let (key, rng) = self.gen.last_key_and_rng();
+        let lane = home(self.placement.as_deref(), key, rng);
         outs[lane].extend_from_slice(&scratch);
         self.lanes[lane].composed += scratch.len() as u64;
         self.scratch = scratch;
@@ -562,6 +551,12 @@ impl Engine {
             self.budget = self.budget.map(|n| n - 1);
         }
     }
+}
+
+/// The lane of a request whose key is `key`: its server's, or the one lane unsharded;
+/// `rng` draws for the `random` distribution.
+fn home(placement: Option<&Placement>, key: &[u8], rng: &mut impl rand::Rng) -> usize {
+    placement.map_or(0, |p| p.home(key, || rng.random()))
 }
 
 /// Reads the reply to `request` at the front of `buf`: what it said and its length.

@@ -146,8 +146,11 @@ impl Engine {
         replay.composer.compose(&record, out);
         let size = out.len() - before;
         let lane = if composing_aside {
-            let key = replay.composer.key().to_vec();
-            let lane = self.lane_of(&key);
+            let lane = super::home(
+                self.placement.as_deref(),
+                replay.composer.key(),
+                self.gen.rng(),
+            );
             outs[lane].extend_from_slice(&scratch);
             lane
         } else {

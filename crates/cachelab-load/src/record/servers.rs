@@ -44,7 +44,7 @@ impl PerServer {
     }
 
     /// A request was written to server `index`.
-    pub fn sent(&mut self, index: usize, _at_ns: u64) {
+    pub fn sent(&mut self, index: usize) {
         self.server(index).sent += 1;
     }
 
@@ -95,8 +95,8 @@ mod tests {
             hits: 1,
             ..Outcome::default()
         };
-        per.sent(2, 0);
-        per.sent(0, S);
+        per.sent(2);
+        per.sent(0);
         per.answered(2, 0, S / 2, hit); // before the window
         per.answered(0, S, S + 2_000_000, hit);
         per.failed(0, 2 * S);
@@ -113,9 +113,9 @@ mod tests {
     fn merging_adds_server_by_server() {
         let mut a = PerServer::new(window());
         let mut b = PerServer::new(window());
-        a.sent(0, S);
-        b.sent(0, S);
-        b.sent(1, S);
+        a.sent(0);
+        b.sent(0);
+        b.sent(1);
         b.answered(1, S, 2 * S, Outcome::default());
         a.merge(&b);
         assert_eq!(a.servers[0].sent, 2);
