@@ -58,18 +58,18 @@ def test_a_memcached_pool_keeps_the_command_line_it_always_had():
 
 @pytest.mark.parametrize("kind", ["memcached", "redis"])
 def test_tls_on_both_hops_is_the_same_for_both_kinds(kind):
-    found = argv(config(f'kind = "{kind}"\ntls = true', "tls = true\nthreads = 2\n"
+    found = argv(config(f'kind = "{kind}"\ntls = true', "tls = true\nloops = 2\n"
                         "pipeline = 4\nbusy_poll_us = 20"), FILES)
     assert found[found.index("--tls-cert") + 1] == "/t/m.pem"
     assert found[found.index("--tls-key") + 1] == "/t/m.key"
     assert found[found.index("--server-tls-ca") + 1] == "/t/ca.pem"
     assert found[found.index("--server-tls-sni") + 1] == tls.SERVER_NAME
     assert ("--protocol" in found) == (kind == "redis")
-    assert found[-6:] == ["--threads", "2", "--pipeline", "4", "--busy-poll-us", "20"]
+    assert found[-6:] == ["--loops", "2", "--pipeline", "4", "--busy-poll-us", "20"]
 
 
 def test_the_settings_follow_the_configuration():
-    c = config('kind = "redis"', "workers = 3\nsharded = true\nthreads = 1\npipeline = 2")
+    c = config('kind = "redis"', "workers = 3\nsharded = true\nloops = 1\npipeline = 2")
     assert proxy_settings(c, 0.5) == ProxySettings(3, True, 1, 2, 0, "redis", 0.5)
     assert type(proxy_settings(c, 0.5).protocol) is str  # the word, not the enum member
 
@@ -77,3 +77,9 @@ def test_the_settings_follow_the_configuration():
 def test_an_unknown_protocol_is_refused():
     with pytest.raises(ValueError, match="protocol must be one of memcached, redis"):
         ProxySettings(4, protocol="mongodb")
+
+
+def test_the_removed_threads_field_is_refused_saying_what_replaced_it():
+    with pytest.raises(spec.UserError, match=r"^middleware\.threads: removed with the proxy's "
+                                             r"tokio shell.*middleware\.loops"):
+        config('kind = "memcached"', "threads = 2")

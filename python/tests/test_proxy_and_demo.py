@@ -33,7 +33,7 @@ def test_proxy_started_from_python_replicates_and_reports_its_stats(
 
 def test_the_pipeline_depth_and_busy_polling_reach_the_proxy(three_memcached, proxy_binary,
                                                             tmp_path):
-    settings = ProxySettings(workers=2, sharded=True, threads=1, pipeline=8, busy_poll_us=50,
+    settings = ProxySettings(workers=2, sharded=True, loops=1, pipeline=8, busy_poll_us=50,
                              window_s=0.5)
     proxy = start_middleware([s.address for s in three_memcached], settings, cpus=(),
                              stats_file=tmp_path / "s.jsonl", log_file=tmp_path / "proxy.log",

@@ -82,16 +82,7 @@ fn memcached(port: u16, tls: Option<(&Path, &Path)>) -> Killed {
 fn proxy(binary: &Path, args: &[String]) -> (Killed, SocketAddr) {
     use std::io::BufRead;
     let mut child = Command::new(binary)
-        .args([
-            "-l",
-            "127.0.0.1",
-            "-p",
-            "0",
-            "-t",
-            WORKERS,
-            "--threads",
-            "1",
-        ])
+        .args(["-l", "127.0.0.1", "-p", "0", "-t", WORKERS])
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -256,7 +247,7 @@ fn main() {
         .build()
         .unwrap();
     println!(
-        "{CLIENTS} closed-loop clients, get of 100 B, {SECONDS} s each, proxy -t {WORKERS} --threads 1, loopback"
+        "{CLIENTS} closed-loop clients, get of 100 B, {SECONDS} s each, proxy -t {WORKERS}, loopback"
     );
     println!(
         "{:<34} {:>9} {:>9} {:>8} {:>8} {:>10}",

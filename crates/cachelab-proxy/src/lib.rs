@@ -32,13 +32,10 @@
 //!   shared with the load generator.
 //! - [`server::run`] wires it together and shuts it down gracefully.
 
-pub mod accept;
 pub mod admission;
-pub mod backend;
 pub mod budget;
 pub mod busy_poll;
 pub mod client;
-pub mod client_stream;
 pub mod config;
 pub mod connection;
 pub mod counters;

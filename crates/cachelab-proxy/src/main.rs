@@ -57,24 +57,9 @@ fn main() -> ExitCode {
 }
 
 fn serve(config: Config, pid_file: Option<&std::path::Path>) -> anyhow::Result<()> {
-    // One thread needs no work stealing: the single-threaded scheduler does less per
-    // wake-up, which is most of a proxy's own CPU time. By default one thread per CPU we
-    // may run on (taskset and cgroup limits count), so a proxy pinned to one CPU gets it.
-    // With the event loop, the runtime serves only the control plane: one thread.
-    let threads = if config.uses_loop() {
-        1
-    } else {
-        config.threads.unwrap_or_else(|| {
-            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-        })
-    };
-    let mut runtime = if threads == 1 {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        let mut builder = tokio::runtime::Builder::new_multi_thread();
-        builder.worker_threads(threads);
-        builder
-    };
+    // The data path is the event loop's own thread; the runtime serves only the control
+    // plane (signals, reload, metrics, statistics, probes): one thread.
+    let mut runtime = tokio::runtime::Builder::new_current_thread();
     let runtime = runtime
         .enable_all()
         .build()
@@ -97,12 +82,6 @@ fn serve(config: Config, pid_file: Option<&std::path::Path>) -> anyhow::Result<(
                 })?;
             listeners.push(listener);
         }
-        // The event loop busy-polls itself; the tokio shell needs the spinner task.
-        let busy_poll = if config.uses_loop() {
-            std::time::Duration::ZERO
-        } else {
-            config.busy_poll
-        };
         let ready = server::start(listeners, config).await?;
         // The first stdout lines tell scripts and tests where we listen (useful with
         // port 0): one per listener, in the configuration's order, printed only now that
@@ -112,9 +91,6 @@ fn serve(config: Config, pid_file: Option<&std::path::Path>) -> anyhow::Result<(
             writeln!(stdout, "listening on {addr}")?;
         }
         stdout.flush()?;
-        if !busy_poll.is_zero() {
-            tokio::spawn(cachelab_proxy::busy_poll::spin(busy_poll));
-        }
         let (reload_tx, reloads) = tokio::sync::mpsc::channel(4);
         tokio::spawn(hangups(hup, reload_tx));
         let summary = ready.serve(terminated, reloads).await;

@@ -190,7 +190,7 @@ mod tests {
             net,
             health,
             budget: Arc::new(MemoryBudget::new(1 << 20)),
-            queue: Arc::new(RequestQueue::new(2)),
+            queue: Arc::new(RequestQueue::default()),
             listeners: vec![(
                 Endpoint::Tcp("127.0.0.1:22121".parse().unwrap()),
                 Arc::new(PoolSlot::new(pool)),

@@ -66,11 +66,11 @@ fn answers_right_then_goes_quiet(extra: &[&str]) {
 }
 
 #[test]
-fn a_busy_polling_single_threaded_proxy_answers_right_and_idles() {
-    answers_right_then_goes_quiet(&["--threads", "1", "--pipeline", "4", "-t", "2"]);
+fn a_busy_polling_pipelined_proxy_answers_right_and_idles() {
+    answers_right_then_goes_quiet(&["--pipeline", "4", "-t", "2"]);
 }
 
 #[test]
-fn a_busy_polling_multi_threaded_proxy_answers_right_and_idles() {
-    answers_right_then_goes_quiet(&["--threads", "2"]);
+fn a_busy_polling_proxy_in_default_mode_answers_right_and_idles() {
+    answers_right_then_goes_quiet(&["-t", "4"]);
 }

@@ -91,21 +91,10 @@ fn probe_each_step() -> bool {
 
 #[test]
 fn through_the_proxy_every_connection_gets_what_memcached_gives_it() {
-    differential("loop", BOUNDED_SEEDS);
-}
-
-/// The tokio shell (what TLS listeners run on) answers alike; fewer seeds, the
-/// decoding and the engine are the same code.
-#[test]
-fn through_the_tokio_shell_every_connection_gets_what_memcached_gives_it() {
-    differential("tokio", 2);
-}
-
-fn differential(shell: &str, bounded_seeds: u64) {
     let direct = Memcached::start();
     let behind = Memcached::start();
-    let proxy = Proxy::start(&[&behind], &["-t", "1", "--shell", shell]);
-    let seeds = Seeds::from_env(bounded_seeds);
+    let proxy = Proxy::start(&[&behind], &["-t", "1"]);
+    let seeds = Seeds::from_env(BOUNDED_SEEDS);
     let (mut done, mut requests, mut failures) = (0u64, 0usize, Vec::new());
     for seed in seeds.first.. {
         match run_seed(seed, direct.addr, proxy.addr) {

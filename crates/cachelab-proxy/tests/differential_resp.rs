@@ -361,15 +361,3 @@ fn through_three_shards_every_connection_gets_what_one_redis_gives_it() {
     let (_dir, target) = three_shards(&["-t", "2", "--pipeline", "8"]);
     differential("3 shards, --pipeline 8", target, BOUNDED_SEEDS);
 }
-
-/// The tokio shell (what TLS listeners run on) decodes and answers alike; fewer seeds,
-/// the decoder and the engine are the same code.
-#[test]
-fn through_three_shards_on_the_tokio_shell_every_connection_gets_what_one_redis_gives_it() {
-    let (_dir, target) = three_shards(&["-t", "1", "--pipeline", "4", "--shell", "tokio"]);
-    differential(
-        "3 shards, tokio shell, --pipeline 4",
-        target,
-        BOUNDED_SEEDS / 3,
-    );
-}

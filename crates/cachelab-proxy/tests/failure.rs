@@ -10,7 +10,7 @@ fn cmd_gets(servers: &[Memcached]) -> Vec<u64> {
 }
 
 /// The extension `--pipeline` must fail over exactly like the default mode.
-const PIPELINED: &[&str] = &["--pipeline", "8", "--threads", "1"];
+const PIPELINED: &[&str] = &["--pipeline", "8"];
 
 #[test]
 fn a_killed_server_is_routed_around_and_used_again_after_restart() {
@@ -22,13 +22,6 @@ fn a_killed_server_is_routed_around_and_used_again_after_restart() {
 fn with_pipelining_a_killed_server_is_routed_around_and_used_again_after_restart() {
     let _serial = common::serial();
     killed_server_is_routed_around(PIPELINED);
-}
-
-/// The tokio shell (TLS runs on it) fails over and restores alike.
-#[test]
-fn on_the_tokio_shell_a_killed_server_is_routed_around_and_used_again_after_restart() {
-    let _serial = common::serial();
-    killed_server_is_routed_around(&["--shell", "tokio"]);
 }
 
 fn killed_server_is_routed_around(mode: &[&str]) {

@@ -65,7 +65,7 @@ fn batches_carry_several_requests_and_every_reply_is_right() {
     let servers = start_servers(3);
     let proxy = Proxy::start(
         &servers.iter().collect::<Vec<_>>(),
-        &["-t", "1", "--pipeline", "16", "--threads", "1"],
+        &["-t", "1", "--pipeline", "16"],
     );
     let forwarded = concurrent_clients_get_their_own_answers(&proxy);
     let mut client = proxy.client();
@@ -86,7 +86,7 @@ fn batches_carry_several_requests_and_every_reply_is_right() {
 #[test]
 fn by_default_every_request_goes_to_the_servers_on_its_own() {
     let servers = start_servers(1);
-    let proxy = Proxy::start(&[&servers[0]], &["-t", "1", "--threads", "1"]);
+    let proxy = Proxy::start(&[&servers[0]], &["-t", "1"]);
     let forwarded = concurrent_clients_get_their_own_answers(&proxy);
     let mut client = proxy.client();
     assert_eq!(stat(&mut client, "pipeline"), 1);

@@ -67,7 +67,7 @@ fn a_shard_pool_puts_each_key_on_one_server_and_multi_gets_come_back_in_order() 
 #[test]
 fn with_pipelining_a_shard_pool_places_and_merges_the_same() {
     let _serial = common::serial();
-    shard_pool_places_and_merges(&["-t", "2", "--pipeline", "8", "--threads", "1"]);
+    shard_pool_places_and_merges(&["-t", "2", "--pipeline", "8"]);
 }
 
 fn shard_pool_places_and_merges(mode: &[&str]) {

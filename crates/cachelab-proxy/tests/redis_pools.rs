@@ -332,7 +332,7 @@ fn a_protocol_error_is_answered_then_the_connection_closes_as_redis_closes_it() 
 #[test]
 fn many_commands_in_one_write_are_answered_in_order() {
     let servers = start_redis(2);
-    for extra in [&[][..], &["--pipeline", "8", "--threads", "1"]] {
+    for extra in [&[][..], &["--pipeline", "8"]] {
         let proxy = redis_proxy(&servers, extra);
         let mut client = RespClient::connect(proxy.addr);
         let mut batch = Vec::new();

@@ -3,7 +3,7 @@
 //! server with different databases or passwords each read only their own keys, and a
 //! pool without the password gets Redis's NOAUTH as twemproxy's would; a reload that
 //! changes `redis_db` under a steady load sends every write made after it to the new
-//! database. Both shells, against real redis-servers.
+//! database. Against real redis-servers.
 
 mod common;
 
@@ -18,16 +18,10 @@ use cachelab_testkit::Redis;
 use common::resp::{bulk, RespClient};
 use common::Proxy;
 
-const SHELLS: [&str; 2] = ["loop", "tokio"];
 const NIL: &str = "$-1\r\n";
 
-fn start(config: &std::path::Path, shell: &str, extra: &[&str]) -> Proxy {
-    let mut args = vec![
-        "--config".to_string(),
-        config.display().to_string(),
-        "--shell".into(),
-        shell.into(),
-    ];
+fn start(config: &std::path::Path, extra: &[&str]) -> Proxy {
+    let mut args = vec!["--config".to_string(), config.display().to_string()];
     args.extend(extra.iter().map(|s| s.to_string()));
     Proxy::start_args(&args)
 }
@@ -76,7 +70,7 @@ fn reported_servers(client: &mut RespClient) -> Vec<String> {
 /// connections greeted with the last pool's `SELECT`.
 #[test]
 fn two_pools_on_one_server_with_different_databases_each_read_only_their_own_keys() {
-    for shell in SHELLS {
+    {
         let server = Redis::start();
         let dir = common::temp_dir();
         let path = dir.path().join("nutcracker.yml");
@@ -88,30 +82,22 @@ fn two_pools_on_one_server_with_different_databases_each_read_only_their_own_key
             )
         };
         std::fs::write(&path, pool("a", 0) + &pool("b", 5)).unwrap();
-        let proxy = start(&path, shell, &["-t", "4"]);
+        let proxy = start(&path, &["-t", "4"]);
         let mut a = RespClient::connect(proxy.addrs[0]);
         let mut b = RespClient::connect(proxy.addrs[1]);
-        assert_eq!(a.cmd(&["SET", "k", "from-a"]), "+OK\r\n", "{shell}");
-        assert_eq!(b.cmd(&["SET", "k", "from-b"]), "+OK\r\n", "{shell}");
+        assert_eq!(a.cmd(&["SET", "k", "from-a"]), "+OK\r\n");
+        assert_eq!(b.cmd(&["SET", "k", "from-b"]), "+OK\r\n");
         assert_eq!(a.cmd(&["SET", "only-a", "1"]), "+OK\r\n");
         assert_eq!(b.cmd(&["SET", "only-b", "2"]), "+OK\r\n");
         // Reads rotate over the workers: every worker's connection of each pool.
         for _ in 0..8 {
-            assert_eq!(a.cmd(&["GET", "k"]), bulk("from-a"), "{shell}");
-            assert_eq!(b.cmd(&["GET", "k"]), bulk("from-b"), "{shell}");
-            assert_eq!(a.cmd(&["GET", "only-b"]), NIL, "{shell}");
-            assert_eq!(b.cmd(&["GET", "only-a"]), NIL, "{shell}");
+            assert_eq!(a.cmd(&["GET", "k"]), bulk("from-a"));
+            assert_eq!(b.cmd(&["GET", "k"]), bulk("from-b"));
+            assert_eq!(a.cmd(&["GET", "only-b"]), NIL);
+            assert_eq!(b.cmd(&["GET", "only-a"]), NIL);
         }
-        assert_eq!(
-            keys_in(&server, None, 0, "*"),
-            set_of(&["k", "only-a"]),
-            "{shell}"
-        );
-        assert_eq!(
-            keys_in(&server, None, 5, "*"),
-            set_of(&["k", "only-b"]),
-            "{shell}"
-        );
+        assert_eq!(keys_in(&server, None, 0, "*"), set_of(&["k", "only-a"]));
+        assert_eq!(keys_in(&server, None, 5, "*"), set_of(&["k", "only-b"]));
         let db5 = server.session(&[&["SELECT", "5"], &["GET", "k"]]);
         assert_eq!(db5[1], RespValue::Bulk(Some(b"from-b".to_vec())));
         // Two servers to the proxy, told apart by their database.
@@ -129,7 +115,7 @@ fn two_pools_on_one_server_with_different_databases_each_read_only_their_own_key
 /// refused greeting fails d's requests and ejects d's server, not a's or b's.
 #[test]
 fn pools_with_different_passwords_greet_with_their_own_and_stay_apart() {
-    for shell in SHELLS {
+    {
         let server = Redis::start();
         assert_eq!(
             server.command(&["ACL", "SETUSER", "default", "resetpass", ">pwa", ">pwb"]),
@@ -150,7 +136,7 @@ fn pools_with_different_passwords_greet_with_their_own_and_stay_apart() {
             + &pool("c", None, 0)
             + &pool("d", Some("wrong"), 0);
         std::fs::write(&path, text).unwrap();
-        let proxy = start(&path, shell, &["-t", "4"]);
+        let proxy = start(&path, &["-t", "4"]);
         let [mut a, mut b, mut c, mut d] =
             [0, 1, 2, 3].map(|i| RespClient::connect(proxy.addrs[i]));
         assert_eq!(a.cmd(&["AUTH", "pwa"]), "+OK\r\n");
@@ -160,25 +146,24 @@ fn pools_with_different_passwords_greet_with_their_own_and_stay_apart() {
             "+OK\r\n",
             "the pool's own password"
         );
-        assert_eq!(a.cmd(&["SET", "ka", "1"]), "+OK\r\n", "{shell}");
-        assert_eq!(b.cmd(&["SET", "kb", "2"]), "+OK\r\n", "{shell}");
+        assert_eq!(a.cmd(&["SET", "ka", "1"]), "+OK\r\n");
+        assert_eq!(b.cmd(&["SET", "kb", "2"]), "+OK\r\n");
         for _ in 0..4 {
             assert_eq!(
                 c.cmd(&["SET", "kc", "3"]),
-                "-NOAUTH Authentication required.\r\n",
-                "{shell}"
+                "-NOAUTH Authentication required.\r\n"
             );
             let refused = d.cmd(&["SET", "kd", "4"]);
             assert!(
                 refused.starts_with("-ERR") && refused.contains("WRONGPASS"),
-                "{shell}: {refused}"
+                "{refused}"
             );
         }
         for _ in 0..8 {
-            assert_eq!(a.cmd(&["GET", "ka"]), bulk("1"), "{shell}");
-            assert_eq!(a.cmd(&["GET", "kb"]), NIL, "{shell}");
-            assert_eq!(b.cmd(&["GET", "kb"]), bulk("2"), "{shell}");
-            assert_eq!(b.cmd(&["GET", "ka"]), NIL, "{shell}");
+            assert_eq!(a.cmd(&["GET", "ka"]), bulk("1"));
+            assert_eq!(a.cmd(&["GET", "kb"]), NIL);
+            assert_eq!(b.cmd(&["GET", "kb"]), bulk("2"));
+            assert_eq!(b.cmd(&["GET", "ka"]), NIL);
         }
         assert_eq!(keys_in(&server, Some("pwa"), 0, "*"), set_of(&["ka"]));
         assert_eq!(keys_in(&server, Some("pwb"), 5, "*"), set_of(&["kb"]));
@@ -190,7 +175,7 @@ fn pools_with_different_passwords_greet_with_their_own_and_stay_apart() {
             .filter_map(|l| l.split(",state=").nth(1))
             .map(|rest| rest.split(',').next().unwrap())
             .collect();
-        assert_eq!(states, ["up", "up", "up", "ejected"], "{shell}: {info}");
+        assert_eq!(states, ["up", "up", "up", "ejected"], "{info}");
     }
 }
 
@@ -214,7 +199,7 @@ struct Tally {
 /// its client saw before sending it (see `Tally`).
 #[test]
 fn a_reload_of_redis_db_under_load_sends_every_later_write_to_the_new_database() {
-    for shell in SHELLS {
+    {
         let server = Redis::start();
         let dir = common::temp_dir();
         let path = dir.path().join("proxy.toml");
@@ -226,7 +211,7 @@ fn a_reload_of_redis_db_under_load_sends_every_later_write_to_the_new_database()
             )
         };
         std::fs::write(&path, pool(0)).unwrap();
-        let proxy = start(&path, shell, &["-t", "8"]);
+        let proxy = start(&path, &["-t", "8"]);
         let epoch = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let tally = Arc::new(Tally::default());
@@ -256,7 +241,7 @@ fn a_reload_of_redis_db_under_load_sends_every_later_write_to_the_new_database()
         let progress = |e: usize| {
             assert!(
                 common::wait_until(Duration::from_secs(30), || acked(e) >= 400),
-                "{shell}: the load stalled at {} writes of epoch {e}",
+                "the load stalled at {} writes of epoch {e}",
                 acked(e)
             );
         };
@@ -269,14 +254,14 @@ fn a_reload_of_redis_db_under_load_sends_every_later_write_to_the_new_database()
             assert_eq!(
                 log.matches("configuration reloaded").count(),
                 reload,
-                "{shell}: {log}"
+                "{log}"
             );
             epoch.store(2 * reload, Ordering::Release);
             progress(2 * reload);
         }
         stop.store(true, Ordering::Release);
         clients.into_iter().for_each(|c| c.join().unwrap());
-        assert_eq!(tally.errors.load(Ordering::Relaxed), 0, "{shell}: errors");
+        assert_eq!(tally.errors.load(Ordering::Relaxed), 0, "errors");
 
         let count = |db: u32, e: usize| keys_in(&server, None, db, &format!("e{e}:*")).len() as u64;
         // Before the first reload db 0 only, after it db 5 only, after the second db 0
@@ -287,31 +272,26 @@ fn a_reload_of_redis_db_under_load_sends_every_later_write_to_the_new_database()
             keys.difference(&straddled).count() as u64
         };
         for (e, db, other) in [(0, 0, 5), (2, 5, 0), (4, 0, 5)] {
-            assert_eq!(
-                misplaced(other, e),
-                0,
-                "{shell}: epoch {e} writes in db {other}"
-            );
+            assert_eq!(misplaced(other, e), 0, "epoch {e} writes in db {other}");
             assert_eq!(
                 count(db, e) + count(other, e),
                 acked(e),
-                "{shell}: epoch {e} writes in db {db}"
+                "epoch {e} writes in db {db}"
             );
         }
         // Writes sent while a reload ran may be in either; none is lost.
         for e in [1, 3] {
-            assert_eq!(count(0, e) + count(5, e), acked(e), "{shell}: epoch {e}");
+            assert_eq!(count(0, e) + count(5, e), acked(e), "epoch {e}");
         }
         // Back on db 0 the pool uses its first server id again: two servers, not three.
         let mut client = RespClient::connect(proxy.addr);
         let addr = server.addr.to_string();
         assert_eq!(
             reported_servers(&mut client),
-            [addr.clone(), format!("{addr}/db5")],
-            "{shell}"
+            [addr.clone(), format!("{addr}/db5")]
         );
         eprintln!(
-            "{shell}: writes per epoch {:?}",
+            "writes per epoch {:?}",
             (0..5).map(acked).collect::<Vec<_>>()
         );
     }

@@ -80,7 +80,7 @@ fn gets_balanced(args: &[&str]) {
 }
 
 /// The extension `--pipeline` must route exactly like the default mode.
-const PIPELINED: &[&str] = &["--pipeline", "8", "--threads", "1"];
+const PIPELINED: &[&str] = &["--pipeline", "8"];
 
 #[test]
 fn sharded_multi_gets_split_over_the_servers_and_keep_the_key_order() {
@@ -188,7 +188,7 @@ fn with_pipelining_pipelined_requests_are_answered_in_order() {
 
 fn requests_answered_in_order(mode: &[&str]) {
     let servers = start_servers(3);
-    let mut args = vec!["-s", "--threads", "1"];
+    let mut args = vec!["-s"];
     args.extend_from_slice(mode);
     let proxy = Proxy::start(&servers.iter().collect::<Vec<_>>(), &args);
     let mut client = proxy.client();

@@ -1,8 +1,8 @@
 //! TLS and Unix sockets against real memcached (Debian's is built with TLS: `-Z`):
 //! the proxy terminating TLS, speaking TLS to a `-Z` memcached (and refusing one whose
 //! certificate its CA did not sign), mutual TLS, a certificate rotated by SIGHUP, a bad
-//! handshake that costs only its own connection, and Unix sockets on both sides; both
-//! shells on both hops, and a Redis pool over TLS when redis-server has it.
+//! handshake that costs only its own connection, and Unix sockets on both sides; TLS on
+//! both hops, and a Redis pool over TLS when redis-server has it.
 //! Certificates come from the testkit's throw-away CA (`cachelab_testkit::pki`).
 
 mod common;
@@ -13,7 +13,7 @@ use std::process::Child;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cachelab_proxy::config::{Config, Shell};
+use cachelab_proxy::config::Config;
 use cachelab_proxy::endpoint::{Endpoint, Listener};
 use cachelab_proxy::tls::{ListenerTlsSpec, Protocols, ServerTlsSpec};
 use cachelab_testkit::pki::{Issued, Pki, LOCALHOST};
@@ -518,38 +518,35 @@ async fn a_rotated_certificate_is_served_after_sighup() {
     assert!(!line.contains("[67, 69, 82"), "{line}");
 }
 
-/// Both shells serve TLS on both hops (the loop by default, tokio when asked for), with
-/// a value large enough that records wait for the socket on each hop.
+/// TLS on both hops at once, with a value large enough that records wait for the socket
+/// on each hop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn both_shells_serve_tls_to_clients_and_speak_it_to_memcached() {
+async fn the_proxy_serves_tls_to_clients_and_speaks_it_to_memcached() {
     let pki = Pki::new("cachelab test CA");
     let proxy_cert = pki.issue("proxy", false);
     let server_cert = pki.issue("memcached", false);
     let (_m, maddr) = memcached_tls(&server_cert, &pki.ca).await;
     let value = vec![b'v'; 300 * 1024];
-    for shell in [Shell::Tokio, Shell::Loop] {
-        let mut config = proxy_config(vec![maddr]);
-        config.shell = shell;
-        config.listeners[0].tls = Some(listener_tls(&pki, &proxy_cert, false));
-        config.listeners[0].pool.server_tls = Some(ServerTlsSpec {
-            ca: Some(pki.ca.clone()),
-            ..ServerTlsSpec::default()
-        });
-        let (listener, addr) = tcp_listener().await;
-        let proxy = Proxy::start(config, listener).await;
-        let mut s = tls_connect(addr, &pki.ca, None, Protocols::default())
-            .await
-            .unwrap();
-        let mut set = format!("set big 0 0 {}\r\n", value.len()).into_bytes();
-        set.extend_from_slice(&value);
-        set.extend_from_slice(b"\r\n");
-        assert_eq!(exchange(&mut s, &set).await, "STORED\r\n", "{shell:?}");
-        let got = exchange(&mut s, b"get big\r\n").await;
-        let header = format!("VALUE big 0 {}\r\n", value.len());
-        assert!(got.starts_with(&header), "{shell:?}");
-        assert_eq!(got.len(), header.len() + value.len() + 7, "{shell:?}");
-        proxy.stop().await;
-    }
+    let mut config = proxy_config(vec![maddr]);
+    config.listeners[0].tls = Some(listener_tls(&pki, &proxy_cert, false));
+    config.listeners[0].pool.server_tls = Some(ServerTlsSpec {
+        ca: Some(pki.ca.clone()),
+        ..ServerTlsSpec::default()
+    });
+    let (listener, addr) = tcp_listener().await;
+    let proxy = Proxy::start(config, listener).await;
+    let mut s = tls_connect(addr, &pki.ca, None, Protocols::default())
+        .await
+        .unwrap();
+    let mut set = format!("set big 0 0 {}\r\n", value.len()).into_bytes();
+    set.extend_from_slice(&value);
+    set.extend_from_slice(b"\r\n");
+    assert_eq!(exchange(&mut s, &set).await, "STORED\r\n");
+    let got = exchange(&mut s, b"get big\r\n").await;
+    let header = format!("VALUE big 0 {}\r\n", value.len());
+    assert!(got.starts_with(&header));
+    assert_eq!(got.len(), header.len() + value.len() + 7);
+    proxy.stop().await;
 }
 
 /// A redis-server child, killed on drop (also when an assertion fails).

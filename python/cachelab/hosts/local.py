@@ -211,8 +211,8 @@ class ProxySettings:
 
     workers: int
     sharded: bool = False
-    #: The proxy's runtime threads; None: its default.
-    threads: int | None = None
+    #: `--loops`: event-loop threads, each with `workers` workers of its own.
+    loops: int = 1
     pipeline: int = 1
     busy_poll_us: int = 0
     #: "memcached" or "redis": a Redis pool's clients and servers speak RESP.
@@ -238,7 +238,7 @@ def middleware_argv(servers: Sequence[str], settings: ProxySettings, *,
     argv += ["-t", str(s.workers), "--stats-window", f"{s.window_s:g}",
              "--stats-file", str(stats_file), "--log-file", str(log_file), "-m", *servers]
     argv += ["-s"] if s.sharded else []
-    argv += ["--threads", str(s.threads)] if s.threads else []
+    argv += ["--loops", str(s.loops)] if s.loops != 1 else []
     argv += ["--pipeline", str(s.pipeline)] if s.pipeline > 1 else []
     argv += ["--busy-poll-us", str(s.busy_poll_us)] if s.busy_poll_us else []
     return argv

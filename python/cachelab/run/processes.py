@@ -44,7 +44,7 @@ def proxy_settings(c: RunConfig, window_s: float) -> local.ProxySettings:
     """How the run's middlewares serve: the middleware section's settings, and the
     servers' protocol (a Redis pool speaks RESP to its clients and its servers)."""
     m = c.middleware
-    return local.ProxySettings(m.workers, m.sharded, m.threads, m.pipeline, m.busy_poll_us,
+    return local.ProxySettings(m.workers, m.sharded, m.loops, m.pipeline, m.busy_poll_us,
                                c.servers.kind.value, window_s)
 
 

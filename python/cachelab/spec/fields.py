@@ -101,8 +101,17 @@ def flatten(table: dict, prefix: str = "") -> dict[str, object]:
     return flat
 
 
+#: Fields that were removed, with what replaced them.
+REPLACED = {
+    "middleware.threads": "removed with the proxy's tokio shell; its data path is the "
+                          "event loop (middleware.loops sets how many)",
+}
+
+
 def no_unknown(prefix: str, table: dict, known: tuple[str, ...]) -> None:
     for key in table:
+        if f"{prefix}{key}" in REPLACED:
+            raise UserError(f"{prefix}{key}: {REPLACED[prefix + key]}")
         if key not in known:
             raise UserError(f"{prefix}{key}: unknown field (expected one of {', '.join(known)})")
 

@@ -76,8 +76,9 @@ class Middleware:
     #: `--pipeline`: requests a worker takes at once and sends together (1: the
     #: spec's one-request-per-worker model, which the queueing models assume).
     pipeline: int = setting(1, at_least(1))
-    #: The proxy's runtime threads; None: its default (one per CPU).
-    threads: int | None = setting(None, at_least(1))
+    #: `--loops`: event-loop threads, each with its own clients, FCFS queue and
+    #: `workers` workers (1: the spec's one queue; N: N such stations in parallel).
+    loops: int = setting(1, at_least(1))
     #: `--busy-poll-us`: spin this long after each read instead of sleeping (0: off).
     busy_poll_us: int = setting(0, at_least(0))
     cpus: tuple[int, ...] = setting((), check_cpus)

@@ -12,15 +12,14 @@
 //! done, and later requests wait for the write (the write barrier, [`ClientConn::dispatch`]).
 
 use std::io;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::sync::Notify;
 
 use crate::admission::ClientLimits;
 use crate::budget::MemoryBudget;
-use crate::client_stream::ClientWriter;
 use crate::endpoint::Peer;
+use crate::loop_stream::LoopStream;
 use crate::queue::RequestQueue;
 
 mod outbox;
@@ -41,27 +40,23 @@ pub trait Ordered {
 pub struct ClientConn<R> {
     pub id: u64,
     pub peer: Peer,
-    /// The write half; the connection task owns the read half.
-    stream: ClientWriter,
+    /// The socket, which the event loop also reads.
+    stream: Arc<LoopStream>,
     outbox: Mutex<Outbox<R>>,
-    /// Wakes the connection task: the socket is blocked, or a slot was completed while it
-    /// waited.
-    wake: Notify,
 }
 
 impl<R: Ordered> ClientConn<R> {
     pub fn new(
         id: u64,
         peer: impl Into<Peer>,
-        stream: impl Into<ClientWriter>,
-        budget: std::sync::Arc<MemoryBudget>,
+        stream: Arc<LoopStream>,
+        budget: Arc<MemoryBudget>,
     ) -> Self {
         ClientConn {
             id,
             peer: peer.into(),
-            stream: stream.into(),
+            stream,
             outbox: Mutex::new(Outbox::new(budget)),
-            wake: Notify::new(),
         }
     }
 
@@ -160,24 +155,19 @@ impl<R: Ordered> ClientConn<R> {
     fn after_complete(&self, ob: &mut Outbox<R>) {
         self.flush_locked(ob);
         ob.settle();
-        if ob.task_waiting {
-            ob.task_waiting = false;
-            self.wake.notify_one();
-        }
     }
 
-    /// Writes what the kernel accepts now; on a full socket, hands over to the
-    /// connection task.
+    /// Writes what the kernel accepts now; on a full socket, the rest waits for the
+    /// loop to see it writable ([`ClientConn::flush_blocked`]).
     fn flush_locked(&self, ob: &mut Outbox<R>) {
         if ob.blocked || ob.dead {
             return;
         }
         while !ob.buf.is_empty() {
-            match self.stream.try_write(&ob.buf) {
+            match self.stream.write(&ob.buf) {
                 Ok(n) => ob.buf.advance(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     ob.blocked = true;
-                    self.wake.notify_one();
                     return;
                 }
                 Err(_) => {
@@ -188,12 +178,9 @@ impl<R: Ordered> ClientConn<R> {
             }
         }
         // TLS records encrypted but not yet taken by the kernel: sent when writable.
-        match self.stream.flush_backlog() {
+        match self.stream.flush() {
             Ok(true) => {}
-            Ok(false) => {
-                ob.blocked = true;
-                self.wake.notify_one();
-            }
+            Ok(false) => ob.blocked = true,
             Err(_) => ob.dead = true,
         }
     }
@@ -213,47 +200,18 @@ impl<R: Ordered> ClientConn<R> {
         self.lock().dead
     }
 
-    /// Arms a wake-up for the next completion if the client may not have another
-    /// request dispatched now ([`crate::admission::ReplyWindow::may_dispatch`]: requests
-    /// in flight, and the bytes they and its unread replies come to); returns whether the
-    /// caller should wait.
+    /// Whether the client may not have another request dispatched now
+    /// ([`crate::admission::ReplyWindow::may_dispatch`]: requests in flight, and the
+    /// bytes they and its unread replies come to): the caller waits for a completion.
     pub fn must_wait(&self, limits: ClientLimits) -> bool {
-        let mut ob = self.lock();
+        let ob = self.lock();
         let in_flight = ob.slots.len();
         let unread = ob.pending_bytes();
-        let wait = !ob.dead && !ob.window.may_dispatch(in_flight, unread, limits);
-        ob.task_waiting = wait;
-        wait
+        !ob.dead && !ob.window.may_dispatch(in_flight, unread, limits)
     }
 
-    /// Waits for a wake-up: the socket blocked, or a completion the task waited for.
-    /// Cancel-safe (a notification taken by a dropped waiter is passed on).
-    pub async fn woken(&self) {
-        self.wake.notified().await;
-    }
-
-    /// Flushes a blocked outbox, waiting for the socket to become writable.
-    pub async fn flush_when_blocked(&self) {
-        loop {
-            if !self.lock().blocked {
-                return;
-            }
-            if self.stream.writable().await.is_err() {
-                let mut ob = self.lock();
-                ob.dead = true;
-                ob.buf.clear();
-                ob.settle();
-                return;
-            }
-            let mut ob = self.lock();
-            ob.blocked = false;
-            self.flush_locked(&mut ob);
-            ob.settle();
-        }
-    }
-
-    /// Flushes a blocked outbox now that the socket is writable (the event loop's
-    /// counterpart of [`ClientConn::flush_when_blocked`]); true if it is still blocked.
+    /// Flushes a blocked outbox now that the socket is writable; true if it is still
+    /// blocked.
     pub fn flush_blocked(&self) -> bool {
         let mut ob = self.lock();
         if ob.blocked {
@@ -268,58 +226,34 @@ impl<R: Ordered> ClientConn<R> {
     pub fn shutdown_write(&self) {
         self.stream.shutdown_write();
     }
-
-    /// Waits until every reply owed has been written (or the socket failed).
-    pub async fn drain(&self) {
-        loop {
-            self.flush_when_blocked().await;
-            {
-                let mut ob = self.lock();
-                if ob.dead || (ob.slots.is_empty() && ob.buf.is_empty()) {
-                    return;
-                }
-                // Not blocked, so the buffer is empty and replies are still owed: wait
-                // for a completion (or for a completion that blocks the socket).
-                ob.task_waiting = true;
-            }
-            self.woken().await;
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
-    use tokio::io::AsyncReadExt;
-    use tokio::net::{TcpListener, TcpStream};
+    use crate::mio_socket::MioSocket;
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream};
 
-    /// A connection, the client's socket, and the read half (kept open by the caller:
-    /// dropping it would not close the socket, but keeping it mirrors the server).
-    async fn pair() -> (ClientConn<Req>, TcpStream, tokio::net::tcp::OwnedReadHalf) {
-        pair_with_budget(1 << 30).await
+    /// A connection over loopback and the client's (blocking) socket.
+    fn pair() -> (ClientConn<Req>, TcpStream) {
+        pair_with_budget(1 << 30)
     }
 
-    async fn pair_with_budget(
-        budget: usize,
-    ) -> (ClientConn<Req>, TcpStream, tokio::net::tcp::OwnedReadHalf) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let client = TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (server, peer) = listener.accept().await.unwrap();
-        let (read_half, write_half) = server.into_split();
+    fn pair_with_budget(budget: usize) -> (ClientConn<Req>, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, peer) = listener.accept().unwrap();
+        server.set_nonblocking(true).unwrap();
+        let socket = MioSocket::Tcp(mio::net::TcpStream::from_std(server));
         let budget = Arc::new(MemoryBudget::new(budget));
-        (
-            ClientConn::new(1, peer, write_half, budget),
-            client,
-            read_half,
-        )
+        let stream = Arc::new(LoopStream::Plain(socket));
+        (ClientConn::new(1, peer, stream, budget), client)
     }
 
-    async fn read_exactly(client: &mut TcpStream, n: usize) -> Vec<u8> {
+    fn read_exactly(client: &mut TcpStream, n: usize) -> Vec<u8> {
         let mut buf = vec![0; n];
-        client.read_exact(&mut buf).await.unwrap();
+        client.read_exact(&mut buf).unwrap();
         buf
     }
 
@@ -336,31 +270,30 @@ mod tests {
         }
     }
 
-    fn req(conn: &Arc<ClientConn<Req>>, write: bool, n: u64) -> Req {
+    fn req(conn: &ClientConn<Req>, write: bool, n: u64) -> Req {
         conn.reserve();
         Req { write, n }
     }
 
-    #[tokio::test]
-    async fn a_reply_beyond_the_memory_budget_becomes_an_error_line() {
-        let (conn, mut client, _read) = pair_with_budget(1000).await;
+    #[test]
+    fn a_reply_beyond_the_memory_budget_becomes_an_error_line() {
+        let (conn, mut client) = pair_with_budget(1000);
         let first = conn.reserve();
         let second = conn.reserve();
         // completed out of order: the second waits aside, and must fit too
         conn.complete(second, |out| out.extend_from_slice(&[b'x'; 5000]));
         conn.complete(first, |out| out.extend_from_slice(b"END\r\n"));
         let expected = [&b"END\r\n"[..], OUT_OF_MEMORY].concat();
-        assert_eq!(read_exactly(&mut client, expected.len()).await, expected);
+        assert_eq!(read_exactly(&mut client, expected.len()), expected);
         let third = conn.reserve();
         conn.complete(third, |out| out.extend_from_slice(&[b'y'; 900]));
-        assert_eq!(read_exactly(&mut client, 900).await, vec![b'y'; 900]);
+        assert_eq!(read_exactly(&mut client, 900), vec![b'y'; 900]);
     }
 
-    #[tokio::test]
-    async fn a_write_waits_for_earlier_requests_and_later_ones_wait_for_it() {
-        let (conn, _client, _read) = pair().await;
-        let conn = Arc::new(conn);
-        let queue = RequestQueue::new(1);
+    #[test]
+    fn a_write_waits_for_earlier_requests_and_later_ones_wait_for_it() {
+        let (conn, _client) = pair();
+        let queue = RequestQueue::default();
         conn.dispatch(req(&conn, false, 0), false, &queue);
         conn.dispatch(req(&conn, false, 1), false, &queue);
         conn.dispatch(req(&conn, true, 2), true, &queue);
@@ -372,18 +305,18 @@ mod tests {
         );
         conn.finished(false, &queue);
         assert_eq!(queue.len(), 2);
-        let _ = queue.pop(0).await;
-        let _ = queue.pop(0).await;
+        let _ = queue.try_pop();
+        let _ = queue.try_pop();
         conn.finished(false, &queue);
         assert_eq!(queue.len(), 1, "both reads done: the write goes");
-        assert_eq!(queue.pop(0).await.unwrap(), Req { write: true, n: 2 });
+        assert_eq!(queue.try_pop().unwrap(), Req { write: true, n: 2 });
         conn.finished(true, &queue);
-        assert_eq!(queue.pop(0).await.unwrap(), Req { write: false, n: 3 });
+        assert_eq!(queue.try_pop().unwrap(), Req { write: false, n: 3 });
     }
 
-    #[tokio::test]
-    async fn replies_leave_in_request_order_whatever_order_they_complete_in() {
-        let (conn, mut client, _read) = pair().await;
+    #[test]
+    fn replies_leave_in_request_order_whatever_order_they_complete_in() {
+        let (conn, mut client) = pair();
         let a = conn.reserve();
         let b = conn.reserve();
         let c = conn.reserve();
@@ -391,37 +324,37 @@ mod tests {
         conn.complete(b, |out| out.extend_from_slice(b"B"));
         assert_eq!(conn.in_flight(), 3);
         conn.complete(a, |out| out.extend_from_slice(b"A"));
-        assert_eq!(read_exactly(&mut client, 3).await, b"ABC");
+        assert_eq!(read_exactly(&mut client, 3), b"ABC");
         assert!(conn.is_drained());
     }
 
-    #[tokio::test]
-    async fn local_replies_wait_behind_owed_replies() {
-        let (conn, mut client, _read) = pair().await;
+    #[test]
+    fn local_replies_wait_behind_owed_replies() {
+        let (conn, mut client) = pair();
         let a = conn.reserve();
         conn.reply_now(b"ERROR\r\n");
         conn.complete(a, |out| out.extend_from_slice(b"END\r\n"));
         conn.reply_now(b"VERSION x\r\n");
         assert_eq!(
-            read_exactly(&mut client, 23).await,
+            read_exactly(&mut client, 23),
             b"END\r\nERROR\r\nVERSION x\r\n"
         );
     }
 
-    #[tokio::test]
-    async fn silent_slots_release_the_replies_behind_them() {
-        let (conn, mut client, _read) = pair().await;
+    #[test]
+    fn silent_slots_release_the_replies_behind_them() {
+        let (conn, mut client) = pair();
         let a = conn.reserve();
         let b = conn.reserve();
         conn.complete(b, |out| out.extend_from_slice(b"B"));
         conn.complete_silent(a);
-        assert_eq!(read_exactly(&mut client, 1).await, b"B");
+        assert_eq!(read_exactly(&mut client, 1), b"B");
         assert_eq!(conn.in_flight(), 0);
     }
 
-    #[tokio::test]
-    async fn a_full_socket_is_flushed_once_the_client_reads() {
-        let (conn, mut client, _read) = pair().await;
+    #[test]
+    fn a_full_socket_is_flushed_once_the_client_reads() {
+        let (conn, mut client) = pair();
         let big = vec![b'x'; 8 << 20];
         let seq = conn.reserve();
         conn.complete(seq, |out| out.extend_from_slice(&big));
@@ -429,12 +362,19 @@ mod tests {
             !conn.is_drained(),
             "8 MiB should not fit in the socket buffers"
         );
-        let reader = tokio::spawn(async move {
+        let reader = std::thread::spawn(move || {
             let mut got = vec![0; 8 << 20];
-            client.read_exact(&mut got).await.unwrap();
+            client.read_exact(&mut got).unwrap();
             got.iter().all(|b| *b == b'x')
         });
-        conn.drain().await;
-        assert!(reader.await.unwrap());
+        // What the loop does when the socket turns writable; bounded in time.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !conn.is_drained() && std::time::Instant::now() < until {
+            if conn.flush_blocked() {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        assert!(conn.is_drained());
+        assert!(reader.join().unwrap());
     }
 }

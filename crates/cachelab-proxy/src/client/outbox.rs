@@ -28,12 +28,10 @@ pub(super) struct Outbox<R> {
     pub(super) slots: VecDeque<Slot>,
     /// In-order bytes not yet accepted by the kernel.
     pub(super) buf: BytesMut,
-    /// The socket was full; the connection task flushes when it becomes writable.
+    /// The socket was full; the loop flushes when it becomes writable.
     pub(super) blocked: bool,
     /// The socket failed; replies are dropped.
     pub(super) dead: bool,
-    /// The connection task waits for in-flight requests to finish.
-    pub(super) task_waiting: bool,
     /// Requests of this connection in the FCFS queue or at a worker.
     pub(super) dispatched: usize,
     /// One of them is a write: nothing else may be dispatched until it is done.
@@ -57,7 +55,6 @@ impl<R> Outbox<R> {
             buf: BytesMut::with_capacity(16 * 1024),
             blocked: false,
             dead: false,
-            task_waiting: false,
             dispatched: 0,
             write_dispatched: false,
             held: VecDeque::new(),

@@ -111,17 +111,13 @@ pub struct Args {
     #[arg(long, default_value_t = DEFAULT_PIPELINE, value_name = "DEPTH")]
     pub pipeline: usize,
 
-    /// Runtime threads for the net layer and workers of the tokio shell (default: one
-    /// per CPU). The event loop is one thread; the runtime then serves only signals,
-    /// reload, metrics and statistics, on one thread.
-    #[arg(long)]
-    pub threads: Option<usize>,
+    /// Removed with the tokio shell: refused with a line saying what replaced it.
+    #[arg(long, hide = true, value_name = "N")]
+    pub threads: Option<String>,
 
-    /// What drives the engine: `loop`, one event-loop thread that owns every socket
-    /// (no task per connection or worker); `tokio`, a task per client connection and
-    /// per worker; `auto`, the loop (both serve TLS).
-    #[arg(long, value_enum, default_value_t = Shell::Auto)]
-    pub shell: Shell,
+    /// Removed with the tokio shell: refused with a line saying what replaced it.
+    #[arg(long, hide = true, value_name = "SHELL")]
+    pub shell: Option<String>,
 
     /// After each read from a client or a server, keep one runtime thread spinning this
     /// many microseconds instead of sleeping, so the next request or reply is read as it
@@ -232,15 +228,6 @@ pub struct Args {
     #[arg(long, value_name = "N", conflicts_with = "config", value_parser = database,
           allow_negative_numbers = true)]
     pub redis_db: Option<u32>,
-}
-
-/// `--shell`'s values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Shell {
-    Auto,
-    #[value(alias = "mio")]
-    Loop,
-    Tokio,
 }
 
 /// `--protocol`'s values.

@@ -13,7 +13,7 @@ pub mod spec;
 pub mod toml;
 pub mod yaml;
 
-pub use args::{Args, Shell};
+pub use args::Args;
 pub use spec::{ketama_name, ListenerSpec, PoolSpec, ServerSpec};
 
 use std::collections::HashSet;
@@ -59,6 +59,8 @@ pub const DEFAULT_TLS_PROTOCOLS: &str = "1.2,1.3";
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
+    #[error("--{0} was removed with the tokio shell: {1}")]
+    Removed(&'static str, &'static str),
     #[error("--workers must be at least 1")]
     NoWorkers,
     #[error("server address {0:?} is not host:port")]
@@ -101,9 +103,6 @@ pub struct Config {
     /// `--config`: reread on SIGHUP.
     pub config_file: Option<PathBuf>,
     pub pipeline: usize,
-    pub threads: Option<usize>,
-    /// `--shell` as given; [`Config::uses_loop`] resolves `auto`.
-    pub shell: Shell,
     /// `--busy-poll-us`; zero: off.
     pub busy_poll: Duration,
     pub stats_file: Option<PathBuf>,
@@ -130,15 +129,6 @@ pub struct Config {
 pub const SPARE_DESCRIPTORS: u64 = 64;
 
 impl Config {
-    /// Whether the event loop ([`crate::evloop`]) serves, rather than tokio tasks: unless
-    /// `--shell tokio` is asked for (the loop serves TLS too).
-    pub fn uses_loop(&self) -> bool {
-        match self.shell {
-            Shell::Loop | Shell::Auto => true,
-            Shell::Tokio => false,
-        }
-    }
-
     /// Whether any listener serves TLS or any pool reaches its servers over TLS.
     pub fn has_tls(&self) -> bool {
         self.listeners
@@ -189,8 +179,6 @@ impl Config {
             }],
             config_file: None,
             pipeline: DEFAULT_PIPELINE,
-            threads: None,
-            shell: Shell::Auto,
             busy_poll: Duration::ZERO,
             stats_file: None,
             stats_window: Duration::from_secs_f64(DEFAULT_STATS_WINDOW_SECS),
@@ -219,6 +207,18 @@ impl TryFrom<&Args> for Config {
     type Error = ConfigError;
 
     fn try_from(args: &Args) -> Result<Self, ConfigError> {
+        if args.shell.is_some() {
+            return Err(ConfigError::Removed(
+                "shell",
+                "the event loop is the only data path; drop the flag",
+            ));
+        }
+        if args.threads.is_some() {
+            return Err(ConfigError::Removed(
+                "threads",
+                "the data path is one event-loop thread; drop the flag",
+            ));
+        }
         if args.workers == 0 {
             return Err(ConfigError::NoWorkers);
         }
@@ -314,7 +314,6 @@ impl TryFrom<&Args> for Config {
             (args.memory_budget == 0, "memory-budget"),
             (args.max_reply_bytes == 0, "max-reply-bytes"),
             (args.max_pending_bytes == 0, "max-pending-bytes"),
-            (args.threads == Some(0), "threads"),
         ] {
             if is_zero {
                 return Err(ConfigError::Zero(name));
@@ -328,8 +327,6 @@ impl TryFrom<&Args> for Config {
             listeners,
             config_file: args.config.clone(),
             pipeline: args.pipeline,
-            threads: args.threads,
-            shell: args.shell,
             busy_poll: Duration::from_micros(args.busy_poll_us),
             stats_file: args.stats_file.clone(),
             stats_window: seconds(args.stats_window, "stats-window")?,

@@ -139,30 +139,23 @@ fn zero_workers_and_bad_windows_are_rejected() {
     assert!(err.contains("--pipeline"), "{err}");
 }
 
+/// The tokio shell's flags are refused in one line that says what replaced them, so a
+/// script written for it fails loudly rather than measuring something else.
 #[test]
-fn the_shell_is_the_loop_unless_tokio_is_asked_for_with_or_without_tls() {
-    let plain = parse(&["p", "-m", "127.0.0.1:11211"]).unwrap();
-    assert!(plain.uses_loop());
-    let tokio = parse(&["p", "-m", "127.0.0.1:11211", "--shell", "tokio"]).unwrap();
-    assert!(!tokio.uses_loop());
-    let tls = [
-        "p",
-        "-m",
-        "127.0.0.1:11211",
-        "--server-tls",
-        "--server-tls-skip-verify",
-    ];
-    let auto = parse(&tls).unwrap();
-    assert!(
-        auto.has_tls() && auto.uses_loop(),
-        "auto serves TLS with the loop"
-    );
-    let mut forced = tls.to_vec();
-    forced.extend(["--shell", "loop"]);
-    assert!(parse(&forced).unwrap().uses_loop());
-    let mut tokio_tls = tls.to_vec();
-    tokio_tls.extend(["--shell", "tokio"]);
-    assert!(!parse(&tokio_tls).unwrap().uses_loop());
+fn the_removed_shell_flags_are_refused_saying_what_replaced_them() {
+    for (flag, value) in [
+        ("--shell", "tokio"),
+        ("--shell", "loop"),
+        ("--threads", "4"),
+    ] {
+        let err = parse(&["p", "-m", "127.0.0.1:11211", flag, value]).unwrap_err();
+        assert!(err.contains(flag), "{err}");
+        assert!(err.contains("removed with the tokio shell"), "{err}");
+        assert!(
+            err.contains("event loop") || err.contains("event-loop"),
+            "{err}"
+        );
+    }
 }
 
 /// A configuration that could never serve, in both file formats: refused when read, in

@@ -1,6 +1,7 @@
-//! The net layer's per-connection task: reads bytes, decodes requests, answers local
-//! commands and rejections itself, and puts everything else into the FCFS queue with
-//! its read targets assigned.
+//! The net layer's per-connection decoding: the bytes the event loop read
+//! (`evloop/clients.rs`) are decoded into requests; local commands and rejections are
+//! answered here, everything else goes into the FCFS queue with its read targets
+//! assigned.
 
 use std::io;
 use std::sync::atomic::Ordering;
@@ -9,14 +10,11 @@ use std::time::Instant;
 
 use bytes::{Buf, BytesMut};
 use cachelab_protocol::{Discard, Invalid};
-use tokio::io::AsyncReadExt;
-use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::admission::ClientLimits;
 use crate::budget::MemoryBudget;
 use crate::client::ClientConn;
-use crate::client_stream::ClientReader;
 use crate::decode::{binary_error, Class, Decoder, Local, Step};
 use crate::job::Job;
 use crate::log_limit::LogLimit;
@@ -55,9 +53,6 @@ pub struct NetContext {
 /// Bad requests per connection logged individually; after that, one line per 1000.
 const LOGGED_ERRORS: u64 = 10;
 
-/// How long a closing connection keeps reading (and dropping) client input.
-const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
-
 /// Why a client connection stopped reading.
 #[derive(Debug)]
 pub enum End {
@@ -69,26 +64,6 @@ pub enum End {
     Idle,
 }
 
-pub async fn serve(
-    conn: Arc<ClientConn<Job>>,
-    reader: impl Into<ClientReader>,
-    net: Arc<NetContext>,
-    slot: Arc<PoolSlot>,
-    mut stop: watch::Receiver<bool>,
-) {
-    let mut reader = reader.into();
-    let mut session = Session::new(Arc::clone(&conn), Arc::clone(&net), slot);
-    let end = session.read_loop(&mut reader, &mut stop).await;
-    session.log_end(&end);
-    // Answer everything already received, then close gracefully.
-    conn.drain().await;
-    conn.shutdown_write();
-    if end.lingers() {
-        linger(&mut reader).await;
-    }
-    session.close();
-}
-
 impl End {
     /// Whether the client may still be sending: closing with unread input makes the
     /// kernel reset the connection, which can destroy replies still in flight.
@@ -97,31 +72,8 @@ impl End {
     }
 }
 
-/// Reads and drops what the client still sends until it closes or LINGER passes.
-/// Closing a socket with unread input makes the kernel send RST, which can destroy
-/// replies still in flight to the client; lingering like this avoids that.
-async fn linger(reader: &mut ClientReader) {
-    let mut scratch = [0u8; 4096];
-    let _ = tokio::time::timeout(LINGER, async {
-        while let Ok(n) = reader.read(&mut scratch).await {
-            if n == 0 {
-                return;
-            }
-        }
-    })
-    .await;
-}
-
-/// Sleeps until `at`, or forever.
-async fn sleep_until_some(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// A client connection's decoding state, without its socket: the tokio shell's task
-/// ([`serve`]) and the event loop (`evloop`) feed it the bytes they read.
+/// A client connection's decoding state, without its socket: the event loop
+/// (`evloop/clients.rs`) feeds it the bytes it reads.
 pub struct Session {
     conn: Arc<ClientConn<Job>>,
     net: Arc<NetContext>,
@@ -221,7 +173,6 @@ impl Session {
 
     /// Decodes what a read that completed at `arrival` brought.
     pub fn after_read(&mut self, arrival: Instant) -> Result<(), End> {
-        crate::busy_poll::touch();
         match self.decode_all(arrival, self.limits()) {
             Decoded::Quit => Err(End::Quit),
             Decoded::Paused | Decoded::All => Ok(()),
@@ -260,58 +211,6 @@ impl Session {
             .net
             .curr_connections
             .fetch_sub(1, Ordering::Relaxed);
-    }
-
-    async fn read_loop(
-        &mut self,
-        reader: &mut ClientReader,
-        stop: &mut watch::Receiver<bool>,
-    ) -> End {
-        let idle_timeout = self.net.settings.idle_timeout;
-        let mut last_read = tokio::time::Instant::now();
-        loop {
-            if *stop.borrow() {
-                return End::Shutdown;
-            }
-            // Runs to completion (never inside select!), so a flush is never abandoned
-            // half-way with the outbox marked blocked.
-            self.conn.flush_when_blocked().await;
-            match self.may_read() {
-                Err(end) => return end,
-                Ok(false) => {
-                    tokio::select! {
-                        _ = self.conn.woken() => {}
-                        _ = stop.changed() => return End::Shutdown,
-                    }
-                    continue;
-                }
-                Ok(true) => {}
-            }
-            // `read_buf` is cancel-safe, and clears the socket's readiness after a short
-            // read, so a drained socket costs no extra `recv` returning EAGAIN.
-            let idle_at = idle_timeout
-                .filter(|_| self.is_idle())
-                .map(|t| last_read + t);
-            self.read_buf();
-            let (conn, rbuf) = (&self.conn, &mut self.rbuf);
-            let read = tokio::select! {
-                biased;
-                _ = stop.changed() => return End::Shutdown,
-                _ = conn.woken() => continue,
-                read = reader.read_buf(rbuf) => read,
-                _ = sleep_until_some(idle_at) => return End::Idle,
-            };
-            match read {
-                Ok(0) => return End::Eof,
-                Ok(_) => {
-                    last_read = tokio::time::Instant::now();
-                    if let Err(end) = self.after_read(Instant::now()) {
-                        return end;
-                    }
-                }
-                Err(e) => return End::Error(e),
-            }
-        }
     }
 
     /// Handles every complete request in the buffer, stopping before a request to

@@ -3,7 +3,7 @@
 //! (answer what was received, FIN, then read and drop what the client still sends for a
 //! while so that a reset cannot destroy replies in flight). A TLS listener's connection
 //! first completes its handshake in the loop (within
-//! [`HANDSHAKE_TIMEOUT`](crate::client_stream::HANDSHAKE_TIMEOUT)).
+//! [`HANDSHAKE_TIMEOUT`]).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -13,7 +13,6 @@ use mio::{Interest, Registry, Token};
 use tracing::{error, warn};
 
 use crate::client::ClientConn;
-use crate::client_stream::{ClientWriter, HandshakeError, HANDSHAKE_TIMEOUT};
 use crate::connection::{End, NetContext, Session};
 use crate::endpoint::Peer;
 use crate::mio_socket::{MioSocket, ReadOutcome};
@@ -25,6 +24,18 @@ use crate::loop_stream::LoopStream;
 
 /// How long a closing connection keeps reading (and dropping) client input.
 const LINGER: Duration = Duration::from_secs(1);
+
+/// How long a client may take to complete its TLS handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a TLS client's connection was closed before it was served.
+#[derive(Debug, thiserror::Error)]
+pub enum HandshakeError {
+    #[error("TLS handshake failed: {0}")]
+    Failed(std::io::Error),
+    #[error("TLS handshake timed out after {} s", HANDSHAKE_TIMEOUT.as_secs())]
+    TimedOut,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -93,7 +104,7 @@ impl Client {
         let conn = Arc::new(ClientConn::new(
             id,
             peer,
-            ClientWriter::Loop(Arc::clone(&socket)),
+            Arc::clone(&socket),
             Arc::clone(&net.budget),
         ));
         Ok(Client {
@@ -189,8 +200,8 @@ impl Client {
         }
     }
 
-    /// A handshake that failed or timed out: counted and logged as the tokio shell's
-    /// accept does; the connection is closed without a reply.
+    /// A handshake that failed or timed out: counted and logged; the connection is
+    /// closed without a reply.
     fn handshake_failed(&mut self, e: HandshakeError, registry: &Registry) -> Fate {
         let net = self.session.net();
         net.net.tls_handshake_errors.fetch_add(1, Ordering::Relaxed);

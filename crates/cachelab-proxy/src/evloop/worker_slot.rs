@@ -301,7 +301,6 @@ impl WorkerSlot {
                 None => Err(link.retry.down.clone()),
                 Some(socket) => match socket.read_into(self.engine.read_buf(server)) {
                     Ok(ReadOutcome::Data { drained, .. }) => {
-                        crate::busy_poll::touch();
                         link.readable = !drained || link.hup;
                         Ok(())
                     }

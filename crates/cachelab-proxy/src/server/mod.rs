@@ -1,5 +1,5 @@
 //! Wiring: each task's handles, the workers, the statistics writer, and the graceful
-//! shutdown; the accept loop ([`crate::accept`]) and live reload ([`crate::reload`])
+//! shutdown; the event loop ([`crate::evloop`]) and live reload ([`crate::reload`])
 //! hang off it.
 //!
 //! Each task gets the handles it uses and nothing else: a connection task a
@@ -39,7 +39,7 @@ use crate::worker::{WorkerContext, WorkerSettings};
 /// The proxy's parts, wired once at start.
 mod shells;
 
-use shells::{serve_loop, serve_tasks, Reloading};
+use shells::{serve_loop, Reloading};
 
 pub struct Parts {
     pub net: Arc<NetContext>,
@@ -62,7 +62,7 @@ impl Parts {
                 ))
             })
             .collect::<Result<Vec<_>, ServerError>>()?;
-        let queue = Arc::new(RequestQueue::new(config.workers));
+        let queue = Arc::new(RequestQueue::default());
         let budget = Arc::new(MemoryBudget::new(config.memory_budget));
         let counters: Arc<[CachePadded<Counters>]> = (0..config.workers)
             .map(|_| CachePadded::default())
@@ -253,7 +253,6 @@ impl Ready {
             listen = %config.listen, workers = config.workers,
             servers = ?config.servers, sharded = config.sharded,
             pools = config.listeners.len(),
-            shell = if config.uses_loop() { "loop" } else { "tokio" },
             "cachelab-proxy started"
         );
         let slots: Vec<Arc<PoolSlot>> = parts
@@ -271,14 +270,8 @@ impl Ready {
             probes: &mut probes,
             stop: &stop_rx,
         };
-        if config.uses_loop() {
-            serve_loop(listeners, &parts, &config, shutdown, reloads, reloading).await;
-        } else {
-            serve_tasks(
-                listeners, &parts, &tls, &config, shutdown, reloads, reloading, &stop_tx,
-            )
-            .await;
-        }
+        serve_loop(listeners, &parts, &config, shutdown, reloads, reloading).await;
+        let _ = stop_tx.send(true);
         if let Some(metrics) = metrics {
             metrics.abort();
         }

@@ -1,7 +1,6 @@
-//! The two shells that drive the engine, and the reload requests served beside either:
-//! the tokio shell (a task per client connection and per worker) and the event loop
-//! ([`crate::evloop`], one thread owning every socket). Both serve until shutdown, then
-//! answer what was received within the drain timeout.
+//! The event loop ([`crate::evloop`], one thread owning every socket) started, served
+//! until shutdown and drained within the drain timeout, with reload requests served
+//! beside it on the control plane's runtime.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -11,7 +10,6 @@ use tokio::task::JoinSet;
 use tracing::{error, info, warn};
 
 use super::{spawn_probes, Parts};
-use crate::accept::accept_loop;
 use crate::config::Config;
 use crate::endpoint::Listener;
 use crate::evloop::{EventLoop, LoopListener, LoopSettings};
@@ -19,7 +17,6 @@ use crate::health::Health;
 use crate::observed::PoolSlot;
 use crate::reload::reload_off_thread;
 use crate::tls::ListenerTls;
-use crate::worker::Worker;
 
 /// What serving needs to carry out reloads: rereads `--config` off the runtime's
 /// threads, and probes the servers a reload registered.
@@ -63,61 +60,6 @@ impl Reloading<'_> {
                 }
             }
         }
-    }
-}
-
-/// The tokio shell: a task per client connection (accepted by the accept loop) and per
-/// worker, until `shutdown`; then answers what was received within the drain timeout.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn serve_tasks(
-    listeners: Vec<Listener>,
-    parts: &Parts,
-    tls: &[Option<Arc<ListenerTls>>],
-    config: &Config,
-    shutdown: impl Future<Output = ()>,
-    mut reloads: mpsc::Receiver<()>,
-    mut reloading: Reloading<'_>,
-    stop_tx: &watch::Sender<bool>,
-) {
-    let mut workers = JoinSet::new();
-    for id in 0..config.workers {
-        workers.spawn(Worker::new(id, parts.worker.clone()).run());
-    }
-    let mut connections = JoinSet::new();
-    {
-        let accepting = accept_loop(
-            &listeners,
-            reloading.slots,
-            tls,
-            &parts.net,
-            config.max_connections,
-            reloading.stop,
-            &mut connections,
-            shutdown,
-        );
-        reloading.alongside(accepting, &mut reloads).await;
-    }
-    drop(listeners);
-
-    info!("shutting down: no new connections; answering requests already received");
-    let _ = stop_tx.send(true);
-    let queue = Arc::clone(&parts.worker.queue);
-    let drain_timeout = config.drain_timeout;
-    let drained = tokio::time::timeout(drain_timeout, async {
-        while connections.join_next().await.is_some() {}
-        queue.close();
-        while workers.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        warn!(
-            queued = queue.len(),
-            timeout_s = drain_timeout.as_secs_f64(),
-            "drain timeout: closing with requests unanswered"
-        );
-        connections.abort_all();
-        queue.close();
-        workers.abort_all();
     }
 }
 

@@ -244,7 +244,7 @@ impl Drop for Proxy {
     }
 }
 
-/// The proxy's thread: its runtime (the binary's choice of scheduler and threads), its
+/// The proxy's thread: its runtime (the binary's: one thread), its
 /// subscriber on every runtime thread, start, then serve until shut down.
 fn serve(
     config: Config,
@@ -255,17 +255,9 @@ fn serve(
     started: std::sync::mpsc::Sender<Result<(), String>>,
 ) -> RunSummary {
     let _log = dispatcher::set_default(&dispatch);
-    let threads = config
-        .threads
-        .unwrap_or_else(|| thread::available_parallelism().map_or(1, |n| n.get()));
-    let mut builder = if threads == 1 {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        let mut builder = tokio::runtime::Builder::new_multi_thread();
-        builder.worker_threads(threads);
-        builder
-    };
-    let runtime = builder
+    // As the binary: the event loop has its own thread; the runtime is the control
+    // plane's, one thread.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .on_thread_start(move || {
             let guard = dispatcher::set_default(&dispatch);
@@ -287,7 +279,6 @@ fn serve(
                 }
             }
         }
-        let busy_poll = config.busy_poll;
         let ready = match server::start(listeners, config).await {
             Ok(ready) => ready,
             Err(e) => {
@@ -295,9 +286,6 @@ fn serve(
                 return None;
             }
         };
-        if !busy_poll.is_zero() {
-            tokio::spawn(cachelab_proxy::busy_poll::spin(busy_poll));
-        }
         let _ = started.send(Ok(()));
         let stopped = async {
             let _ = shutdown.await;
