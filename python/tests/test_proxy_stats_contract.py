@@ -108,3 +108,16 @@ def test_a_line_missing_a_field_is_one_line_naming_it(tmp_path):
     path.write_text("\n".join([lines[0], json.dumps(window)]) + "\n")
     with pytest.raises(UserError, match=r":2: window.queue_len.count: expected int, got '2'"):
         proxy_stats.load(path)
+
+
+def test_a_file_from_before_loops_reads_as_one_loop(tmp_path):
+    lines = GOLDEN.read_text().splitlines()
+    start = json.loads(lines[0])
+    assert start["loops"] == 1
+    start["loops"] = 3
+    path = tmp_path / "stats.jsonl"
+    path.write_text("\n".join([json.dumps(start), *lines[1:]]) + "\n")
+    assert proxy_stats.load(path).header.loops == 3
+    del start["loops"]
+    path.write_text("\n".join([json.dumps(start), *lines[1:]]) + "\n")
+    assert proxy_stats.load(path).header.loops == 1

@@ -6,16 +6,20 @@
 //!
 //! The structure is the queueing model the measurements are about:
 //!
-//! - **net layer** ([`connection`], [`decode`], [`client`]): one task per client reads
-//!   bytes, decodes requests ([`decode::Decoder`] over the sans-I/O protocol crate),
-//!   answers rejections and local commands itself, takes the request's round-robin
-//!   position in its listener's pool ([`routing::plan::Pool::assign`]) and appends the
-//!   rest to one FCFS queue ([`queue`]).
+//! - **event loops** ([`evloop`]): one thread by default (`--loops N`: N, the first
+//!   accepting for all and handing clients out in turn) owns its clients' sockets, its
+//!   FCFS queue and its W workers with their server sockets; a request goes from its
+//!   client's read to its servers' write in one loop turn.
+//! - **net layer** ([`connection`], [`decode`], [`client`]): a client's bytes, as the
+//!   loop read them, are decoded into requests ([`decode::Decoder`] over the sans-I/O
+//!   protocol crate); rejections and local commands are answered here; the rest takes
+//!   its round-robin position in its listener's pool ([`routing::plan::Pool::assign`])
+//!   and joins its loop's FCFS queue ([`queue`]).
 //! - **routing** ([`routing`]): pure. A request and its pool in, a plan out (which
 //!   server gets which part, who may stand in, how replies merge); twemproxy's hashes and
 //!   distributions, so a `shard` pool puts every key where nutcracker would.
-//! - **W workers** ([`worker`]): the I/O shell that carries plans out. Each owns a
-//!   connection to every server ([`backend`]), takes the oldest request, sends its
+//! - **W workers** ([`worker`]): each an engine without I/O that carries plans out
+//!   over its own connection to every server: takes the oldest request, sends its
 //!   parts, waits for every involved server, merges the replies, sends the reply in the
 //!   connection's order, and takes the next.
 //! - **server health** ([`health`]): one registry for the whole proxy: eject, probe,
@@ -26,7 +30,7 @@
 //!   ([`reload`]).
 //! - **statistics** ([`metrics`], [`stats_file`]): per-request timestamps feed each
 //!   worker's own statistics unit, swapped out and written every window.
-//! - **transport** ([`endpoint`], [`client_stream`], [`server_stream`], [`tls`]): TCP,
+//! - **transport** ([`endpoint`], [`loop_stream`], [`server_stream`], [`tls`]): TCP,
 //!   Unix sockets and TLS (rustls), on the client side and towards the servers; the
 //!   addresses, the TLS configurations and the rustls driving are `cachelab-net`'s,
 //!   shared with the load generator.

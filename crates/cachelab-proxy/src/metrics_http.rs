@@ -195,9 +195,20 @@ impl Collector for ProxyCollector {
             e,
             "queue_length",
             "Requests waiting in the FCFS queue.",
-            shared.queue.len() as i64,
+            shared.queue_len() as i64,
         )?;
-        gauge(e, "workers", "Worker slots.", shared.workers as i64)?;
+        gauge(
+            e,
+            "workers",
+            "Worker slots per event loop.",
+            shared.workers as i64,
+        )?;
+        gauge(
+            e,
+            "loops",
+            "Event loops, each with its own queue and workers.",
+            shared.loops as i64,
+        )?;
         gauge(
             e,
             "memory_used_bytes",

@@ -74,11 +74,22 @@ pub struct Observed {
     pub net: Arc<NetCounters>,
     pub health: Arc<Health>,
     pub budget: Arc<MemoryBudget>,
-    pub queue: Arc<RequestQueue<Job>>,
+    /// Each event loop's FCFS queue.
+    pub queues: Arc<[Arc<RequestQueue<Job>>]>,
     /// Per listener, its address and pool.
     pub listeners: Vec<(Endpoint, Arc<PoolSlot>)>,
     pub started: Instant,
+    /// Workers per event loop.
     pub workers: usize,
+    /// Event loops (`--loops`), each with `workers` workers and its own queue.
+    pub loops: usize,
     pub pipeline: usize,
     pub sharded: bool,
+}
+
+impl Observed {
+    /// Requests waiting in every loop's queue.
+    pub fn queue_len(&self) -> usize {
+        self.queues.iter().map(|q| q.len()).sum()
+    }
 }

@@ -35,11 +35,12 @@ pub fn compose_stats(shared: &Observed, out: &mut BytesMut) {
     compose_stat(out, "ssl_handshake_errors", load(&net.tls_handshake_errors));
     let servers = shared.health.report();
     compose_stat(out, "workers", shared.workers);
+    compose_stat(out, "loops", shared.loops);
     compose_stat(out, "servers", servers.len());
     compose_stat(out, "sharded", u8::from(shared.sharded));
     compose_stat(out, "pipeline", shared.pipeline);
     compose_stat(out, "busy_poll_us", crate::busy_poll::window_us());
-    compose_stat(out, "queue_length", shared.queue.len());
+    compose_stat(out, "queue_length", shared.queue_len());
     compose_stat(out, "requests_received", load(&net.arrivals));
     compose_stat(out, "bad_requests", load(&net.bad_requests));
     // memcached counts keys in cmd_get; the request counts are ours.

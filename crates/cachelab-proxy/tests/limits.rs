@@ -15,8 +15,6 @@ use common::{start_servers, values_reply, Client};
 #[test]
 fn a_connection_past_the_limit_gets_the_error_line_and_is_closed() {
     let servers = start_servers(1);
-    // One runtime thread: a connection's count and its place go in one poll of its task,
-    // so once `stats` shows the count down, the place is free too.
     let proxy = common::Proxy::start(&[&servers[0]], &["--max-connections", "2"]);
     let mut first = proxy.client();
     let mut second = proxy.client();

@@ -120,6 +120,8 @@ class Start:
     window_s: float
     bucket_width_us: int
     pools: tuple[Pool, ...]
+    #: Event loops, each with `workers` workers and its own queue (1 in older files).
+    loops: int = 1
 
 
 @dataclass(frozen=True)
@@ -239,6 +241,8 @@ def _record(cls: type, obj: object, where: str) -> Any:
     hints = typing.get_type_hints(cls)
     values = {}
     for f in dataclasses.fields(cls):
+        if f.name not in obj and f.default is not dataclasses.MISSING:
+            continue  # a field added later, absent from older files
         if f.name not in obj:
             raise _Mismatch(f"{where}: no field {f.name!r}")
         values[f.name] = _value(obj[f.name], hints[f.name], f"{where}.{f.name}")

@@ -85,7 +85,7 @@ def measured(p: PointResult) -> middleware_model.Measured | None:
         arrival_rate=mw.arrival_rate, throughput=mw.throughput,
         service_time=service.mean * US, queue_wait=mw.mean_us("queue_wait") * US,
         queue_length=mw.queue_len_total or 0.0,
-        workers=p.config["middleware"]["workers"], middlewares=mw.middlewares,
+        workers=p.config["middleware"]["workers"], middlewares=stations(p.config, mw.middlewares),
         service_cv=service.std / service.mean if service.count > 1 else None,
         pipeline=p.config["middleware"]["pipeline"],
         closed_population=(p.clients * load["pipeline"] if load["mode"] == "closed"
@@ -142,7 +142,7 @@ def demands(p: PointResult) -> network_model.Demands:
         worker_processing=mw.mean_us("worker_processing") * US,
         server_service=tuple(s.service.mean * US for s in mw.servers),
         server_visits=tuple(mw.visits(j) for j in range(len(mw.servers))),
-        workers=p.config["middleware"]["workers"], middlewares=mw.middlewares,
+        workers=p.config["middleware"]["workers"], middlewares=stations(p.config, mw.middlewares),
         server_threads=server_threads(p.config),
         server_time=mw.mean_us("server_service") * US,
         links=links_of(p),
@@ -261,3 +261,9 @@ def utilisation(p: PointResult) -> dict[str, float]:
     if p.cpu:
         out["host CPU"] = (100.0 - p.cpu["idle"]) / 100.0
     return out
+
+
+def stations(config: dict, middlewares: int) -> int:
+    """The M/M/m stations in parallel: each middleware's event loops (`middleware.loops`,
+    each with its own queue and `workers` workers; 1 in results from before it existed)."""
+    return middlewares * int(config["middleware"].get("loops", 1))

@@ -111,6 +111,12 @@ pub struct Args {
     #[arg(long, default_value_t = DEFAULT_PIPELINE, value_name = "DEPTH")]
     pub pipeline: usize,
 
+    /// Event-loop threads, each owning its clients, its FCFS queue and its own W
+    /// workers with their server connections (N such stations in parallel; the
+    /// default, 1, is the spec's single queue).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub loops: usize,
+
     /// Removed with the tokio shell: refused with a line saying what replaced it.
     #[arg(long, hide = true, value_name = "N")]
     pub threads: Option<String>,

@@ -103,6 +103,8 @@ pub struct Config {
     /// `--config`: reread on SIGHUP.
     pub config_file: Option<PathBuf>,
     pub pipeline: usize,
+    /// `--loops`: event-loop threads, each with its own queue and `workers` workers.
+    pub loops: usize,
     /// `--busy-poll-us`; zero: off.
     pub busy_poll: Duration,
     pub stats_file: Option<PathBuf>,
@@ -179,6 +181,7 @@ impl Config {
             }],
             config_file: None,
             pipeline: DEFAULT_PIPELINE,
+            loops: 1,
             busy_poll: Duration::ZERO,
             stats_file: None,
             stats_window: Duration::from_secs_f64(DEFAULT_STATS_WINDOW_SECS),
@@ -216,7 +219,7 @@ impl TryFrom<&Args> for Config {
         if args.threads.is_some() {
             return Err(ConfigError::Removed(
                 "threads",
-                "the data path is one event-loop thread; drop the flag",
+                "the data path is the event loop; --loops N runs N of them",
             ));
         }
         if args.workers == 0 {
@@ -311,6 +314,7 @@ impl TryFrom<&Args> for Config {
             (args.max_inflight == 0, "max-inflight"),
             (args.server_timeout == 0, "server-timeout"),
             (args.pipeline == 0, "pipeline"),
+            (args.loops == 0, "loops"),
             (args.memory_budget == 0, "memory-budget"),
             (args.max_reply_bytes == 0, "max-reply-bytes"),
             (args.max_pending_bytes == 0, "max-pending-bytes"),
@@ -327,6 +331,7 @@ impl TryFrom<&Args> for Config {
             listeners,
             config_file: args.config.clone(),
             pipeline: args.pipeline,
+            loops: args.loops,
             busy_poll: Duration::from_micros(args.busy_poll_us),
             stats_file: args.stats_file.clone(),
             stats_window: seconds(args.stats_window, "stats-window")?,

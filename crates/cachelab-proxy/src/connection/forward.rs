@@ -160,7 +160,7 @@ impl Session {
             request,
         };
         self.conn
-            .dispatch(job, !forward.access.is_read(), &self.net.queue);
+            .dispatch(job, !forward.access.is_read(), &self.queue);
         true
     }
 }

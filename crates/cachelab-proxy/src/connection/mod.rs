@@ -39,11 +39,10 @@ pub struct NetSettings {
     pub max_pending_bytes: usize,
 }
 
-/// The net layer's handles: the queue it feeds, the budget requests are charged to,
+/// The net layer's handles, shared by every loop: the budget requests are charged to,
 /// the proxy-wide log limit, its counters, and a read-only view for `stats`.
 pub struct NetContext {
     pub settings: NetSettings,
-    pub queue: Arc<RequestQueue<Job>>,
     pub budget: Arc<MemoryBudget>,
     pub log_limit: LogLimit,
     pub net: Arc<NetCounters>,
@@ -77,6 +76,8 @@ impl End {
 pub struct Session {
     conn: Arc<ClientConn<Job>>,
     net: Arc<NetContext>,
+    /// Its loop's FCFS queue.
+    queue: Arc<RequestQueue<Job>>,
     /// The listener's pool as of `generation`; refreshed when a reload bumps it.
     slot: Arc<PoolSlot>,
     pool: Arc<Pool>,
@@ -105,11 +106,17 @@ enum Decoded {
 }
 
 impl Session {
-    pub fn new(conn: Arc<ClientConn<Job>>, net: Arc<NetContext>, slot: Arc<PoolSlot>) -> Self {
+    pub fn new(
+        conn: Arc<ClientConn<Job>>,
+        net: Arc<NetContext>,
+        queue: Arc<RequestQueue<Job>>,
+        slot: Arc<PoolSlot>,
+    ) -> Self {
         let pool = slot.current();
         Session {
             conn,
             net,
+            queue,
             generation: slot.generation(),
             protocol: pool.protocol,
             pool,

@@ -15,8 +15,10 @@ use tracing::{error, warn};
 use crate::client::ClientConn;
 use crate::connection::{End, NetContext, Session};
 use crate::endpoint::Peer;
+use crate::job::Job;
 use crate::mio_socket::{MioSocket, ReadOutcome};
 use crate::observed::PoolSlot;
+use crate::queue::RequestQueue;
 use crate::tls::ListenerTls;
 
 use crate::loop_stream::tls::TlsSocket;
@@ -85,6 +87,7 @@ impl Client {
         token: Token,
         registry: &Registry,
         net: &Arc<NetContext>,
+        queue: &Arc<RequestQueue<Job>>,
         slot: Arc<PoolSlot>,
     ) -> std::io::Result<Client> {
         let (mut socket, handshake) = match tls {
@@ -109,7 +112,7 @@ impl Client {
         ));
         Ok(Client {
             socket,
-            session: Session::new(conn, Arc::clone(net), slot),
+            session: Session::new(conn, Arc::clone(net), Arc::clone(queue), slot),
             phase: Phase::Open,
             handshake,
             readable: false,

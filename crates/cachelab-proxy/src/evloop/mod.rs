@@ -19,25 +19,25 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cachelab_net::backoff::Backoff;
-use mio::net::{TcpListener, UnixListener};
 use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 use tracing::warn;
 
 use crate::connection::NetContext;
-use crate::endpoint::{Peer, UnlinkOnDrop};
-use crate::mio_socket::MioSocket;
 use crate::observed::PoolSlot;
 use crate::tls::ListenerTls;
 use crate::worker::engine::{Engine, EngineSettings};
 use crate::worker::WorkerContext;
 
+mod accept;
 mod clients;
 mod server_link;
 mod timers;
 mod worker_slot;
 mod writes;
 
+use accept::Handed;
+pub use accept::{Handoff, LoopListener};
 use clients::{Client, Fate};
 use worker_slot::WorkerSlot;
 
@@ -48,32 +48,6 @@ const LISTENER_BASE: usize = 1;
 const CLIENT_BASE: usize = 1 << 32;
 /// Worker `w`'s connection to server `s`: see [`worker_slot::server_token`].
 const SERVER_BASE: usize = 1 << 48;
-
-/// A listener handed to the loop (with the pool its clients use, and its TLS if any:
-/// [`LoopListeners`]).
-pub enum LoopListener {
-    Tcp(TcpListener),
-    Unix(UnixListener, UnlinkOnDrop),
-}
-
-impl LoopListener {
-    /// Takes a listener off the tokio runtime (called on it) for the loop.
-    pub fn from_listener(listener: crate::endpoint::Listener) -> io::Result<LoopListener> {
-        use crate::endpoint::Listener;
-        match listener {
-            Listener::Tcp(l) => {
-                let std = l.into_std()?;
-                std.set_nonblocking(true)?;
-                Ok(LoopListener::Tcp(TcpListener::from_std(std)))
-            }
-            Listener::Unix(l, unlink) => {
-                let std = l.into_std()?;
-                std.set_nonblocking(true)?;
-                Ok(LoopListener::Unix(UnixListener::from_std(std), unlink))
-            }
-        }
-    }
-}
 
 /// Each listener with the pool its clients use and its TLS configuration, if any.
 pub type LoopListeners = Vec<(LoopListener, Arc<PoolSlot>, Option<Arc<ListenerTls>>)>;
@@ -132,7 +106,6 @@ pub struct EventLoop {
     settings: LoopSettings,
     state: Arc<AtomicU8>,
     health_seen: tokio::sync::watch::Receiver<u64>,
-    next_id: u64,
     /// Clients lingering after their close (their deadlines count without an idle
     /// timeout).
     lingering: Vec<usize>,
@@ -145,8 +118,14 @@ pub struct EventLoop {
     /// When the loop last read anything (busy-polling keeps polling after it).
     last_read: Instant,
     accept_paused_until: Option<Instant>,
-    /// How long the next failed accept pauses accepting (the tokio shell's rule too).
+    /// How long the next failed accept pauses accepting.
     accept_backoff: Backoff,
+    /// The first loop accepts for all: the other loops, in turn, get clients from it.
+    handoff: Vec<Handoff>,
+    /// Which loop gets the next client (0: this one).
+    next_loop: usize,
+    /// Clients the first loop accepted for this one.
+    inbox: Option<std::sync::mpsc::Receiver<Handed>>,
 }
 
 impl EventLoop {
@@ -155,6 +134,7 @@ impl EventLoop {
         net: Arc<NetContext>,
         ctx: WorkerContext,
         settings: LoopSettings,
+        index: usize,
     ) -> io::Result<(EventLoop, Control)> {
         if !settings.busy_poll.is_zero() {
             crate::busy_poll::announce(settings.busy_poll);
@@ -163,7 +143,14 @@ impl EventLoop {
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let state = Arc::new(AtomicU8::new(RUN));
         let mut listeners = listeners;
-        for (i, (listener, _, _)) in listeners.iter_mut().enumerate() {
+        // Only the first loop accepts; the others keep their copies for the pools and
+        // TLS of the clients handed to them.
+        let accepting = if index == 0 {
+            &mut listeners[..]
+        } else {
+            &mut []
+        };
+        for (i, (listener, _, _)) in accepting.iter_mut().enumerate() {
             let token = Token(LISTENER_BASE + i);
             match listener {
                 LoopListener::Tcp(l) => poll.registry().register(l, token, Interest::READABLE)?,
@@ -177,13 +164,13 @@ impl EventLoop {
             max_reply_bytes: settings.max_reply_bytes,
         };
         let mut workers: Vec<WorkerSlot> = (0..settings.workers)
-            .map(|id| {
+            .map(|local| {
                 let engine = Engine::new(
                     Arc::clone(&ctx.health),
                     Arc::clone(&ctx.budget),
                     engine_settings,
                 );
-                WorkerSlot::new(id, &ctx, engine)
+                WorkerSlot::new(index * settings.workers + local, local, &ctx, engine)
             })
             .collect();
         for worker in &mut workers {
@@ -205,7 +192,6 @@ impl EventLoop {
                 ctx,
                 settings,
                 state,
-                next_id: 0,
                 next_worker: 0,
                 lingering: Vec::new(),
                 next_due: None,
@@ -213,6 +199,9 @@ impl EventLoop {
                 last_read: Instant::now(),
                 accept_paused_until: None,
                 accept_backoff: Backoff::for_accept(),
+                handoff: Vec::new(),
+                next_loop: 0,
+                inbox: None,
             },
             control,
         ))
@@ -238,6 +227,7 @@ impl EventLoop {
             {
                 return;
             }
+            self.take_handed(draining);
             let timeout = self.poll_timeout();
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
@@ -325,80 +315,6 @@ impl EventLoop {
         let client = self.clients.remove(key);
         self.by_id.remove(&client.id());
         self.lingering.retain(|&k| k != key);
-    }
-
-    fn accept(&mut self, index: usize, draining: bool) {
-        if draining || self.accept_paused_until.is_some() {
-            return;
-        }
-        loop {
-            let (listener, slot, tls) = &self.listeners[index];
-            let accepted = match listener {
-                LoopListener::Tcp(l) => l.accept().map(|(s, peer)| {
-                    let _ = s.set_nodelay(true);
-                    (MioSocket::Tcp(s), Peer::Tcp(peer))
-                }),
-                LoopListener::Unix(l, _) => {
-                    l.accept().map(|(s, _)| (MioSocket::Unix(s), Peer::Unix))
-                }
-            };
-            let (socket, peer) = match accepted {
-                Ok(pair) => {
-                    self.accept_backoff.succeeded();
-                    pair
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    // Typically out of file descriptors: pause accepting rather than spin.
-                    clients::accept_failed(&e);
-                    let pause = self.accept_backoff.failed();
-                    self.accept_paused_until = Some(Instant::now() + pause);
-                    return;
-                }
-            };
-            if self.clients.len() >= self.settings.max_connections {
-                let tls = tls.is_some();
-                clients::refuse(socket, tls, &self.net, &peer, self.settings.max_connections);
-                continue;
-            }
-            let slot = Arc::clone(slot);
-            let tls = tls.clone();
-            self.next_id += 1;
-            let id = self.next_id;
-            let entry = self.clients.vacant_entry();
-            let key = entry.key();
-            let token = Token(CLIENT_BASE + key);
-            match Client::accept(
-                socket,
-                tls.as_deref(),
-                peer,
-                id,
-                token,
-                self.poll.registry(),
-                &self.net,
-                slot,
-            ) {
-                Ok(client) => {
-                    self.net
-                        .net
-                        .total_connections
-                        .fetch_add(1, Ordering::Relaxed);
-                    self.net
-                        .net
-                        .curr_connections
-                        .fetch_add(1, Ordering::Relaxed);
-                    // A handshake's deadline counts like a linger's.
-                    let handshaking = client.lingers();
-                    entry.insert(client);
-                    self.by_id.insert(id, key);
-                    if handshaking {
-                        self.lingering.push(key);
-                    }
-                }
-                Err(e) => warn!(error = %e, "cannot register a client connection"),
-            }
-        }
     }
 
     fn start_drain(&mut self) {

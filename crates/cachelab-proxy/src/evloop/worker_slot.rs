@@ -34,7 +34,10 @@ pub(super) enum Blocked {
 }
 
 pub struct WorkerSlot {
+    /// Its number in the whole proxy (counters, statistics, logs).
     pub id: usize,
+    /// Its number in its loop (its sockets' tokens).
+    local: usize,
     pub engine: Engine<Job, Health>,
     pub(super) links: Vec<ServerLink>,
     pub(super) blocked: Blocked,
@@ -49,9 +52,10 @@ pub fn server_token(base: usize, worker: usize, server: usize) -> Token {
 }
 
 impl WorkerSlot {
-    pub fn new(id: usize, ctx: &WorkerContext, engine: Engine<Job, Health>) -> Self {
+    pub fn new(id: usize, local: usize, ctx: &WorkerContext, engine: Engine<Job, Health>) -> Self {
         WorkerSlot {
             id,
+            local,
             engine,
             links: Vec::new(),
             blocked: Blocked::Nothing,
@@ -72,7 +76,7 @@ impl WorkerSlot {
             self.links.push(ServerLink::new(
                 self.id,
                 server,
-                server_token(super::SERVER_BASE, self.id, server),
+                server_token(super::SERVER_BASE, self.local, server),
                 ctx.settings.backoff_max,
             ));
         }

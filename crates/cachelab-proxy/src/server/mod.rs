@@ -27,6 +27,7 @@ use crate::counters::Counters;
 use crate::endpoint::{Endpoint, Listener};
 use crate::health::{self, Health};
 use crate::histograms::LatencyUnits;
+use crate::job::Job;
 use crate::log_limit::LogLimit;
 use crate::observed::{NetCounters, Observed, PoolSlot};
 use crate::pool_build::{build_pool, PoolError};
@@ -62,24 +63,28 @@ impl Parts {
                 ))
             })
             .collect::<Result<Vec<_>, ServerError>>()?;
-        let queue = Arc::new(RequestQueue::default());
-        let budget = Arc::new(MemoryBudget::new(config.memory_budget));
-        let counters: Arc<[CachePadded<Counters>]> = (0..config.workers)
-            .map(|_| CachePadded::default())
+        // One queue per event loop, and every loop's workers numbered in one range.
+        let queues: Arc<[Arc<RequestQueue<Job>>]> = (0..config.loops)
+            .map(|_| Arc::new(RequestQueue::default()))
             .collect();
+        let workers = config.workers * config.loops;
+        let budget = Arc::new(MemoryBudget::new(config.memory_budget));
+        let counters: Arc<[CachePadded<Counters>]> =
+            (0..workers).map(|_| CachePadded::default()).collect();
         let net = Arc::new(NetCounters::default());
-        let stats = Arc::new(StatsUnits::new(config.workers, health.len(), now));
-        let latencies = Arc::new(LatencyUnits::new(config.workers));
+        let stats = Arc::new(StatsUnits::new(workers, health.len(), now));
+        let latencies = Arc::new(LatencyUnits::new(workers));
         let observed = Arc::new(Observed {
             counters: Arc::clone(&counters),
             latencies: Arc::clone(&latencies),
             net: Arc::clone(&net),
             health: Arc::clone(&health),
             budget: Arc::clone(&budget),
-            queue: Arc::clone(&queue),
+            queues: Arc::clone(&queues),
             listeners,
             started: now,
             workers: config.workers,
+            loops: config.loops,
             pipeline: config.pipeline,
             sharded: config.sharded,
         });
@@ -91,14 +96,13 @@ impl Parts {
                     idle_timeout: config.idle_timeout,
                     max_pending_bytes: config.max_pending_bytes,
                 },
-                queue: Arc::clone(&queue),
                 budget: Arc::clone(&budget),
                 log_limit: LogLimit::new(config.log_lines_per_second),
                 net,
                 observed: Arc::clone(&observed),
             }),
             worker: WorkerContext {
-                queue,
+                queue: Arc::clone(&queues[0]),
                 health,
                 budget,
                 counters,

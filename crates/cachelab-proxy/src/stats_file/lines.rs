@@ -33,7 +33,11 @@ pub struct StartLine {
     pub start: f64,
     /// The first listener's address.
     pub listen: String,
+    /// Workers per event loop.
     pub workers: usize,
+    /// Event loops (`--loops`), each with `workers` workers and its own queue; worker
+    /// `i` of the window lines belongs to loop `i / workers`.
+    pub loops: usize,
     /// Every distinct server, in the order of `server_service_us_by_server`.
     pub servers: Vec<String>,
     pub sharded: bool,
@@ -163,6 +167,7 @@ pub fn start_line(config: &Config, pid: u32, start: f64) -> StartLine {
         start,
         listen: config.listen.to_string(),
         workers: config.workers,
+        loops: config.loops,
         servers: config.servers.iter().map(ToString::to_string).collect(),
         sharded: config.sharded,
         window_s: config.stats_window.as_secs_f64(),

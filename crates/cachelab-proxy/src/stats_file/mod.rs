@@ -177,7 +177,7 @@ impl StatsWriter {
             end_unix: unix_now(),
             units,
             arrivals: net.arrivals.load(Ordering::Relaxed),
-            queue_len_now: self.observed.queue.len(),
+            queue_len_now: self.observed.queue_len(),
             connections: net.curr_connections.load(Ordering::Relaxed),
         }
     }

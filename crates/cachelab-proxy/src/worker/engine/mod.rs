@@ -1,5 +1,5 @@
-//! One worker as a synchronous state machine: no sockets, no clock, no async. The shell
-//! ([`super::Worker`]) feeds it the requests it takes from the queue and what happened on
+//! One worker as a synchronous state machine: no sockets, no clock, no async. The event
+//! loop's `WorkerSlot` feeds it the requests it takes from the queue and what happened on
 //! the server connections ([`Event`], each with the time it happened), and carries out
 //! what it asks for ([`Action`]): connect, write, wait for replies until a deadline,
 //! close, reply to a client, record a request's statistics, log a warning.
