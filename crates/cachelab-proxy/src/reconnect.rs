@@ -1,6 +1,6 @@
 //! When a worker's connection to a server may be tried again: the retry time after a
 //! failure, doubling up to `--backoff-max`, ended at once when a probe restores the
-//! server. Pure (time passed in), shared by both shells' server connections; the
+//! server. Pure (time passed in), used by the event loop's server links; the
 //! doubling is `cachelab-net`'s [`Backoff`].
 
 use std::time::{Duration, Instant};

@@ -38,9 +38,9 @@ use crate::tls::{ListenerTls, TlsError};
 use crate::worker::{WorkerContext, WorkerSettings};
 
 /// The proxy's parts, wired once at start.
-mod shells;
+mod loops;
 
-use shells::{serve_loop, Reloading};
+use loops::{serve_loop, Reloading};
 
 pub struct Parts {
     pub net: Arc<NetContext>,

@@ -1,6 +1,6 @@
 //! What a worker's engine asks for that touches no socket: a client's reply into its
-//! reply slot, a request's statistics into the worker's units, counters, warnings. Both
-//! shells (the tokio worker task and the event loop) carry these out the same way.
+//! reply slot, a request's statistics into the worker's units, counters, warnings, carried
+//! out by the event loop's worker slots.
 
 use std::time::Instant;
 
