@@ -1,7 +1,7 @@
 """The middleware against direct memcached and twemproxy, measured side by side.
 
     python bench/proxy_bench.py [--quick] [--repeats N] [--run-time S] [--baseline BIN]
-                                [--proxy-arg ARG ...] [--compare-shells] [--backends {1,3} ...]
+                                [--proxy-arg ARG ...] [--backends {1,3} ...]
 
 Loopback only, bounded run times. cachelab-proxy runs as a replicate pool (`-m`) in three
 configurations (CACHELAB_MODES; all are printed): "default", the original study's
@@ -13,8 +13,7 @@ hash and ketama ring, so both shard keys the same way). `--baseline BIN` adds an
 cachelab-proxy binary (e.g. an older build) in the production and default modes
 ("baseline-production", "baseline-default") to show a change's cost in both.
 `--proxy-arg ARG` (repeatable) is appended to the current binary's command line in its
-modes; `--compare-shells` runs it in those two modes once more per `--shell` value
-("cachelab-production-tokio", "cachelab-default-loop", ...) if its --help has the flag.
+modes.
 With one backend, "floor" is cachelab-floor (bench/floor): a bare
 single-threaded epoll proxy with no features, the least CPU per request any proxy of
 this kind spends here; its ratios to twemproxy are printed beside T1a and T1b, so a
@@ -35,8 +34,8 @@ cachelab against repetition i of twemproxy), with the min-max spread beside it; 
 production mode's user time per request (bench/_proc_cpu.py says how it is measured).
 
 Duration: the default (1 backend, 3 repetitions of 4 s, 12 cases, 5 + 4 targets) about
-17 minutes; `--baseline` about 5 more (each configuration added about 2.5), `--compare-shells`
-about 10, `--backends 1 3` about 10; `--quick` (1 repetition of 2 s, 64 B only, so
+17 minutes; `--baseline` about 5 more (each configuration added about 2.5),
+`--backends 1 3` about 10; `--quick` (1 repetition of 2 s, 64 B only, so
 its target lines are not verdicts) about a minute.
 
 Writes bench/results/latest.json and prints a table with the ratios cachelab/twemproxy
@@ -48,7 +47,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -206,52 +204,27 @@ def start_floor(port: int) -> Target:
     return Target(FLOOR, proc, port)
 
 
-# The modes run once more for a comparison: the --baseline binary in each
-# ("baseline-MODE"), and with --compare-shells the current binary in each per shell
-# ("cachelab-MODE-SHELL"), so a change's before and after show in both.
+# The modes the --baseline binary runs in too ("baseline-MODE"), so a change's before
+# and after show in both.
 COMPARED_MODES = ("production", "default")
-# --compare-shells: the values of `--shell` when the binary's --help does not list them.
-SHELLS = ("tokio", "mio")
 
 
 def start_baseline(binary: Path, ports: list[int], mode: str) -> Target:
     return start_cachelab(ports, mode, binary=binary, name=f"baseline-{mode}")
 
 
-def shells_offered(help_text: str) -> tuple[str, ...]:
-    """The values of `--shell` that a cachelab-proxy --help lists, but `auto` (which picks
-    one of the others); SHELLS if it has the flag without a list; none without the flag."""
-    option = re.search(r"^\s*(?:-\w,\s*)?--shell\b(.*?)(?=^\s*-|\Z)", help_text,
-                       re.MULTILINE | re.DOTALL)
-    if option is None:
-        return ()
-    listed = re.search(r"\[possible values: ([^\]]*)\]", option.group(1))
-    if listed is None:
-        return SHELLS
-    return tuple(v for v in (v.strip() for v in listed.group(1).split(",")) if v != "auto")
-
-
-def help_text(binary: Path) -> str:
-    return subprocess.run([str(binary), "--help"], capture_output=True, text=True,
-                          timeout=30).stdout
-
-
 def start_proxies(ports: list[int], workdir: Path, proxy_args: Sequence[str],
-                  shells: Sequence[str], baseline: Path | None) -> list[Target]:
+                  baseline: Path | None) -> list[Target]:
     """Every proxy measured over `ports` but the floor, in the order they are measured:
     the baseline binary in COMPARED_MODES, the current binary in each of CACHELAB_MODES
-    with `proxy_args` and in COMPARED_MODES once more per shell of `shells`,
-    cachelab-shard, twemproxy. If one fails to start, those already up are stopped."""
+    with `proxy_args`, cachelab-shard, twemproxy. If one fails to start, those already up
+    are stopped."""
     targets: list[Target] = []
     try:
         for mode in COMPARED_MODES if baseline else ():
             targets.append(start_baseline(baseline, ports, mode))
         for mode in CACHELAB_MODES:
             targets.append(start_cachelab(ports, mode, extra_args=proxy_args))
-        for shell in shells:
-            for mode in COMPARED_MODES:
-                targets.append(start_cachelab(ports, mode, name=f"cachelab-{mode}-{shell}",
-                                              extra_args=[*proxy_args, "--shell", shell]))
         targets.append(start_cachelab_shard(ports, workdir))
         targets.append(start_twemproxy(ports, workdir))
     except BaseException:
@@ -396,11 +369,7 @@ def main() -> None:
     parser.add_argument("--proxy-arg", action="append", default=[], metavar="ARG",
                         help="appended to the current cachelab-proxy's command line in its "
                              "modes (not cachelab-shard's, nor the baseline's); repeat it "
-                             "per word: --proxy-arg=--shell --proxy-arg=tokio")
-    parser.add_argument("--compare-shells", action="store_true",
-                        help="also run the current binary in production and default mode "
-                             "once per value of its --shell (cachelab-MODE-SHELL, e.g. "
-                             "cachelab-production-tokio), if it has the flag")
+                             "per word: --proxy-arg=--loops --proxy-arg=2")
     parser.add_argument("--backends", type=int, nargs="+", default=[1], choices=[1, 3],
                         help="memcached servers behind the proxies (targets use 1)")
     args = parser.parse_args()
@@ -415,16 +384,6 @@ def main() -> None:
     for binary in ("cachelab-load", "cachelab-proxy", "cachelab-floor"):
         if not (BIN / binary).exists():
             raise SystemExit(f"{BIN / binary} missing: run `make build`")
-    shells: tuple[str, ...] = ()
-    if args.compare_shells:
-        if any(a.split("=")[0] == "--shell" for a in args.proxy_arg):
-            raise BenchError("--compare-shells sets --shell itself: leave it out of --proxy-arg")
-        shells = shells_offered(help_text(BIN / "cachelab-proxy"))
-        if shells:
-            print(f"--compare-shells: --shell {', '.join(shells)}")
-        else:
-            print(f"note: {BIN / 'cachelab-proxy'} has no --shell flag (not in its --help): "
-                  "--compare-shells ignored")
     values = [64] if args.quick else [64, 4096]
     loops = [("closed", None), *(("open", rate) for rate in OPEN_RATES)]
     cases = [Case(b, v, mix, loop, rate) for b in args.backends for v in values
@@ -442,8 +401,7 @@ def main() -> None:
         for backends in args.backends:
             servers = Servers(backends)
             try:
-                targets = start_proxies(servers.ports, workdir, args.proxy_arg, shells,
-                                        args.baseline)
+                targets = start_proxies(servers.ports, workdir, args.proxy_arg, args.baseline)
             except BaseException:
                 servers.close()
                 raise
@@ -465,7 +423,7 @@ def main() -> None:
     verdicts20 = issue20_targets(results)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "latest.json"
-    # Format 3: issue20_targets, proxy_user_ns_per_request, proxy_args, shells; the
+    # Format 3: issue20_targets, proxy_user_ns_per_request, proxy_args; the
     # baseline runs in COMPARED_MODES (format 2 ran it once with its own defaults).
     out.write_text(json.dumps({
         "format": 3, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "repeats": args.repeats,
@@ -474,7 +432,7 @@ def main() -> None:
         "placement": {"memcached": SERVER_CPU, "proxy": PROXY_CPU, "load": LOAD_CPU},
         "cachelab_modes": {mode: " ".join(extra) or "(defaults)"
                            for mode, extra in CACHELAB_MODES.items()},
-        "proxy_args": args.proxy_arg, "shells": list(shells),
+        "proxy_args": args.proxy_arg,
         "note": "with 3 backends twemproxy and cachelab-shard shard keys (the same "
                 "nutcracker.yml: fnv1a_64, ketama) while cachelab-default and -production "
                 "replicate sets to all 3 and balance gets round-robin",
@@ -573,14 +531,13 @@ def issue20_targets(results: list[dict]) -> list:
     """Issue 20's middleware targets over the one-backend rows: the production mode against
     cachelab-floor (T20a, T20b), the default mode against twemproxy (T20c), the production
     mode's user time per request (T20d). Each line notes the same figure for the
-    configurations run beside it (the baseline's, the shells') when they were run."""
+    configuration run beside it (the baseline's) when it was run."""
     one = [(Case(**r["case"]), r) for r in results if r["case"]["backends"] == 1]
     prod, default, tw = "cachelab-production", "cachelab-default", "twemproxy"
 
     def others(r: dict, mode: str, value, unit: str = "x", extra: tuple[str, ...] = ()) -> str:
         """`value(name)`'s median for every configuration compared with `mode` in row r."""
-        shells = [n for n in r if n.startswith(f"cachelab-{mode}-")]
-        names = [*extra, f"baseline-{mode}", *shells]
+        names = [*extra, f"baseline-{mode}"]
         return ", ".join(f"{n} {fmt_median(value(n), unit)}" for n in names if n in r)
 
     def user_per_request(r: dict, name: str) -> list[float | None]:

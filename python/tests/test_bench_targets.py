@@ -148,24 +148,3 @@ def test_issue20_targets_compare_production_with_the_floor_and_default_with_twem
     assert (t20d.ratio, t20d.unit, t20d.verdict) == (550.0, "ns", "PASS")
     assert t20d.note == ("cachelab-default 900 ns, floor 300 ns, "
                          "baseline-production 650 ns")
-
-
-HELP = """\
-      --pipeline <DEPTH>
-          Requests a worker takes from the queue at once [default: 1]
-      --shell <SHELL>
-          What drives the engine: `loop`, one event-loop thread; `tokio`, a task per
-          connection [default: auto] [possible values: auto, loop, tokio]
-      --busy-poll-us <US>
-          [default: 0] [possible values: 0, 100]
-"""
-
-
-def test_compare_shells_takes_the_listed_shell_values_but_auto():
-    assert proxy_bench.shells_offered(HELP) == ("loop", "tokio")
-
-
-def test_a_shell_flag_without_a_list_gets_the_default_shells_and_none_gets_none():
-    assert proxy_bench.shells_offered("      --shell <SHELL>\n          mio or tokio\n") == (
-        proxy_bench.SHELLS)
-    assert proxy_bench.shells_offered(HELP.replace("--shell", "--engine")) == ()
