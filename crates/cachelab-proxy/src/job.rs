@@ -7,14 +7,15 @@ use bytes::Bytes;
 use cachelab_protocol::Expect;
 
 use crate::budget::Charge;
-use crate::client::{ClientConn, Ordered};
+use crate::client::Ordered;
 use crate::metrics::OpKind;
 use crate::routing::plan::{Access, Pool};
 use crate::routing::redis::plan::Route;
 use crate::routing::spans::KeySpans;
 
 pub struct Job {
-    pub conn: Arc<ClientConn<Job>>,
+    /// Its client connection's id (in the whole proxy): where the reply goes.
+    pub client: u64,
     /// The reply slot reserved on the connection.
     pub seq: u64,
     /// The request's bytes held against the memory budget until the job is dropped.

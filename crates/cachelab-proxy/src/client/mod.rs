@@ -1,10 +1,11 @@
-//! A client connection's shared half: the socket and the ordered outbox.
+//! A client connection's writing half: its socket and the ordered outbox, owned by the
+//! event loop's client (one owner: the loop reads the socket through it too).
 //!
 //! Requests of one connection may be served by different workers and finish out of
 //! order, but replies must leave in request order. Every request reserves a slot in
-//! arrival order; whoever completes the front slot writes it, and any later slots that
+//! arrival order; the completion of the front slot writes it, and any later slots that
 //! are already complete, straight to the socket. Only a reply that finishes ahead of an
-//! earlier one is copied aside. The lock is per connection, never shared by all workers.
+//! earlier one is copied aside.
 //!
 //! Requests must also *take effect* in order, as on a memcached connection: a pipelined
 //! `set k` then `get k` must see the value. Reads of one connection may be at different
@@ -12,9 +13,9 @@
 //! done, and later requests wait for the write (the write barrier, [`ClientConn::dispatch`]).
 
 use std::io;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 
 use crate::admission::ClientLimits;
 use crate::budget::MemoryBudget;
@@ -40,35 +41,33 @@ pub trait Ordered {
 pub struct ClientConn<R> {
     pub id: u64,
     pub peer: Peer,
-    /// The socket, which the event loop also reads.
-    stream: Arc<LoopStream>,
-    outbox: Mutex<Outbox<R>>,
+    stream: LoopStream,
+    outbox: Outbox<R>,
 }
 
 impl<R: Ordered> ClientConn<R> {
     pub fn new(
         id: u64,
         peer: impl Into<Peer>,
-        stream: Arc<LoopStream>,
+        stream: LoopStream,
         budget: Arc<MemoryBudget>,
     ) -> Self {
         ClientConn {
             id,
             peer: peer.into(),
             stream,
-            outbox: Mutex::new(Outbox::new(budget)),
+            outbox: Outbox::new(budget),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Outbox<R>> {
-        self.outbox
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// The socket, for the loop's reads and its registration.
+    pub fn stream(&self) -> &LoopStream {
+        &self.stream
     }
 
     /// Reserves the next reply slot, in arrival order.
-    pub fn reserve(&self) -> u64 {
-        let mut ob = self.lock();
+    pub fn reserve(&mut self) -> u64 {
+        let ob = &mut self.outbox;
         let seq = ob.next_seq;
         ob.next_seq += 1;
         ob.slots.push_back(Slot::Waiting);
@@ -76,45 +75,43 @@ impl<R: Ordered> ClientConn<R> {
     }
 
     /// Puts a request into the FCFS queue, or holds it behind the write barrier.
-    pub fn dispatch(&self, job: R, replicated: bool, queue: &RequestQueue<R>) {
-        let admitted = self.lock().admit(job, replicated);
-        if let Some(job) = admitted {
+    pub fn dispatch(&mut self, job: R, replicated: bool, queue: &RequestQueue<R>) {
+        if let Some(job) = self.outbox.admit(job, replicated) {
             queue.push(job);
         }
     }
 
     /// Records that a dispatched request is done and releases what the barrier held.
-    pub fn finished(&self, replicated: bool, queue: &RequestQueue<R>) {
-        self.lock().release(replicated, |job| queue.push(job));
+    pub fn finished(&mut self, replicated: bool, queue: &RequestQueue<R>) {
+        self.outbox.release(replicated, |job| queue.push(job));
     }
 
     /// Replies at once, after any replies still owed (for requests answered by the net
     /// layer itself: errors, version, stats).
-    pub fn reply_now(&self, reply: &[u8]) {
-        let mut ob = self.lock();
+    pub fn reply_now(&mut self, reply: &[u8]) {
+        let ob = &mut self.outbox;
         if ob.slots.is_empty() {
             ob.buf.extend_from_slice(reply);
-            self.flush_locked(&mut ob);
+            self.flush();
         } else {
             ob.next_seq += 1;
             ob.aside += reply.len();
             ob.slots
                 .push_back(Slot::Ready(Bytes::copy_from_slice(reply)));
         }
-        ob.settle();
+        self.outbox.settle();
     }
 
-    /// Completes slot `seq` with the reply `write` produces; a reply that does not fit
-    /// in the memory budget is replaced by `SERVER_ERROR out of memory`.
-    pub fn complete(&self, seq: u64, write: impl FnOnce(&mut BytesMut)) {
-        let mut ob = self.lock();
+    /// Completes slot `seq` with `reply`; a reply that does not fit in the memory budget
+    /// is replaced by `SERVER_ERROR out of memory`.
+    pub fn complete(&mut self, seq: u64, reply: &[u8]) {
+        let ob = &mut self.outbox;
         let index = (seq - ob.base_seq) as usize;
+        ob.window.observe(reply.len());
         if index == 0 {
             if !ob.dead {
                 let before = ob.buf.len();
-                write(&mut ob.buf);
-                let size = ob.buf.len() - before;
-                ob.window.observe(size);
+                ob.buf.extend_from_slice(reply);
                 let n = ob.pending_bytes();
                 if !ob.charge.resize(n) {
                     ob.buf.truncate(before);
@@ -124,24 +121,22 @@ impl<R: Ordered> ClientConn<R> {
             }
             ob.advance();
         } else {
-            let mut aside = BytesMut::new();
-            write(&mut aside);
-            ob.window.observe(aside.len());
-            let n = ob.pending_bytes() + aside.len();
-            if !ob.charge.resize(n) {
-                aside.clear();
-                aside.extend_from_slice(OUT_OF_MEMORY);
-            }
+            let n = ob.pending_bytes() + reply.len();
+            let aside = if ob.charge.resize(n) {
+                Bytes::copy_from_slice(reply)
+            } else {
+                Bytes::from_static(OUT_OF_MEMORY)
+            };
             ob.aside += aside.len();
             ob.settle();
-            ob.slots[index] = Slot::Ready(aside.freeze());
+            ob.slots[index] = Slot::Ready(aside);
         }
-        self.after_complete(&mut ob);
+        self.after_complete();
     }
 
     /// Completes slot `seq` without a reply (the client sent noreply).
-    pub fn complete_silent(&self, seq: u64) {
-        let mut ob = self.lock();
+    pub fn complete_silent(&mut self, seq: u64) {
+        let ob = &mut self.outbox;
         ob.window.observe(0);
         let index = (seq - ob.base_seq) as usize;
         if index == 0 {
@@ -149,17 +144,18 @@ impl<R: Ordered> ClientConn<R> {
         } else {
             ob.slots[index] = Slot::Silent;
         }
-        self.after_complete(&mut ob);
+        self.after_complete();
     }
 
-    fn after_complete(&self, ob: &mut Outbox<R>) {
-        self.flush_locked(ob);
-        ob.settle();
+    fn after_complete(&mut self) {
+        self.flush();
+        self.outbox.settle();
     }
 
     /// Writes what the kernel accepts now; on a full socket, the rest waits for the
     /// loop to see it writable ([`ClientConn::flush_blocked`]).
-    fn flush_locked(&self, ob: &mut Outbox<R>) {
+    fn flush(&mut self) {
+        let ob = &mut self.outbox;
         if ob.blocked || ob.dead {
             return;
         }
@@ -187,24 +183,24 @@ impl<R: Ordered> ClientConn<R> {
 
     /// Requests whose replies are not yet in the outgoing buffer.
     pub fn in_flight(&self) -> usize {
-        self.lock().slots.len()
+        self.outbox.slots.len()
     }
 
     /// Whether everything owed has been written (or can no longer be).
     pub fn is_drained(&self) -> bool {
-        let ob = self.lock();
+        let ob = &self.outbox;
         ob.dead || (ob.slots.is_empty() && ob.buf.is_empty())
     }
 
     pub fn is_dead(&self) -> bool {
-        self.lock().dead
+        self.outbox.dead
     }
 
     /// Whether the client may not have another request dispatched now
     /// ([`crate::admission::ReplyWindow::may_dispatch`]: requests in flight, and the
     /// bytes they and its unread replies come to): the caller waits for a completion.
     pub fn must_wait(&self, limits: ClientLimits) -> bool {
-        let ob = self.lock();
+        let ob = &self.outbox;
         let in_flight = ob.slots.len();
         let unread = ob.pending_bytes();
         !ob.dead && !ob.window.may_dispatch(in_flight, unread, limits)
@@ -212,14 +208,13 @@ impl<R: Ordered> ClientConn<R> {
 
     /// Flushes a blocked outbox now that the socket is writable; true if it is still
     /// blocked.
-    pub fn flush_blocked(&self) -> bool {
-        let mut ob = self.lock();
-        if ob.blocked {
-            ob.blocked = false;
-            self.flush_locked(&mut ob);
-            ob.settle();
+    pub fn flush_blocked(&mut self) -> bool {
+        if self.outbox.blocked {
+            self.outbox.blocked = false;
+            self.flush();
+            self.outbox.settle();
         }
-        ob.blocked
+        self.outbox.blocked
     }
 
     /// Sends FIN after the replies already written (the read side stays open).
@@ -247,8 +242,10 @@ mod tests {
         server.set_nonblocking(true).unwrap();
         let socket = MioSocket::Tcp(mio::net::TcpStream::from_std(server));
         let budget = Arc::new(MemoryBudget::new(budget));
-        let stream = Arc::new(LoopStream::Plain(socket));
-        (ClientConn::new(1, peer, stream, budget), client)
+        (
+            ClientConn::new(1, peer, LoopStream::Plain(socket), budget),
+            client,
+        )
     }
 
     fn read_exactly(client: &mut TcpStream, n: usize) -> Vec<u8> {
@@ -270,34 +267,38 @@ mod tests {
         }
     }
 
-    fn req(conn: &ClientConn<Req>, write: bool, n: u64) -> Req {
+    fn req(conn: &mut ClientConn<Req>, write: bool, n: u64) -> Req {
         conn.reserve();
         Req { write, n }
     }
 
     #[test]
     fn a_reply_beyond_the_memory_budget_becomes_an_error_line() {
-        let (conn, mut client) = pair_with_budget(1000);
+        let (mut conn, mut client) = pair_with_budget(1000);
         let first = conn.reserve();
         let second = conn.reserve();
         // completed out of order: the second waits aside, and must fit too
-        conn.complete(second, |out| out.extend_from_slice(&[b'x'; 5000]));
-        conn.complete(first, |out| out.extend_from_slice(b"END\r\n"));
+        conn.complete(second, &[b'x'; 5000]);
+        conn.complete(first, b"END\r\n");
         let expected = [&b"END\r\n"[..], OUT_OF_MEMORY].concat();
         assert_eq!(read_exactly(&mut client, expected.len()), expected);
         let third = conn.reserve();
-        conn.complete(third, |out| out.extend_from_slice(&[b'y'; 900]));
+        conn.complete(third, &[b'y'; 900]);
         assert_eq!(read_exactly(&mut client, 900), vec![b'y'; 900]);
     }
 
     #[test]
     fn a_write_waits_for_earlier_requests_and_later_ones_wait_for_it() {
-        let (conn, _client) = pair();
+        let (mut conn, _client) = pair();
         let queue = RequestQueue::default();
-        conn.dispatch(req(&conn, false, 0), false, &queue);
-        conn.dispatch(req(&conn, false, 1), false, &queue);
-        conn.dispatch(req(&conn, true, 2), true, &queue);
-        conn.dispatch(req(&conn, false, 3), false, &queue);
+        let r = req(&mut conn, false, 0);
+        conn.dispatch(r, false, &queue);
+        let r = req(&mut conn, false, 1);
+        conn.dispatch(r, false, &queue);
+        let r = req(&mut conn, true, 2);
+        conn.dispatch(r, true, &queue);
+        let r = req(&mut conn, false, 3);
+        conn.dispatch(r, false, &queue);
         assert_eq!(
             queue.len(),
             2,
@@ -316,24 +317,24 @@ mod tests {
 
     #[test]
     fn replies_leave_in_request_order_whatever_order_they_complete_in() {
-        let (conn, mut client) = pair();
+        let (mut conn, mut client) = pair();
         let a = conn.reserve();
         let b = conn.reserve();
         let c = conn.reserve();
-        conn.complete(c, |out| out.extend_from_slice(b"C"));
-        conn.complete(b, |out| out.extend_from_slice(b"B"));
+        conn.complete(c, b"C");
+        conn.complete(b, b"B");
         assert_eq!(conn.in_flight(), 3);
-        conn.complete(a, |out| out.extend_from_slice(b"A"));
+        conn.complete(a, b"A");
         assert_eq!(read_exactly(&mut client, 3), b"ABC");
         assert!(conn.is_drained());
     }
 
     #[test]
     fn local_replies_wait_behind_owed_replies() {
-        let (conn, mut client) = pair();
+        let (mut conn, mut client) = pair();
         let a = conn.reserve();
         conn.reply_now(b"ERROR\r\n");
-        conn.complete(a, |out| out.extend_from_slice(b"END\r\n"));
+        conn.complete(a, b"END\r\n");
         conn.reply_now(b"VERSION x\r\n");
         assert_eq!(
             read_exactly(&mut client, 23),
@@ -343,10 +344,10 @@ mod tests {
 
     #[test]
     fn silent_slots_release_the_replies_behind_them() {
-        let (conn, mut client) = pair();
+        let (mut conn, mut client) = pair();
         let a = conn.reserve();
         let b = conn.reserve();
-        conn.complete(b, |out| out.extend_from_slice(b"B"));
+        conn.complete(b, b"B");
         conn.complete_silent(a);
         assert_eq!(read_exactly(&mut client, 1), b"B");
         assert_eq!(conn.in_flight(), 0);
@@ -354,10 +355,10 @@ mod tests {
 
     #[test]
     fn a_full_socket_is_flushed_once_the_client_reads() {
-        let (conn, mut client) = pair();
+        let (mut conn, mut client) = pair();
         let big = vec![b'x'; 8 << 20];
         let seq = conn.reserve();
-        conn.complete(seq, |out| out.extend_from_slice(&big));
+        conn.complete(seq, &big);
         assert!(
             !conn.is_drained(),
             "8 MiB should not fit in the socket buffers"

@@ -154,7 +154,7 @@ impl Session {
             redis,
         };
         let job = Job {
-            conn: Arc::clone(&self.conn),
+            client: self.conn.id,
             seq,
             charge,
             request,

@@ -18,6 +18,7 @@ use crate::client::ClientConn;
 use crate::decode::{binary_error, Class, Decoder, Local, Step};
 use crate::job::Job;
 use crate::log_limit::LogLimit;
+use crate::mio_socket::ReadOutcome;
 use crate::observed::{NetCounters, Observed, PoolSlot};
 use crate::queue::RequestQueue;
 use crate::resp_decode::RespDecoder;
@@ -74,7 +75,7 @@ impl End {
 /// A client connection's decoding state, without its socket: the event loop
 /// (`evloop/clients.rs`) feeds it the bytes it reads.
 pub struct Session {
-    conn: Arc<ClientConn<Job>>,
+    conn: ClientConn<Job>,
     net: Arc<NetContext>,
     /// Its loop's FCFS queue.
     queue: Arc<RequestQueue<Job>>,
@@ -107,7 +108,7 @@ enum Decoded {
 
 impl Session {
     pub fn new(
-        conn: Arc<ClientConn<Job>>,
+        conn: ClientConn<Job>,
         net: Arc<NetContext>,
         queue: Arc<RequestQueue<Job>>,
         slot: Arc<PoolSlot>,
@@ -129,8 +130,18 @@ impl Session {
         }
     }
 
-    pub fn conn(&self) -> &Arc<ClientConn<Job>> {
+    pub fn conn(&self) -> &ClientConn<Job> {
         &self.conn
+    }
+
+    pub fn conn_mut(&mut self) -> &mut ClientConn<Job> {
+        &mut self.conn
+    }
+
+    /// Its loop's queue, into which a completion may release requests the write barrier
+    /// held.
+    pub fn queue(&self) -> &RequestQueue<Job> {
+        &self.queue
     }
 
     pub fn net(&self) -> &Arc<NetContext> {
@@ -170,12 +181,23 @@ impl Session {
         }
     }
 
-    /// The buffer to read into, with room for at least 4 KiB more.
-    pub fn read_buf(&mut self) -> &mut BytesMut {
+    /// Reads from the client's socket into the buffer, with room for at least 4 KiB
+    /// more.
+    pub fn read(&mut self) -> io::Result<ReadOutcome> {
         if self.rbuf.capacity() - self.rbuf.len() < 4096 {
             self.rbuf.reserve(16 * 1024);
         }
-        &mut self.rbuf
+        self.conn.stream().read_into(&mut self.rbuf)
+    }
+
+    /// A worker finished request `seq` of this client: its reply (None: noreply) goes
+    /// into its slot, and a write's completion releases what the write barrier held.
+    pub fn complete(&mut self, seq: u64, reply: Option<&[u8]>, write: bool) {
+        match reply {
+            Some(reply) => self.conn.complete(seq, reply),
+            None => self.conn.complete_silent(seq),
+        }
+        self.conn.finished(write, &self.queue);
     }
 
     /// Decodes what a read that completed at `arrival` brought.

@@ -20,6 +20,7 @@ use crate::mio_socket::{MioSocket, ReadOutcome};
 use crate::observed::PoolSlot;
 use crate::queue::RequestQueue;
 use crate::tls::ListenerTls;
+use crate::worker::outputs::Completion;
 
 use crate::loop_stream::tls::TlsSocket;
 use crate::loop_stream::LoopStream;
@@ -53,7 +54,6 @@ enum Phase {
 }
 
 pub struct Client {
-    socket: Arc<LoopStream>,
     session: Session,
     phase: Phase,
     /// A TLS handshake under way, and when it must be done.
@@ -103,15 +103,8 @@ impl Client {
             }
         };
         registry.register(&mut socket, token, Interest::READABLE | Interest::WRITABLE)?;
-        let socket = Arc::new(socket);
-        let conn = Arc::new(ClientConn::new(
-            id,
-            peer,
-            Arc::clone(&socket),
-            Arc::clone(&net.budget),
-        ));
+        let conn = ClientConn::new(id, peer, socket, Arc::clone(&net.budget));
         Ok(Client {
-            socket,
             session: Session::new(conn, Arc::clone(net), Arc::clone(queue), slot),
             phase: Phase::Open,
             handshake,
@@ -135,7 +128,7 @@ impl Client {
         registry: &Registry,
     ) -> Fate {
         if writable {
-            self.session.conn().flush_blocked();
+            self.session.conn_mut().flush_blocked();
         }
         self.hup |= hup;
         if readable || hup {
@@ -144,8 +137,11 @@ impl Client {
         self.advance(registry)
     }
 
-    /// One of its replies completed: reading may resume, or the drain may be done.
-    pub fn on_reply(&mut self, registry: &Registry) -> Fate {
+    /// A worker finished one of its requests: the reply goes into its slot (written at
+    /// once if it is the oldest owed), and reading may resume, or the drain be done.
+    pub fn on_reply(&mut self, done: &Completion, registry: &Registry) -> Fate {
+        self.session
+            .complete(done.seq, done.reply.as_deref(), done.write);
         if self.waiting || self.phase != Phase::Open {
             self.advance(registry)
         } else {
@@ -155,7 +151,7 @@ impl Client {
 
     fn advance(&mut self, registry: &Registry) -> Fate {
         if self.handshake.is_some() {
-            match self.socket.handshake() {
+            match self.session.conn().stream().handshake() {
                 Ok(true) => {
                     self.handshake = None;
                     // The client's first requests may have come with its last
@@ -184,7 +180,7 @@ impl Client {
             if self.waiting || !self.readable {
                 return Ok(());
             }
-            let outcome = self.socket.read_into(self.session.read_buf());
+            let outcome = self.session.read();
             match outcome {
                 Ok(ReadOutcome::Data { drained, .. }) => {
                     let now = Instant::now();
@@ -241,7 +237,7 @@ impl Client {
     fn linger(&mut self, until: Instant, registry: &Registry) -> Fate {
         let mut scratch = [0u8; 4096];
         while self.readable {
-            match self.socket.read_scratch(&mut scratch) {
+            match self.session.conn().stream().read_scratch(&mut scratch) {
                 Ok(0) => return self.close(registry),
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => self.readable = false,
@@ -256,9 +252,9 @@ impl Client {
     }
 
     fn close(&mut self, registry: &Registry) -> Fate {
-        // By descriptor: the connection's writer shares the socket, and a request still
-        // at a worker keeps it open; its events must not reach the token's next owner.
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&*self.socket);
+        // Its events must not reach the token's next owner. The socket closes when the
+        // client is dropped.
+        let fd = std::os::fd::AsRawFd::as_raw_fd(self.session.conn().stream());
         let _ = registry.deregister(&mut mio::unix::SourceFd(&fd));
         self.session.close();
         Fate::Gone

@@ -298,17 +298,18 @@ impl EventLoop {
         }
     }
 
-    /// Tells the clients whose replies worker `w` completed.
+    /// Hands the replies worker `w` finished to their clients, in the order it finished
+    /// them (a client that is gone no longer wants its replies).
     fn after_worker(&mut self, w: usize) {
-        let mut replied = std::mem::take(&mut self.workers[w].replied);
-        for id in replied.drain(..) {
-            let Some(&key) = self.by_id.get(&id) else {
+        let mut completed = std::mem::take(&mut self.workers[w].completed);
+        for done in completed.drain(..) {
+            let Some(&key) = self.by_id.get(&done.client) else {
                 continue;
             };
-            let fate = self.clients[key].on_reply(self.poll.registry());
+            let fate = self.clients[key].on_reply(&done, self.poll.registry());
             self.settle_client(key, fate);
         }
-        self.workers[w].replied = replied;
+        self.workers[w].completed = completed;
     }
 
     fn remove(&mut self, key: usize) {

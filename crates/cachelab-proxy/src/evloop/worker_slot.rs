@@ -13,7 +13,8 @@ use crate::job::Job;
 use crate::mio_socket::ReadOutcome;
 use crate::routing::plan::ServerId;
 use crate::worker::engine::{Action, Engine, Event};
-use crate::worker::{outputs, WorkerContext};
+use crate::worker::outputs::{self, Completion};
+use crate::worker::WorkerContext;
 
 /// What the worker waits for besides replies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,8 +43,8 @@ pub struct WorkerSlot {
     pub(super) links: Vec<ServerLink>,
     pub(super) blocked: Blocked,
     deadline: Instant,
-    /// Requests whose replies went to clients during the last step, by connection id.
-    pub replied: Vec<u64>,
+    /// Replies finished since the loop last took them, for their clients.
+    pub completed: Vec<Completion>,
 }
 
 /// Where a worker's connection to a server is registered.
@@ -60,7 +61,7 @@ impl WorkerSlot {
             links: Vec::new(),
             blocked: Blocked::Nothing,
             deadline: Instant::now(),
-            replied: Vec::new(),
+            completed: Vec::new(),
         }
         .grown(ctx)
     }
@@ -96,11 +97,12 @@ impl WorkerSlot {
         }
     }
 
-    /// Takes requests from the queue (the oldest, and with `--pipeline D` up to D-1
-    /// more already waiting) and serves them, until the queue is empty or the worker
-    /// must wait.
+    /// Takes a batch from the queue (the oldest request, and with `--pipeline D` up to
+    /// D-1 more already waiting) and serves it until it is done or the worker must
+    /// wait. One batch: the loop hands its replies to their clients before any worker
+    /// takes more.
     pub fn serve_queue(&mut self, ctx: &WorkerContext, registry: &Registry) {
-        while self.is_idle() {
+        if self.is_idle() {
             let Some(job) = ctx.queue.try_pop() else {
                 return;
             };
@@ -141,10 +143,9 @@ impl WorkerSlot {
     /// Carries out the engine's actions until it waits.
     pub(super) fn step(&mut self, ctx: &WorkerContext, registry: &Registry) {
         while let Some(action) = self.engine.next_action() {
-            if let Action::Reply { index, .. } = &action {
-                self.replied.push(self.engine.job(*index).conn.id);
-            }
-            let Some(action) = outputs::apply(self.id, ctx, &mut self.engine, action) else {
+            let completed = &mut self.completed;
+            let Some(action) = outputs::apply(self.id, ctx, &mut self.engine, action, completed)
+            else {
                 continue;
             };
             match action {

@@ -1,7 +1,6 @@
 //! A connection of the event loop, plain or TLS ([`TlsSocket`]), with one set of
-//! nonblocking calls for the clients, the workers' server links and the client write
-//! half (`ClientWriter::Loop`). It sits below both, beside `mio_socket`, so the
-//! client side's writer and the event loop share it without importing each other.
+//! nonblocking calls for the clients (owned by their `ClientConn`) and the workers'
+//! server links. It sits beside `mio_socket`, below both.
 
 pub mod tls;
 

@@ -3,16 +3,15 @@
 //! into the caller's buffer, and encrypted records are handed to the kernel as far as it
 //! takes them; the rest stay in the session until the socket is writable again. The
 //! rustls driving is `cachelab-net`'s ([`session`]); this type adds the mio socket and
-//! the lock.
+//! the session's cell.
 //!
 //! One type for both ends: a client's connection to a TLS listener (a
 //! `ServerConnection`) and a worker's connection to a TLS server (a
-//! `ClientConnection`). The session sits behind a mutex because a client connection's
-//! write half (`ClientWriter`) is shared; the loop is its only
-//! user, so it is never contended.
+//! `ClientConnection`). Each has one owner in one loop; the session sits in a
+//! `RefCell` so that reads and writes share the plain socket's `&self` calls.
 
+use std::cell::{RefCell, RefMut};
 use std::io::{self, Read, Write};
-use std::sync::{Mutex, MutexGuard};
 
 use bytes::BytesMut;
 use cachelab_net::stream::session;
@@ -25,7 +24,7 @@ const MAX_RECORD_PLAINTEXT: usize = 16 * 1024;
 
 pub struct TlsSocket {
     socket: MioSocket,
-    session: Mutex<Connection>,
+    session: RefCell<Connection>,
 }
 
 /// The socket as rustls's `read_tls`/`write_tls` want it.
@@ -51,7 +50,7 @@ impl TlsSocket {
     pub fn new(socket: MioSocket, session: impl Into<Connection>) -> Self {
         TlsSocket {
             socket,
-            session: Mutex::new(session.into()),
+            session: RefCell::new(session.into()),
         }
     }
 
@@ -63,21 +62,21 @@ impl TlsSocket {
         &mut self.socket
     }
 
-    fn lock(&self) -> MutexGuard<'_, Connection> {
-        self.session.lock().unwrap_or_else(|p| p.into_inner())
+    fn session(&self) -> RefMut<'_, Connection> {
+        self.session.borrow_mut()
     }
 
     /// Carries the handshake on as far as the socket allows: true once it is done and
     /// its last records are out. Call on every event until then.
     pub fn handshake(&self) -> io::Result<bool> {
-        session::handshake(&mut self.lock(), &mut Wire(&self.socket))
+        session::handshake(&mut self.session(), &mut Wire(&self.socket))
     }
 
     /// Decrypted bytes into `scratch`: `Ok(0)` at the end of the stream (with or
     /// without close_notify), `WouldBlock` when neither the session nor the socket has
     /// any now.
     pub fn read_plain(&self, scratch: &mut [u8]) -> io::Result<usize> {
-        session::read(&mut self.lock(), &mut Wire(&self.socket), scratch)
+        session::read(&mut self.session(), &mut Wire(&self.socket), scratch)
     }
 
     /// Decrypted bytes into `buf`'s spare room (which the caller made non-empty). Never
@@ -103,18 +102,18 @@ impl TlsSocket {
     /// records (`WouldBlock` while older records wait: no more plaintext until they
     /// are out).
     pub fn write(&self, buf: &[u8]) -> io::Result<usize> {
-        session::write(&mut self.lock(), &mut Wire(&self.socket), buf)
+        session::write(&mut self.session(), &mut Wire(&self.socket), buf)
     }
 
     /// Sends records already encrypted but not yet taken by the kernel; true if none
     /// are left.
     pub fn flush(&self) -> io::Result<bool> {
-        session::flush(&mut self.lock(), &mut Wire(&self.socket))
+        session::flush(&mut self.session(), &mut Wire(&self.socket))
     }
 
     /// close_notify (as far as the kernel takes it), then FIN.
     pub fn shutdown_write(&self) {
-        session::close_notify(&mut self.lock(), &mut Wire(&self.socket));
+        session::close_notify(&mut self.session(), &mut Wire(&self.socket));
         self.socket.shutdown_write();
     }
 }

@@ -1,9 +1,10 @@
-//! What a worker's engine asks for that touches no socket: a client's reply into its
-//! reply slot, a request's statistics into the worker's units, counters, warnings, carried
-//! out by the event loop's worker slots.
+//! What a worker's engine asks for that touches no socket: a client's reply handed to the
+//! loop (which owns the client: [`Completion`]), a request's statistics into the worker's
+//! units, counters, warnings, carried out by the event loop's worker slots.
 
 use std::time::Instant;
 
+use bytes::Bytes;
 use tracing::warn;
 
 use super::engine::{Action, Count, Engine, Event, Sample, Warning};
@@ -11,13 +12,26 @@ use super::WorkerContext;
 use crate::health::Health;
 use crate::job::Job;
 
+/// A reply a worker finished, for the loop to put into its client's reply slot (and to
+/// release what the client's write barrier held) before the worker takes more requests.
+#[derive(Debug)]
+pub struct Completion {
+    pub client: u64,
+    pub seq: u64,
+    /// None: the client asked for no reply.
+    pub reply: Option<Bytes>,
+    /// The request changed data (its connection's write barrier lifts).
+    pub write: bool,
+}
+
 /// Carries out `action` if it is one of the above (None); returns the others, which
-/// need the shell's sockets or time.
+/// need the loop's sockets or time. Replies go to `completed`.
 pub fn apply(
     id: usize,
     ctx: &WorkerContext,
     engine: &mut Engine<Job, Health>,
     action: Action,
+    completed: &mut Vec<Completion>,
 ) -> Option<Action> {
     match action {
         Action::Reply {
@@ -31,13 +45,12 @@ pub fn apply(
             // `stats`.
             let job = engine.job(index);
             ctx.counters[id].record(job.op, &outcome, failovers);
-            if silent {
-                job.conn.complete_silent(job.seq);
-            } else {
-                job.conn
-                    .complete(job.seq, |out| out.extend_from_slice(&bytes));
-            }
-            job.conn.finished(job.is_write(), &ctx.queue);
+            completed.push(Completion {
+                client: job.client,
+                seq: job.seq,
+                reply: (!silent).then_some(bytes),
+                write: job.is_write(),
+            });
             engine.handle(Event::Replied, Instant::now());
         }
         Action::Sample(sample) => record(id, ctx, engine, sample),
