@@ -23,6 +23,7 @@ use crate::endpoint::Peer;
 use crate::loop_stream::LoopStream;
 use crate::queue::RequestQueue;
 
+pub mod lifecycle;
 mod outbox;
 
 use outbox::{Outbox, Slot};

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use mio::{Interest, Registry, Token};
 use tracing::{error, warn};
 
+use crate::client::lifecycle::{AfterDrain, Due, Lifecycle, Phase, HANDSHAKE_TIMEOUT};
 use crate::client::ClientConn;
 use crate::connection::{End, NetContext, Session};
 use crate::endpoint::Peer;
@@ -25,12 +26,6 @@ use crate::worker::outputs::Completion;
 use crate::loop_stream::tls::TlsSocket;
 use crate::loop_stream::LoopStream;
 
-/// How long a closing connection keeps reading (and dropping) client input.
-const LINGER: Duration = Duration::from_secs(1);
-
-/// How long a client may take to complete its TLS handshake.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// Why a TLS client's connection was closed before it was served.
 #[derive(Debug, thiserror::Error)]
 pub enum HandshakeError {
@@ -40,24 +35,10 @@ pub enum HandshakeError {
     TimedOut,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Open,
-    /// Stopped reading; answering what was received. `linger` once written.
-    Draining {
-        linger: bool,
-    },
-    /// Replies written and FIN sent; dropping input until EOF or the time.
-    Lingering {
-        until: Instant,
-    },
-}
-
 pub struct Client {
     session: Session,
-    phase: Phase,
-    /// A TLS handshake under way, and when it must be done.
-    handshake: Option<Instant>,
+    /// When what is due: the handshake, the idle timeout, the drain and the linger.
+    life: Lifecycle,
     /// A readable event has not been read to exhaustion yet (edge-triggered).
     readable: bool,
     /// The peer closed its side: read until EOF whatever a short read says (no
@@ -65,7 +46,6 @@ pub struct Client {
     hup: bool,
     /// Reading stopped until a reply of this client completes.
     waiting: bool,
-    last_read: Instant,
 }
 
 /// What became of a client after an event: keep it, or it is gone.
@@ -90,28 +70,23 @@ impl Client {
         queue: &Arc<RequestQueue<Job>>,
         slot: Arc<PoolSlot>,
     ) -> std::io::Result<Client> {
-        let (mut socket, handshake) = match tls {
-            None => (LoopStream::Plain(socket), None),
+        let mut socket = match tls {
+            None => LoopStream::Plain(socket),
             Some(tls) => {
                 let session =
                     rustls::ServerConnection::new(tls.current()).map_err(std::io::Error::other)?;
                 let tls = TlsSocket::new(socket, session);
-                (
-                    LoopStream::Tls(Box::new(tls)),
-                    Some(Instant::now() + HANDSHAKE_TIMEOUT),
-                )
+                LoopStream::Tls(Box::new(tls))
             }
         };
         registry.register(&mut socket, token, Interest::READABLE | Interest::WRITABLE)?;
         let conn = ClientConn::new(id, peer, socket, Arc::clone(&net.budget));
         Ok(Client {
             session: Session::new(conn, Arc::clone(net), Arc::clone(queue), slot),
-            phase: Phase::Open,
-            handshake,
+            life: Lifecycle::new(Instant::now(), tls.is_some()),
             readable: false,
             hup: false,
             waiting: false,
-            last_read: Instant::now(),
         })
     }
 
@@ -142,7 +117,7 @@ impl Client {
     pub fn on_reply(&mut self, done: &Completion, registry: &Registry) -> Fate {
         self.session
             .complete(done.seq, done.reply.as_deref(), done.write);
-        if self.waiting || self.phase != Phase::Open {
+        if self.waiting || self.life.phase() != Phase::Open {
             self.advance(registry)
         } else {
             Fate::Keep
@@ -150,26 +125,26 @@ impl Client {
     }
 
     fn advance(&mut self, registry: &Registry) -> Fate {
-        if self.handshake.is_some() {
+        if self.life.is_handshaking() {
             match self.session.conn().stream().handshake() {
                 Ok(true) => {
-                    self.handshake = None;
+                    self.life.handshake_done(Instant::now());
                     // The client's first requests may have come with its last
                     // handshake records.
                     self.readable = true;
-                    self.last_read = Instant::now();
                 }
                 Ok(false) => return Fate::Keep,
                 Err(e) => return self.handshake_failed(HandshakeError::Failed(e), registry),
             }
         }
-        match self.phase {
+        match self.life.phase() {
             Phase::Open => match self.read() {
                 Ok(()) => Fate::Keep,
                 Err(end) => self.stop_reading(end, registry),
             },
-            Phase::Draining { linger } => self.drained(linger, registry),
+            Phase::Draining { .. } => self.drained(registry),
             Phase::Lingering { until } => self.linger(until, registry),
+            Phase::Handshaking { .. } => Fate::Keep,
         }
     }
 
@@ -184,7 +159,7 @@ impl Client {
             match outcome {
                 Ok(ReadOutcome::Data { drained, .. }) => {
                     let now = Instant::now();
-                    self.last_read = now;
+                    self.life.read(now);
                     self.readable = !drained || self.hup;
                     self.session.after_read(now)?;
                 }
@@ -214,24 +189,23 @@ impl Client {
     /// Stops reading: answers what was received, then closes.
     pub fn stop_reading(&mut self, end: End, registry: &Registry) -> Fate {
         self.session.log_end(&end);
-        let linger = end.lingers();
-        self.phase = Phase::Draining { linger };
-        self.drained(linger, registry)
+        self.life.stop(end.lingers());
+        self.drained(registry)
     }
 
-    fn drained(&mut self, linger: bool, registry: &Registry) -> Fate {
+    fn drained(&mut self, registry: &Registry) -> Fate {
         let conn = self.session.conn();
         if !conn.is_drained() {
             return Fate::Keep;
         }
         conn.shutdown_write();
-        if !linger {
-            return self.close(registry);
+        match self.life.drained(Instant::now()) {
+            Some(AfterDrain::Linger { until }) => {
+                self.readable = true;
+                self.linger(until, registry)
+            }
+            Some(AfterDrain::Close) | None => self.close(registry),
         }
-        let until = Instant::now() + LINGER;
-        self.phase = Phase::Lingering { until };
-        self.readable = true;
-        self.linger(until, registry)
     }
 
     fn linger(&mut self, until: Instant, registry: &Registry) -> Fate {
@@ -263,56 +237,38 @@ impl Client {
     /// Whether its deadline counts without an idle timeout: lingering after its close
     /// (dropping input until EOF or the time), or handshaking.
     pub fn lingers(&self) -> bool {
-        matches!(self.phase, Phase::Lingering { .. }) || self.handshake.is_some()
+        self.life.lingers()
     }
 
-    /// When time must be checked for this client: the end of its linger, or of its
-    /// idle timeout.
+    /// When time must be checked for this client: the end of its handshake or linger,
+    /// or of its idle timeout.
     pub fn deadline(&self, idle_timeout: Option<Duration>) -> Option<Instant> {
-        if self.handshake.is_some() {
-            return self.handshake;
-        }
-        match self.phase {
-            Phase::Lingering { until } => Some(until),
-            Phase::Open => idle_timeout
-                .filter(|_| self.session.is_idle())
-                .map(|t| self.last_read + t),
-            Phase::Draining { .. } => None,
-        }
+        self.life.deadline(idle_timeout, self.session.is_idle())
     }
 
-    /// Time passed: an idle connection is closed, a linger ends.
+    /// Time passed: a handshake times out, an idle connection is closed, a linger ends.
     pub fn on_time(
         &mut self,
         now: Instant,
         idle_timeout: Option<Duration>,
         registry: &Registry,
     ) -> Fate {
-        if let Some(until) = self.handshake {
-            if now >= until {
-                return self.handshake_failed(HandshakeError::TimedOut, registry);
-            }
-            return Fate::Keep;
-        }
-        match self.phase {
-            Phase::Lingering { until } if now >= until => self.close(registry),
-            Phase::Open if self.deadline(idle_timeout).is_some_and(|at| now >= at) => {
-                self.stop_reading(End::Idle, registry)
-            }
-            _ => Fate::Keep,
+        match self.life.due(now, idle_timeout, self.session.is_idle()) {
+            Due::Nothing => Fate::Keep,
+            Due::HandshakeTimedOut => self.handshake_failed(HandshakeError::TimedOut, registry),
+            Due::Idle => self.stop_reading(End::Idle, registry),
+            Due::Close => self.close(registry),
         }
     }
 
     /// Shutdown: stop reading, answer what was received.
     pub fn shut_down(&mut self, registry: &Registry) -> Fate {
-        if self.handshake.is_some() {
+        match self.life.phase() {
             // Nothing was received: nothing to answer.
-            return self.close(registry);
+            Phase::Handshaking { .. } => self.close(registry),
+            Phase::Open => self.stop_reading(End::Shutdown, registry),
+            Phase::Draining { .. } | Phase::Lingering { .. } => Fate::Keep,
         }
-        if self.phase == Phase::Open {
-            return self.stop_reading(End::Shutdown, registry);
-        }
-        Fate::Keep
     }
 }
 
