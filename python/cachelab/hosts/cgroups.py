@@ -169,10 +169,17 @@ class CpuGroup:
                             f"runtime of {MIN_QUOTA_US} us per period")
         return runtime
 
-    def cap_threads(self, tids: list[int], quota: float) -> list[Path]:
+    def cap_threads(self, tids: list[int], quota: float, period_us: int | None = None
+                    ) -> list[Path]:
         """Gives each thread of `tids` (of a process already in this group) a cgroup of
-        its own inside this one, limited to `quota` cores; returns their directories."""
-        runtime = self.quota_us(quota)
+        its own inside this one, limited to `quota` cores per `period_us` (None: this
+        group's period); returns their directories."""
+        period = period_us or self.period_us
+        runtime = round(quota * period)
+        if runtime < MIN_QUOTA_US:
+            raise UserError(f"cgroup {self.name}: {quota:g} core over a {period} us period "
+                            f"is below the kernel's minimum runtime of {MIN_QUOTA_US} us "
+                            f"per period")
         cpu_dir = self.dirs[0] if self.version == 2 else self._h.v1["cpu"] / self.name
         made = []
         try:
@@ -181,7 +188,7 @@ class CpuGroup:
                 child.mkdir()
                 self._threads.append(child)
                 made.append(child)
-                for name, value in thread_writes(self.version, runtime, self.period_us):
+                for name, value in thread_writes(self.version, runtime, period):
                     (child / name).write_text(value)
                     if name == "cgroup.type":  # v2: the controller below the host's group
                         (cpu_dir / "cgroup.subtree_control").write_text("+cpu")

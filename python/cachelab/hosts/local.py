@@ -31,6 +31,7 @@ from cachelab.hosts.procs import (
     wait_for_port,
     wait_for_socket,
 )
+from cachelab.spec.cores import ThreadShare
 
 HOST = LOOPBACK.address
 
@@ -159,15 +160,19 @@ def wait_threads(pid: int, kind: str, expected: int = 1, timeout: float = 5.0
     return threads
 
 
-def cap_threads(pid: int, kind: str, host: Host, record: Path, expected: int = 1) -> None:
+def cap_threads(pid: int, kind: str, host: Host, record: Path, expected: int = 1,
+                share: ThreadShare | None = None) -> None:
     """Each serving thread of server `pid` on an emulated core of its own: a cgroup inside
-    its host's, limited to the host's thread_quota (docs/topologies.md, "Emulated
-    cores"); which thread went where is written to `record`."""
+    its host's, limited to the host's thread_quota, or to `share` where the host's
+    threads time-share its emulated cores (docs/topologies.md, "Emulated cores"); which
+    thread went where is written to `record`."""
     if host.group is None:
         raise UserError(f"host {host.name}: thread_quota needs the host's own cgroup")
+    share = share or ThreadShare(host.thread_quota)
     tids = wait_threads(pid, kind, expected)
-    groups = host.group.cap_threads(tids, host.thread_quota)
-    record.write_text("".join(f"thread {tid} -> {g} ({host.thread_quota:g} core)\n"
+    groups = host.group.cap_threads(tids, share.quota, share.period_us)
+    period = share.period_us or host.group.period_us
+    record.write_text("".join(f"thread {tid} -> {g} ({share.quota:g} core per {period} us)\n"
                               for tid, g in zip(tids, groups, strict=True)))
 
 

@@ -20,12 +20,11 @@ from cachelab.hosts.procs import Managed
 from cachelab.readers import loadgen
 from cachelab.readers.cpu import GroupSampler, Sampler, process_seconds
 from cachelab.run import capacity, machine, transport, validate
-from cachelab.spec import cores, topology
+from cachelab.spec import cores, rules, topology
 from cachelab.spec.experiment import (
     Experiment,
     Pinning,
     RunConfig,
-    ServerKind,
     TopologyKind,
 )
 from cachelab.store import (
@@ -152,6 +151,7 @@ def start_servers(c: RunConfig, directory: Path, place: Placer,
     written to server-i.pinning)."""
     s = c.servers
     cpus = {"process": s.cpus, "thread": (), "none": ()}[s.pinning]
+    shares = thread_shares(c, place.layout)
     servers = []
     for i in range(s.processes):
         host = place("server", i)
@@ -163,18 +163,29 @@ def start_servers(c: RunConfig, directory: Path, place: Placer,
             log=directory / f"server-{i}.log", host=host, options=options))
         if not host.remote and host.thread_quota:  # an emulated core per serving thread
             local.cap_threads(server.process.pid, s.kind, host, directory / f"server-{i}.cores",
-                              expected=s.threads if s.kind == ServerKind.MEMCACHED else 1)
+                              expected=rules.serving_threads(c), share=shares.get(host.name))
         if s.pinning == Pinning.THREAD:
             if host.remote:
                 raise UserError('servers.pinning = "thread" is not supported on ssh hosts')
             pool = list(s.cpus) or sorted(os.sched_getaffinity(0))
-            expected = s.threads if s.kind == ServerKind.MEMCACHED else 1
+            expected = rules.serving_threads(c)
             placed = local.pin_threads(server.process.pid, s.kind, pool,
                                        first=i * expected, expected=expected)
             (directory / f"server-{i}.pinning").write_text(
                 "".join(f"thread {tid} -> cpu {cpu}\n" for tid, cpu in placed.items()))
         servers.append(server)
     return servers
+
+
+def thread_shares(c: RunConfig, layout: topology.Layout | None
+                  ) -> dict[str, cores.ThreadShare]:
+    """Each server host's share per serving thread: an emulated core each, or, with more
+    threads than emulated cores, the time-shared slice of one (cores.thread_share)."""
+    if layout is None:
+        return {}
+    return {layout.hosts[i].name: cores.thread_share(
+        layout.hosts[i].cpu_quota, layout.hosts[i].thread_quota, n, layout.scale)
+        for i, n in cores.serving_threads(layout, rules.serving_threads(c)).items() if n}
 
 
 class Placer:

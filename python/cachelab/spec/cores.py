@@ -7,14 +7,31 @@ thread (memcached's workers, Redis's main thread) a cgroup of its own inside the
 so that with cpu_quota = 6 and thread_quota = 1 one Redis uses at most one of 6 emulated
 cores, and 12 memcached threads share 6. A thread cannot have more than its host, and
 cgroup v1 refuses a child quota above its parent's, so that is checked here first.
+
+More serving threads than emulated cores (cpu_quota / thread_quota) time-share them the
+way the kernel shares real cores (`thread_share`): each thread gets its fair share,
+cores / threads of an emulated core, per period of CFS's scheduling latency on a host of
+that many cores, so a thread that has run its slice waits while the others run theirs.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from cachelab.errors import UserError
+
+#: CFS's tunables before EEVDF (kernel/sched/fair.c, the thesis's kernel): every runnable
+#: task runs once per `sched_latency` (6 ms), a slice is at least `min_granularity`
+#: (0.75 ms); both x (1 + log2 of the CPUs, at most 8), the kernel's default "log" scaling.
+SCHED_LATENCY_MS = 6.0
+SCHED_MIN_GRANULARITY_MS = 0.75
+#: The longest CFS period a cgroup takes (cpu.cfs_period_us, cpu.max), ms.
+MAX_PERIOD_MS = 1000.0
+#: The smallest runtime per period the kernel takes, ms.
+MIN_RUNTIME_MS = 1.0
 
 
 def scaled_text(quota: float, scale: float) -> str:
@@ -78,9 +95,7 @@ def host_limits(layout: Any, threads_per_server: int) -> dict[str, float]:
     quotas of their own, the smaller of that and threads x thread_quota (4 memcached
     threads on a host of 6 emulated cores can use 4). `layout` is a planned topology;
     `threads_per_server` the serving threads of one server process."""
-    threads = {i: 0 for i in range(len(layout.hosts))}
-    for i in layout.servers:
-        threads[i] += threads_per_server
+    threads = serving_threads(layout, threads_per_server)
     limits = {}
     for i, h in enumerate(layout.hosts):
         limit = h.cpu_quota
@@ -89,3 +104,68 @@ def host_limits(layout: Any, threads_per_server: int) -> dict[str, float]:
             limit = min(limit, cap) if limit else cap
         limits[h.name] = limit
     return limits
+
+
+@dataclass(frozen=True)
+class ThreadShare:
+    """What one serving thread's cgroup gets: `quota` cores of this machine per
+    `period_us` (None: the host's period, topology.cpu_period_ms)."""
+
+    quota: float
+    period_us: int | None = None
+
+
+def sched_period_ms(cpus: int, runnable_per_cpu: float) -> float:
+    """CFS's scheduling period on a host of `cpus` CPUs with `runnable_per_cpu` tasks
+    runnable on each: sched_latency, stretched to min_granularity a task when more are
+    runnable than it holds (kernel/sched/fair.c __sched_period)."""
+    factor = 1 + int(math.log2(min(max(cpus, 1), 8)))
+    return max(SCHED_LATENCY_MS * factor,
+               runnable_per_cpu * SCHED_MIN_GRANULARITY_MS * factor)
+
+
+def emulated_cores(cpu_quota: float, thread_quota: float) -> float:
+    """A host's emulated cores, cpu_quota / thread_quota; 0 where either is unset."""
+    return cpu_quota / thread_quota if cpu_quota and thread_quota else 0.0
+
+
+def thread_share(cpu_quota: float, thread_quota: float, threads: int, scale: float
+                 ) -> ThreadShare:
+    """Each of `threads` serving threads of a host (quotas already scaled, as the layout
+    has them): up to as many as its emulated cores, one core each at the host's period;
+    beyond them, cores / threads of a core per CFS period of that host, stretched by the
+    scale model, as a real core time-shared by its runnable threads gives each its slice
+    and makes it wait out the others' (a request to a thread off its core waits)."""
+    cores = emulated_cores(cpu_quota, thread_quota)
+    if not cores or threads <= cores * (1 + 1e-9):
+        return ThreadShare(thread_quota)
+    period_ms = sched_period_ms(int(cores + 1e-9), threads / cores) * scale
+    return ThreadShare(thread_quota * cores / threads, round(period_ms * 1000))
+
+
+def serving_threads(layout: Any, threads_per_server: int) -> dict[int, int]:
+    """The serving threads on each host of a planned topology, by host index."""
+    threads = {i: 0 for i in range(len(layout.hosts))}
+    for i in layout.servers:
+        threads[i] += threads_per_server
+    return threads
+
+
+def check_sharing(layout: Any, threads_per_server: int, field: str) -> None:
+    """Time-shared emulated cores take a period and a runtime the kernel accepts;
+    `field` is the setting that sets the serving threads (servers.threads, .instances)."""
+    for i, n in serving_threads(layout, threads_per_server).items():
+        h = layout.hosts[i]
+        share = thread_share(h.cpu_quota, h.thread_quota, n, layout.scale)
+        if share.period_us is None:
+            continue
+        period_ms = share.period_us / 1000
+        cores = emulated_cores(h.cpu_quota, h.thread_quota)
+        what = (f"{field}: {n} serving threads on {h.name}'s {cores:g} emulated cores "
+                f"time-share them over a {period_ms:g} ms period")
+        if period_ms > MAX_PERIOD_MS:
+            raise UserError(f"{what} (at topology.scale {layout.scale:g}), above the "
+                            f"kernel's {MAX_PERIOD_MS:g} ms")
+        if share.quota * period_ms < MIN_RUNTIME_MS:
+            raise UserError(f"{what}, {share.quota * period_ms:g} ms per period each, below "
+                            f"the kernel's minimum of {MIN_RUNTIME_MS:g} ms")

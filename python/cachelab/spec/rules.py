@@ -8,9 +8,10 @@ from __future__ import annotations
 import os
 
 from cachelab.errors import UserError
-from cachelab.spec import cores
+from cachelab.spec import cores, topology
 from cachelab.spec.kinds import ROLES, LoadMode, Persistence, ServerKind, TopologyKind, WireProtocol
 from cachelab.spec.sections import LINK_FIELDS, LinkProfile, RunConfig
+from cachelab.spec.topology import MAX_HOSTS
 
 
 def check_run(c: RunConfig) -> None:
@@ -87,9 +88,6 @@ def _check_transport(c: RunConfig) -> None:
 MAX_PROCESSES = 256
 #: Client connections one run may open (each takes a socket and a port on its host).
 MAX_CLIENTS = 50_000
-#: Emulated hosts one topology may have: their addresses are .2 upwards in one /24
-#: (topology.address; the controller is .1).
-MAX_HOSTS = 250
 #: The smallest CPU quota per CFS period the kernel accepts (cgroups.MIN_QUOTA_US).
 MIN_QUOTA_MS = 1.0
 
@@ -178,9 +176,19 @@ def _check_topology(c: RunConfig) -> None:
                         f"machine has {cpus}")
     quotas = cores.quota_fields(t, ROLES)
     cores.check(t, ROLES)
+    if t.kind == TopologyKind.NETNS:
+        per = serving_threads(c)
+        cores.check_sharing(topology.plan(c), per,
+                            "servers.threads" if per > 1 else "servers.instances")
     for where, quota in quotas:
         if quota and quota * t.cpu_period_ms < MIN_QUOTA_MS:
             raise UserError(f"{where}: {quota:g} core over a {t.cpu_period_ms:g} ms period is "
                             f"{quota * t.cpu_period_ms:g} ms per period, below the kernel's "
                             f"minimum of {MIN_QUOTA_MS:g} ms (raise topology.cpu_period_ms to "
                             f"at least {MIN_QUOTA_MS / quota:g})")
+
+
+def serving_threads(c: RunConfig) -> int:
+    """The serving threads of one server process, each an emulated core's tenant:
+    memcached's workers (-t), Redis's one main thread (its I/O threads are not)."""
+    return c.servers.threads if c.servers.kind == ServerKind.MEMCACHED else 1

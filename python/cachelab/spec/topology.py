@@ -25,8 +25,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from cachelab.spec.experiment import MAX_HOSTS, ROLES, Host, LinkProfile, RunConfig, Topology
+from cachelab.spec.kinds import ROLES
+from cachelab.spec.sections import Host, LinkProfile, RunConfig, Topology
 
+#: Emulated hosts one topology may have: their addresses are .2 upwards in one /24
+#: (`address`; the controller is .1).
+MAX_HOSTS = 250
 #: Addresses of the emulated hosts: inside 198.18.0.0/15, the range RFC 2544 sets aside
 #: for benchmarking, so they cannot clash with a real network. The controller (this
 #: process's namespace) is .1 of the subnet, hosts .2 upwards.
