@@ -38,6 +38,7 @@ from cachelab.spec.experiment import (
     Experiment,
     LoadMode,
     Point,
+    RunConfig,
     ServerKind,
     TopologyKind,
 )
@@ -64,6 +65,21 @@ RUN_GRACE_S = 30.0
 START_LEAD_S = {"local": (0.5, 0.1), "netns": (0.5, 0.1), "ssh": (3.0, 0.5)}
 
 Execute = Callable[[Experiment, Point, int, Path], RunRecord]
+
+
+def start_lead_s(c: RunConfig, layout: topology.Layout | None) -> float:
+    """How far ahead the common --start-at instant is set: START_LEAD_S's parts and, on
+    delayed links, two round trips per connection of a load thread (a thread opens its
+    connections one after another, each a TCP handshake over the link; with 70 of them
+    over a 15 ms round trip that took longer than the fixed lead)."""
+    fixed, each = START_LEAD_S[c.topology.kind]
+    lead = fixed + each * (c.instances + c.measures)
+    if layout is not None:
+        by_name = {h.name: h for h in layout.hosts}
+        rtt_ms = max((topology.round_trip_ms(by_name[a], by_name[b])
+                      for a, b in layout.pairs()), default=0.0)
+        lead += 2 * rtt_ms / 1000 * c.load.clients
+    return lead
 
 
 def run_dir(out: Path, point: int, repetition: int) -> Path:
@@ -132,9 +148,7 @@ def execute_run(exp: Experiment, point: Point, repetition: int, directory: Path,
                     directory,
                     place=lambda i: place("load", i), seed=seed)
             else:
-                fixed, each = START_LEAD_S[c.topology.kind]
-                start_at = int(1000 * (time.time() + fixed
-                                       + each * (c.instances + c.measures)))
+                start_at = int(1000 * (time.time() + start_lead_s(c, layout)))
             timing: dict[str, Any] = dict(test_time=exp.run_time_s, warmup=exp.warmup_s,
                                           cooldown=exp.cooldown_s, start_at_ms=start_at)
             to = c.placement.targets  # instance i -> target i mod T, connections even
