@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import _proc_cpu  # noqa: E402
 import _targets  # noqa: E402
 import proxy_bench  # noqa: E402
+import server_cost_bench  # noqa: E402
 from _targets import AT_LEAST, AT_MOST, WITHIN, judge  # noqa: E402
 
 
@@ -148,3 +149,26 @@ def test_issue20_targets_compare_production_with_the_floor_and_default_with_twem
     assert (t20d.ratio, t20d.unit, t20d.verdict) == (550.0, "ns", "PASS")
     assert t20d.note == ("cachelab-default 900 ns, floor 300 ns, "
                          "baseline-production 650 ns")
+
+
+def _reps(**by_name: list[tuple[float, float, float]]) -> dict[str, list[dict]]:
+    """Runs by target: (ops/s, p99 ms, server us per request) per repetition."""
+    return {name: [{"ops_per_sec": o, "p99_ms": p, "server_us_per_request": us, "errors": 0}
+                   for o, p, us in reps] for name, reps in by_name.items()}
+
+
+def test_the_server_cost_targets_compare_server_cpu_and_capped_throughput():
+    redis = _reps(direct=[(1, 1, 7.0)] * 3, **{"direct-pipelined": [(1, 1, 0.7)] * 3,
+                                            "cachelab-production": [(1, 1, 2.0)] * 3},
+                  twemproxy=[(1, 1, 2.5)] * 3)
+    memcached = _reps(direct=[(1, 1, 7.3)] * 3, **{"direct-pipelined": [(1, 1, 6.0)] * 3,
+                                                "cachelab-production": [(1, 1, 6.5)] * 3},
+                      twemproxy=[(1, 1, 6.0)] * 3)
+    capped = _reps(direct=[(45_000, 7.2, 6.0)] * 3,
+                   **{"cachelab-production": [(90_000, 3.0, 2.0)] * 3})
+    by_name = {t.name: t for t in server_cost_bench.targets(redis, memcached, capped)}
+    assert (by_name["S1"].ratio, by_name["S1"].verdict) == (pytest.approx(0.8), "PASS")
+    assert (by_name["S2"].ratio, by_name["S2"].verdict) == (pytest.approx(2 / 7), "PASS")
+    assert (by_name["S3"].ratio, by_name["S3"].verdict) == (pytest.approx(6.5 / 6), "MISS")
+    assert (by_name["S4"].ratio, by_name["S4"].verdict) == (pytest.approx(2.0), "PASS")
+    assert (by_name["S5"].ratio, by_name["S5"].verdict) == (pytest.approx(-4.2), "PASS")
