@@ -125,7 +125,6 @@ memory_mb = 64
 unix_socket = true
 [middleware]
 workers = 2
-threads = 1
 unix_socket = true
 [load]
 clients = 2
@@ -190,7 +189,6 @@ memory_mb = 64
 tls = true
 [middleware]
 workers = 2
-threads = 1
 tls = true
 [load]
 clients = 2
