@@ -29,15 +29,7 @@ fn a_connection_past_the_limit_gets_the_error_line_and_is_closed() {
     drop(second);
     // The place is free once the proxy has closed its side (asked on a connection
     // that already holds one).
-    let stat = |client: &mut Client, name: &str| {
-        let stats = client.request(b"stats\r\n", cachelab_protocol::Expect::Stats);
-        let prefix = format!("STAT {name} ");
-        String::from_utf8(stats)
-            .unwrap()
-            .lines()
-            .find_map(|l| Some(l.strip_prefix(&prefix)?.to_owned()))
-            .unwrap()
-    };
+    let stat = common::stat_text;
     assert!(
         common::wait_until(Duration::from_secs(5), || stat(
             &mut first,

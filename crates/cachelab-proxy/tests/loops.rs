@@ -6,23 +6,12 @@ mod common;
 
 use std::thread;
 
-use common::{start_servers, values_reply, Client};
+use common::{start_servers, stat_text as stat, values_reply, Client};
 
 const LOOPS: usize = 3;
 const WORKERS: usize = 2;
 const CLIENTS: usize = 12;
 const ROUNDS: usize = 200;
-
-/// A `stats` value, asked on `client`.
-fn stat(client: &mut Client, name: &str) -> String {
-    let stats = client.request(b"stats\r\n", cachelab_protocol::Expect::Stats);
-    let prefix = format!("STAT {name} ");
-    String::from_utf8(stats)
-        .unwrap()
-        .lines()
-        .find_map(|l| Some(l.strip_prefix(&prefix)?.to_owned()))
-        .unwrap_or_else(|| panic!("no {name} in stats"))
-}
 
 #[test]
 fn n_loops_serve_one_port_and_every_client_gets_its_own_answers() {

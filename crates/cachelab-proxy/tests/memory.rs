@@ -26,16 +26,7 @@ fn status_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
-fn stat(client: &mut Client, name: &str) -> u64 {
-    let reply = client.request(b"stats\r\n", cachelab_protocol::Expect::Stats);
-    let text = String::from_utf8(reply).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
-        .unwrap_or_else(|| panic!("no stat {name}"))
-        .trim()
-        .parse()
-        .unwrap()
-}
+use common::stat_number as stat;
 
 fn big_value() -> String {
     "v".repeat(500_000)

@@ -12,16 +12,7 @@ use common::{start_servers, values_reply, Client, Proxy};
 const CLIENTS: usize = 8;
 const PER_CLIENT: usize = 200;
 
-fn stat(client: &mut Client, name: &str) -> u64 {
-    let stats = String::from_utf8(client.request(b"stats\r\n", Expect::Stats)).unwrap();
-    let prefix = format!("STAT {name} ");
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .unwrap_or_else(|| panic!("no {name} in {stats}"))
-        .parse()
-        .unwrap()
-}
+use common::stat_number as stat;
 
 /// Each client pipelines, on its own keys, a set then a get of the value just set, and
 /// a get of a key nobody set; returns the number of requests the proxy forwarded.

@@ -27,6 +27,24 @@ impl Spawned {
     }
 }
 
+/// A value of the proxy's `stats`, asked on `client` (a connection of its own counts in
+/// `curr_connections`); panics if there is none.
+pub fn stat_text(client: &mut Client, name: &str) -> String {
+    let reply = client.request(b"stats\r\n", cachelab_protocol::Expect::Stats);
+    let text = String::from_utf8(reply).unwrap();
+    let prefix = format!("STAT {name} ");
+    text.lines()
+        .find_map(|l| Some(l.strip_prefix(&prefix)?.trim().to_owned()))
+        .unwrap_or_else(|| panic!("no {name} in stats: {text}"))
+}
+
+/// A numeric value of the proxy's `stats` ([`stat_text`]).
+pub fn stat_number(client: &mut Client, name: &str) -> u64 {
+    stat_text(client, name)
+        .parse()
+        .unwrap_or_else(|_| panic!("{name} is not a number"))
+}
+
 /// Waits until `done` holds, asking again every few milliseconds for at most `within`;
 /// false if it never did. For conditions only a poll can see (a server's counters, a
 /// load thread's tally).
