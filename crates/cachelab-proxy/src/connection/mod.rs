@@ -138,12 +138,6 @@ impl Session {
         &mut self.conn
     }
 
-    /// Its loop's queue, into which a completion may release requests the write barrier
-    /// held.
-    pub fn queue(&self) -> &RequestQueue<Job> {
-        &self.queue
-    }
-
     pub fn net(&self) -> &Arc<NetContext> {
         &self.net
     }

@@ -1,16 +1,17 @@
-//! The event-loop shell: one thread that owns the client sockets, the FCFS queue's
-//! consumers (the W workers, each an [`Engine`](crate::worker::engine::Engine) with its
+//! An event loop, the proxy's data path: one thread that owns its clients' sockets, its
+//! FCFS queue, its W workers (each an [`Engine`](crate::worker::engine::Engine) with its
 //! server connections) and every timer, on one `mio::Poll`. No task per connection or
 //! per worker: a request goes from its client's read to its server's write, and its
 //! reply from the server's read to the client's write, inside one loop turn each,
-//! without a wake-up between threads or tasks.
+//! without a wake-up between threads. `--loops N` runs N of them; the first accepts for
+//! all (`accept.rs`).
 //!
 //! The control plane stays on the tokio runtime (signals, reload, the metrics endpoint,
-//! the statistics writer, the health probes); it reaches the loop through [`Control`]:
+//! the statistics writer, the health probes); it reaches each loop through [`Control`]:
 //! a stop request and a [`mio::Waker`]. Health is shared by the whole process.
 //!
-//! Chosen over the tokio shell by measurement (docs/performance.md): the same engine,
-//! decoding and reply slots, minus a task wake-up and poll per hop.
+//! Chosen over the tokio shell that was removed by measurement (docs/performance.md):
+//! the same engine, decoding and reply slots, minus a task wake-up and poll per hop.
 
 use std::collections::HashMap;
 use std::io;
