@@ -10,11 +10,12 @@
 //!   accepting for all and handing clients out in turn) owns its clients' sockets, its
 //!   FCFS queue and its W workers with their server sockets; a request goes from its
 //!   client's read to its servers' write in one loop turn.
-//! - **net layer** ([`connection`], [`decode`], [`client`]): a client's bytes, as the
-//!   loop read them, are decoded into requests ([`decode::Decoder`] over the sans-I/O
-//!   protocol crate); rejections and local commands are answered here; the rest takes
-//!   its round-robin position in its listener's pool ([`routing::plan::Pool::assign`])
-//!   and joins its loop's FCFS queue ([`queue`]).
+//! - **client engine** ([`connection::ClientSession`], over [`decode`] and [`client`]):
+//!   no socket, no clock. A client's bytes, as the loop read them, are decoded into
+//!   requests ([`decode::Decoder`] over the sans-I/O protocol crate); rejections and
+//!   local commands are answered here; the rest takes its round-robin position in its
+//!   listener's pool ([`routing::plan::Pool::assign`]) and joins its loop's FCFS queue
+//!   ([`queue`]); replies come out in request order as bytes the loop writes.
 //! - **routing** ([`routing`]): pure. A request and its pool in, a plan out (which
 //!   server gets which part, who may stand in, how replies merge); twemproxy's hashes and
 //!   distributions, so a `shard` pool puts every key where nutcracker would.

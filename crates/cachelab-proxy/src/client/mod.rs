@@ -1,10 +1,10 @@
-//! A client connection's writing half: its socket and the ordered outbox, owned by the
-//! event loop's client (one owner: the loop reads the socket through it too).
+//! A client connection's ordered outbox, without its socket: the event loop's client
+//! owns the socket, writes [`ClientConn::output`] and says how much the kernel took.
 //!
 //! Requests of one connection may be served by different workers and finish out of
 //! order, but replies must leave in request order. Every request reserves a slot in
-//! arrival order; the completion of the front slot writes it, and any later slots that
-//! are already complete, straight to the socket. Only a reply that finishes ahead of an
+//! arrival order; the completion of the front slot moves it, and any later slots that
+//! are already complete, to the output. Only a reply that finishes ahead of an
 //! earlier one is copied aside.
 //!
 //! Requests must also *take effect* in order, as on a memcached connection: a pipelined
@@ -12,7 +12,6 @@
 //! workers at once, but a write waits until every earlier request of its connection is
 //! done, and later requests wait for the write (the write barrier, [`ClientConn::dispatch`]).
 
-use std::io;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes};
@@ -20,7 +19,6 @@ use bytes::{Buf, Bytes};
 use crate::admission::ClientLimits;
 use crate::budget::MemoryBudget;
 use crate::endpoint::Peer;
-use crate::loop_stream::LoopStream;
 use crate::queue::RequestQueue;
 
 pub mod lifecycle;
@@ -42,28 +40,16 @@ pub trait Ordered {
 pub struct ClientConn<R> {
     pub id: u64,
     pub peer: Peer,
-    stream: LoopStream,
     outbox: Outbox<R>,
 }
 
 impl<R: Ordered> ClientConn<R> {
-    pub fn new(
-        id: u64,
-        peer: impl Into<Peer>,
-        stream: LoopStream,
-        budget: Arc<MemoryBudget>,
-    ) -> Self {
+    pub fn new(id: u64, peer: impl Into<Peer>, budget: Arc<MemoryBudget>) -> Self {
         ClientConn {
             id,
             peer: peer.into(),
-            stream,
             outbox: Outbox::new(budget),
         }
-    }
-
-    /// The socket, for the loop's reads and its registration.
-    pub fn stream(&self) -> &LoopStream {
-        &self.stream
     }
 
     /// Reserves the next reply slot, in arrival order.
@@ -92,8 +78,9 @@ impl<R: Ordered> ClientConn<R> {
     pub fn reply_now(&mut self, reply: &[u8]) {
         let ob = &mut self.outbox;
         if ob.slots.is_empty() {
-            ob.buf.extend_from_slice(reply);
-            self.flush();
+            if !ob.dead {
+                ob.buf.extend_from_slice(reply);
+            }
         } else {
             ob.next_seq += 1;
             ob.aside += reply.len();
@@ -132,7 +119,7 @@ impl<R: Ordered> ClientConn<R> {
             ob.settle();
             ob.slots[index] = Slot::Ready(aside);
         }
-        self.after_complete();
+        self.outbox.settle();
     }
 
     /// Completes slot `seq` without a reply (the client sent noreply).
@@ -145,41 +132,26 @@ impl<R: Ordered> ClientConn<R> {
         } else {
             ob.slots[index] = Slot::Silent;
         }
-        self.after_complete();
-    }
-
-    fn after_complete(&mut self) {
-        self.flush();
         self.outbox.settle();
     }
 
-    /// Writes what the kernel accepts now; on a full socket, the rest waits for the
-    /// loop to see it writable ([`ClientConn::flush_blocked`]).
-    fn flush(&mut self) {
-        let ob = &mut self.outbox;
-        if ob.blocked || ob.dead {
-            return;
-        }
-        while !ob.buf.is_empty() {
-            match self.stream.write(&ob.buf) {
-                Ok(n) => ob.buf.advance(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    ob.blocked = true;
-                    return;
-                }
-                Err(_) => {
-                    ob.dead = true;
-                    ob.buf.clear();
-                    return;
-                }
-            }
-        }
-        // TLS records encrypted but not yet taken by the kernel: sent when writable.
-        match self.stream.flush() {
-            Ok(true) => {}
-            Ok(false) => ob.blocked = true,
-            Err(_) => ob.dead = true,
-        }
+    /// The replies due to the client now, in request order: the loop writes them and
+    /// says how much the kernel took ([`ClientConn::wrote`]).
+    pub fn output(&self) -> &[u8] {
+        &self.outbox.buf
+    }
+
+    /// The first `n` bytes of [`ClientConn::output`] were written.
+    pub fn wrote(&mut self, n: usize) {
+        self.outbox.buf.advance(n);
+        self.outbox.settle();
+    }
+
+    /// Writing to the client failed: what is owed and what comes later is dropped.
+    pub fn write_failed(&mut self) {
+        self.outbox.dead = true;
+        self.outbox.buf.clear();
+        self.outbox.settle();
     }
 
     /// Requests whose replies are not yet in the outgoing buffer.
@@ -206,53 +178,29 @@ impl<R: Ordered> ClientConn<R> {
         let unread = ob.pending_bytes();
         !ob.dead && !ob.window.may_dispatch(in_flight, unread, limits)
     }
-
-    /// Flushes a blocked outbox now that the socket is writable; true if it is still
-    /// blocked.
-    pub fn flush_blocked(&mut self) -> bool {
-        if self.outbox.blocked {
-            self.outbox.blocked = false;
-            self.flush();
-            self.outbox.settle();
-        }
-        self.outbox.blocked
-    }
-
-    /// Sends FIN after the replies already written (the read side stays open).
-    pub fn shutdown_write(&self) {
-        self.stream.shutdown_write();
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mio_socket::MioSocket;
-    use std::io::Read;
-    use std::net::{TcpListener, TcpStream};
 
-    /// A connection over loopback and the client's (blocking) socket.
-    fn pair() -> (ClientConn<Req>, TcpStream) {
+    /// A connection with an unlimited budget; what its client receives is read from
+    /// its output.
+    fn pair() -> (ClientConn<Req>, ()) {
         pair_with_budget(1 << 30)
     }
 
-    fn pair_with_budget(budget: usize) -> (ClientConn<Req>, TcpStream) {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (server, peer) = listener.accept().unwrap();
-        server.set_nonblocking(true).unwrap();
-        let socket = MioSocket::Tcp(mio::net::TcpStream::from_std(server));
+    fn pair_with_budget(budget: usize) -> (ClientConn<Req>, ()) {
+        let peer: std::net::SocketAddr = "127.0.0.1:5000".parse().unwrap();
         let budget = Arc::new(MemoryBudget::new(budget));
-        (
-            ClientConn::new(1, peer, LoopStream::Plain(socket), budget),
-            client,
-        )
+        (ClientConn::new(1, peer, budget), ())
     }
 
-    fn read_exactly(client: &mut TcpStream, n: usize) -> Vec<u8> {
-        let mut buf = vec![0; n];
-        client.read_exact(&mut buf).unwrap();
-        buf
+    /// Takes `n` bytes of the connection's output as the kernel would.
+    fn read_exactly(conn: &mut ClientConn<Req>, n: usize) -> Vec<u8> {
+        let out = conn.output()[..n].to_vec();
+        conn.wrote(n);
+        out
     }
 
     /// A request as the barrier sees it: a write or a read, and which one it is.
@@ -275,22 +223,22 @@ mod tests {
 
     #[test]
     fn a_reply_beyond_the_memory_budget_becomes_an_error_line() {
-        let (mut conn, mut client) = pair_with_budget(1000);
+        let (mut conn, _) = pair_with_budget(1000);
         let first = conn.reserve();
         let second = conn.reserve();
         // completed out of order: the second waits aside, and must fit too
         conn.complete(second, &[b'x'; 5000]);
         conn.complete(first, b"END\r\n");
         let expected = [&b"END\r\n"[..], OUT_OF_MEMORY].concat();
-        assert_eq!(read_exactly(&mut client, expected.len()), expected);
+        assert_eq!(read_exactly(&mut conn, expected.len()), expected);
         let third = conn.reserve();
         conn.complete(third, &[b'y'; 900]);
-        assert_eq!(read_exactly(&mut client, 900), vec![b'y'; 900]);
+        assert_eq!(read_exactly(&mut conn, 900), vec![b'y'; 900]);
     }
 
     #[test]
     fn a_write_waits_for_earlier_requests_and_later_ones_wait_for_it() {
-        let (mut conn, _client) = pair();
+        let (mut conn, _) = pair();
         let queue = RequestQueue::default();
         let r = req(&mut conn, false, 0);
         conn.dispatch(r, false, &queue);
@@ -318,7 +266,7 @@ mod tests {
 
     #[test]
     fn replies_leave_in_request_order_whatever_order_they_complete_in() {
-        let (mut conn, mut client) = pair();
+        let (mut conn, _) = pair();
         let a = conn.reserve();
         let b = conn.reserve();
         let c = conn.reserve();
@@ -326,57 +274,56 @@ mod tests {
         conn.complete(b, b"B");
         assert_eq!(conn.in_flight(), 3);
         conn.complete(a, b"A");
-        assert_eq!(read_exactly(&mut client, 3), b"ABC");
+        assert_eq!(read_exactly(&mut conn, 3), b"ABC");
         assert!(conn.is_drained());
     }
 
     #[test]
     fn local_replies_wait_behind_owed_replies() {
-        let (mut conn, mut client) = pair();
+        let (mut conn, _) = pair();
         let a = conn.reserve();
         conn.reply_now(b"ERROR\r\n");
         conn.complete(a, b"END\r\n");
         conn.reply_now(b"VERSION x\r\n");
         assert_eq!(
-            read_exactly(&mut client, 23),
+            read_exactly(&mut conn, 23),
             b"END\r\nERROR\r\nVERSION x\r\n"
         );
     }
 
     #[test]
     fn silent_slots_release_the_replies_behind_them() {
-        let (mut conn, mut client) = pair();
+        let (mut conn, _) = pair();
         let a = conn.reserve();
         let b = conn.reserve();
         conn.complete(b, b"B");
         conn.complete_silent(a);
-        assert_eq!(read_exactly(&mut client, 1), b"B");
+        assert_eq!(read_exactly(&mut conn, 1), b"B");
         assert_eq!(conn.in_flight(), 0);
     }
 
     #[test]
-    fn a_full_socket_is_flushed_once_the_client_reads() {
-        let (mut conn, mut client) = pair();
-        let big = vec![b'x'; 8 << 20];
+    fn what_the_kernel_did_not_take_stays_for_the_next_write() {
+        let (mut conn, _) = pair();
         let seq = conn.reserve();
-        conn.complete(seq, &big);
-        assert!(
-            !conn.is_drained(),
-            "8 MiB should not fit in the socket buffers"
-        );
-        let reader = std::thread::spawn(move || {
-            let mut got = vec![0; 8 << 20];
-            client.read_exact(&mut got).unwrap();
-            got.iter().all(|b| *b == b'x')
-        });
-        // What the loop does when the socket turns writable; bounded in time.
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !conn.is_drained() && std::time::Instant::now() < until {
-            if conn.flush_blocked() {
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-        }
+        conn.complete(seq, b"VALUE k 0 3\r\nabc\r\nEND\r\n");
+        conn.wrote(6);
+        assert!(!conn.is_drained());
+        assert_eq!(conn.output(), b"k 0 3\r\nabc\r\nEND\r\n");
+        conn.wrote(conn.output().len());
         assert!(conn.is_drained());
-        assert!(reader.join().unwrap());
+    }
+
+    #[test]
+    fn after_a_failed_write_replies_are_dropped_and_the_connection_counts_as_drained() {
+        let (mut conn, _) = pair();
+        let a = conn.reserve();
+        let b = conn.reserve();
+        conn.complete(a, b"A");
+        conn.write_failed();
+        conn.complete(b, b"B");
+        conn.reply_now(b"ERROR\r\n");
+        assert!(conn.output().is_empty());
+        assert!(conn.is_dead() && conn.is_drained());
     }
 }

@@ -28,8 +28,6 @@ pub(super) struct Outbox<R> {
     pub(super) slots: VecDeque<Slot>,
     /// In-order bytes not yet accepted by the kernel.
     pub(super) buf: BytesMut,
-    /// The socket was full; the loop flushes when it becomes writable.
-    pub(super) blocked: bool,
     /// The socket failed; replies are dropped.
     pub(super) dead: bool,
     /// Requests of this connection in the FCFS queue or at a worker.
@@ -53,7 +51,6 @@ impl<R> Outbox<R> {
             base_seq: 0,
             slots: VecDeque::new(),
             buf: BytesMut::with_capacity(16 * 1024),
-            blocked: false,
             dead: false,
             dispatched: 0,
             write_dispatched: false,

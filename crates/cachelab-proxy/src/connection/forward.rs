@@ -12,7 +12,7 @@ use cachelab_protocol::limits::MEMCACHED_MAX_LINE;
 use cachelab_protocol::{parse_request, Expect, Request, Unlink};
 use tracing::{debug, warn};
 
-use super::Session;
+use super::ClientSession;
 use crate::budget::Charge;
 use crate::decode::Forward;
 use crate::job::{Job, Request as Served};
@@ -21,7 +21,7 @@ use crate::routing::plan::Access;
 use crate::routing::redis::plan::Route;
 use crate::routing::spans::KeySpans;
 
-impl Session {
+impl ClientSession {
     /// Drops a key's value on its servers, as memcached does when it refuses a `set` or
     /// `ms` as too large: an `md` whose reply nobody gets, ordered behind the refusal.
     pub(super) fn unlink(&mut self, unlink: Unlink, arrival: Instant) {

@@ -1,9 +1,10 @@
-//! The net layer's per-connection decoding: the bytes the event loop read
-//! (`evloop/clients.rs`) are decoded into requests; local commands and rejections are
-//! answered here, everything else goes into the FCFS queue with its read targets
-//! assigned.
+//! The client engine, [`ClientSession`]: the client side's rules for one connection,
+//! without a socket or a clock. The bytes the event loop read (`evloop/clients.rs`)
+//! are decoded into requests; local commands and rejections are answered here,
+//! everything else is admitted into the FCFS queue with its read targets assigned (or
+//! held behind the write barrier), and the replies come out in request order as bytes
+//! for the loop to write. Its rules are tested by name in simulated time (`tests.rs`).
 
-use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,7 +19,6 @@ use crate::client::ClientConn;
 use crate::decode::{binary_error, Class, Decoder, Local, Step};
 use crate::job::Job;
 use crate::log_limit::LogLimit;
-use crate::mio_socket::ReadOutcome;
 use crate::observed::{NetCounters, Observed, PoolSlot};
 use crate::queue::RequestQueue;
 use crate::resp_decode::RespDecoder;
@@ -28,6 +28,8 @@ use crate::stats_command::compose_stats;
 
 mod forward;
 mod redis;
+#[cfg(test)]
+mod tests;
 use cachelab_protocol::Limits;
 use std::time::Duration;
 
@@ -59,7 +61,7 @@ pub enum End {
     Quit,
     Eof,
     Shutdown,
-    Error(io::Error),
+    Error(std::io::Error),
     Dead,
     Idle,
 }
@@ -72,9 +74,13 @@ impl End {
     }
 }
 
-/// A client connection's decoding state, without its socket: the event loop
-/// (`evloop/clients.rs`) feeds it the bytes it reads.
-pub struct Session {
+/// The client side's engine for one connection, without its socket or a clock: the
+/// event loop (`evloop/clients.rs`) feeds it the bytes it reads (with the time they
+/// came), the replies workers completed and how much of its output the kernel took;
+/// it decodes, answers locally or rejects, admits requests into the FCFS queue (or
+/// holds them behind the write barrier), and orders the replies into
+/// [`ClientConn::output`]. Its deadlines are [`crate::client::lifecycle`]'s.
+pub struct ClientSession {
     conn: ClientConn<Job>,
     net: Arc<NetContext>,
     /// Its loop's FCFS queue.
@@ -106,7 +112,7 @@ enum Decoded {
     Quit,
 }
 
-impl Session {
+impl ClientSession {
     pub fn new(
         conn: ClientConn<Job>,
         net: Arc<NetContext>,
@@ -114,7 +120,7 @@ impl Session {
         slot: Arc<PoolSlot>,
     ) -> Self {
         let pool = slot.current();
-        Session {
+        ClientSession {
             conn,
             net,
             queue,
@@ -153,7 +159,7 @@ impl Session {
     /// Whether more may be read now: Ok(false) while the client may not have another
     /// request dispatched (a completion is to be waited for; [`ClientConn::must_wait`]
     /// arms its wake-up), after decoding what a pause left in the buffer.
-    pub fn may_read(&mut self) -> Result<bool, End> {
+    pub fn may_read(&mut self, now: Instant) -> Result<bool, End> {
         let limits = self.limits();
         loop {
             if self.conn.is_dead() {
@@ -168,20 +174,20 @@ impl Session {
             }
             // What was read before the pause arrives now, as if it had waited unread
             // in the socket (the client's own backlog, not the proxy's).
-            match self.decode_all(Instant::now(), limits) {
+            match self.decode_all(now, limits) {
                 Decoded::Quit => return Err(End::Quit),
                 Decoded::Paused | Decoded::All => {}
             }
         }
     }
 
-    /// Reads from the client's socket into the buffer, with room for at least 4 KiB
-    /// more.
-    pub fn read(&mut self) -> io::Result<ReadOutcome> {
+    /// The buffer the loop reads the client's bytes into (with room for at least 4 KiB
+    /// more); [`ClientSession::after_read`] decodes them.
+    pub fn read_buffer(&mut self) -> &mut BytesMut {
         if self.rbuf.capacity() - self.rbuf.len() < 4096 {
             self.rbuf.reserve(16 * 1024);
         }
-        self.conn.stream().read_into(&mut self.rbuf)
+        &mut self.rbuf
     }
 
     /// A worker finished request `seq` of this client: its reply (None: noreply) goes

@@ -10,7 +10,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use cachelab_protocol::Expect;
 use tracing::warn;
 
-use super::{Decoded, Session, LOGGED_ERRORS};
+use super::{ClientSession, Decoded, LOGGED_ERRORS};
 use crate::admission::ClientLimits;
 use crate::decode::Forward;
 use crate::redis_info::compose_info;
@@ -19,7 +19,7 @@ use crate::resp_decode::{RespForward, RespStep};
 /// The reply when the memory budget cannot take a command.
 const OUT_OF_MEMORY: &[u8] = b"-ERR cachelab-proxy is out of memory (--memory-budget)\r\n";
 
-impl Session {
+impl ClientSession {
     /// Handles every complete command in the buffer, stopping before one to forward
     /// while the client may not have more dispatched.
     pub(super) fn decode_all_resp(&mut self, arrival: Instant, limits: ClientLimits) -> Decoded {

@@ -1,5 +1,6 @@
 //! The event loop's client connections: accepting (with the connection limit), reading
-//! into each connection's [`Session`], which decodes and queues, and closing gracefully
+//! into each connection's [`ClientSession`], which decodes and queues, writing its
+//! output (the replies in request order), and closing gracefully
 //! (answer what was received, FIN, then read and drop what the client still sends for a
 //! while so that a reset cannot destroy replies in flight). A TLS listener's connection
 //! first completes its handshake in the loop (within
@@ -14,7 +15,7 @@ use tracing::{error, warn};
 
 use crate::client::lifecycle::{AfterDrain, Due, Lifecycle, Phase, HANDSHAKE_TIMEOUT};
 use crate::client::ClientConn;
-use crate::connection::{End, NetContext, Session};
+use crate::connection::{ClientSession, End, NetContext};
 use crate::endpoint::Peer;
 use crate::job::Job;
 use crate::mio_socket::{MioSocket, ReadOutcome};
@@ -36,7 +37,10 @@ pub enum HandshakeError {
 }
 
 pub struct Client {
-    session: Session,
+    /// The socket, this loop's alone: read into the session's buffer, written from its
+    /// output.
+    stream: LoopStream,
+    session: ClientSession,
     /// When what is due: the handshake, the idle timeout, the drain and the linger.
     life: Lifecycle,
     /// A readable event has not been read to exhaustion yet (edge-triggered).
@@ -46,6 +50,10 @@ pub struct Client {
     hup: bool,
     /// Reading stopped until a reply of this client completes.
     waiting: bool,
+    /// The socket did not take all of the output; the rest waits for it to be writable.
+    blocked: bool,
+    /// Replies completed since the output was last written (see [`Client::on_reply`]).
+    replied: bool,
 }
 
 /// What became of a client after an event: keep it, or it is gone.
@@ -80,13 +88,16 @@ impl Client {
             }
         };
         registry.register(&mut socket, token, Interest::READABLE | Interest::WRITABLE)?;
-        let conn = ClientConn::new(id, peer, socket, Arc::clone(&net.budget));
+        let conn = ClientConn::new(id, peer, Arc::clone(&net.budget));
         Ok(Client {
-            session: Session::new(conn, Arc::clone(net), Arc::clone(queue), slot),
+            stream: socket,
+            session: ClientSession::new(conn, Arc::clone(net), Arc::clone(queue), slot),
             life: Lifecycle::new(Instant::now(), tls.is_some()),
             readable: false,
             hup: false,
             waiting: false,
+            blocked: false,
+            replied: false,
         })
     }
 
@@ -103,7 +114,7 @@ impl Client {
         registry: &Registry,
     ) -> Fate {
         if writable {
-            self.session.conn_mut().flush_blocked();
+            self.blocked = false;
         }
         self.hup |= hup;
         if readable || hup {
@@ -112,21 +123,57 @@ impl Client {
         self.advance(registry)
     }
 
-    /// A worker finished one of its requests: the reply goes into its slot (written at
-    /// once if it is the oldest owed), and reading may resume, or the drain be done.
-    pub fn on_reply(&mut self, done: &Completion, registry: &Registry) -> Fate {
+    /// A worker finished one of its requests: the reply goes into its slot (into the
+    /// output if it is the oldest owed). True if it is the first since the output was
+    /// last written: the loop then calls [`Client::after_replies`] once it has handed
+    /// out every reply of the worker's batch, so that they leave in one write.
+    pub fn on_reply(&mut self, done: &Completion) -> bool {
         self.session
             .complete(done.seq, done.reply.as_deref(), done.write);
+        !std::mem::replace(&mut self.replied, true)
+    }
+
+    /// Writes the replies completed since the last write; reading may resume, or the
+    /// drain be done.
+    pub fn after_replies(&mut self, registry: &Registry) -> Fate {
+        self.replied = false;
         if self.waiting || self.life.phase() != Phase::Open {
             self.advance(registry)
         } else {
+            self.flush();
             Fate::Keep
+        }
+    }
+
+    /// Writes the session's output until it is all written or the socket is full (the
+    /// rest then waits for a writable event); a failed write drops the output.
+    fn flush(&mut self) {
+        let conn = self.session.conn_mut();
+        if self.blocked || conn.is_dead() {
+            return;
+        }
+        while !conn.output().is_empty() {
+            match self.stream.write(conn.output()) {
+                Ok(n) => conn.wrote(n),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    self.blocked = true;
+                    return;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return conn.write_failed(),
+            }
+        }
+        // TLS records encrypted but not yet taken by the kernel: sent when writable.
+        match self.stream.flush() {
+            Ok(true) => {}
+            Ok(false) => self.blocked = true,
+            Err(_) => conn.write_failed(),
         }
     }
 
     fn advance(&mut self, registry: &Registry) -> Fate {
         if self.life.is_handshaking() {
-            match self.session.conn().stream().handshake() {
+            match self.stream.handshake() {
                 Ok(true) => {
                     self.life.handshake_done(Instant::now());
                     // The client's first requests may have come with its last
@@ -139,7 +186,10 @@ impl Client {
         }
         match self.life.phase() {
             Phase::Open => match self.read() {
-                Ok(()) => Fate::Keep,
+                Ok(()) => {
+                    self.flush();
+                    Fate::Keep
+                }
                 Err(end) => self.stop_reading(end, registry),
             },
             Phase::Draining { .. } => self.drained(registry),
@@ -151,11 +201,14 @@ impl Client {
     /// Reads and decodes while the client may have more dispatched.
     fn read(&mut self) -> Result<(), End> {
         loop {
-            self.waiting = !self.session.may_read()?;
+            // What is owed leaves before more is read: what the client has not taken
+            // counts against what it may have dispatched.
+            self.flush();
+            self.waiting = !self.session.may_read(Instant::now())?;
             if self.waiting || !self.readable {
                 return Ok(());
             }
-            let outcome = self.session.read();
+            let outcome = self.stream.read_into(self.session.read_buffer());
             match outcome {
                 Ok(ReadOutcome::Data { drained, .. }) => {
                     let now = Instant::now();
@@ -194,11 +247,11 @@ impl Client {
     }
 
     fn drained(&mut self, registry: &Registry) -> Fate {
-        let conn = self.session.conn();
-        if !conn.is_drained() {
+        self.flush();
+        if !self.session.conn().is_drained() {
             return Fate::Keep;
         }
-        conn.shutdown_write();
+        self.stream.shutdown_write();
         match self.life.drained(Instant::now()) {
             Some(AfterDrain::Linger { until }) => {
                 self.readable = true;
@@ -211,7 +264,7 @@ impl Client {
     fn linger(&mut self, until: Instant, registry: &Registry) -> Fate {
         let mut scratch = [0u8; 4096];
         while self.readable {
-            match self.session.conn().stream().read_scratch(&mut scratch) {
+            match self.stream.read_scratch(&mut scratch) {
                 Ok(0) => return self.close(registry),
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => self.readable = false,
@@ -228,7 +281,7 @@ impl Client {
     fn close(&mut self, registry: &Registry) -> Fate {
         // Its events must not reach the token's next owner. The socket closes when the
         // client is dropped.
-        let fd = std::os::fd::AsRawFd::as_raw_fd(self.session.conn().stream());
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.stream);
         let _ = registry.deregister(&mut mio::unix::SourceFd(&fd));
         self.session.close();
         Fate::Gone

@@ -127,6 +127,9 @@ pub struct EventLoop {
     next_loop: usize,
     /// Clients the first loop accepted for this one.
     inbox: Option<std::sync::mpsc::Receiver<Handed>>,
+    /// Clients with replies completed by the worker being handed out (see
+    /// `after_worker`), kept for its capacity.
+    replied: Vec<usize>,
 }
 
 impl EventLoop {
@@ -203,6 +206,7 @@ impl EventLoop {
                 handoff: Vec::new(),
                 next_loop: 0,
                 inbox: None,
+                replied: Vec::new(),
             },
             control,
         ))
@@ -303,14 +307,22 @@ impl EventLoop {
     /// them (a client that is gone no longer wants its replies).
     fn after_worker(&mut self, w: usize) {
         let mut completed = std::mem::take(&mut self.workers[w].completed);
+        let mut replied = std::mem::take(&mut self.replied);
         for done in completed.drain(..) {
             let Some(&key) = self.by_id.get(&done.client) else {
                 continue;
             };
-            let fate = self.clients[key].on_reply(&done, self.poll.registry());
-            self.settle_client(key, fate);
+            if self.clients[key].on_reply(&done) {
+                replied.push(key);
+            }
         }
         self.workers[w].completed = completed;
+        // One write per client for the batch's replies.
+        for key in replied.drain(..) {
+            let fate = self.clients[key].after_replies(self.poll.registry());
+            self.settle_client(key, fate);
+        }
+        self.replied = replied;
     }
 
     fn remove(&mut self, key: usize) {
