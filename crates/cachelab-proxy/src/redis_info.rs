@@ -96,7 +96,11 @@ fn write_info(shared: &Observed, text: &mut String) {
         "Proxy",
         &[
             ("workers", shared.workers.to_string()),
+            ("loops", shared.loops.to_string()),
             ("pipeline", shared.pipeline.to_string()),
+            // Batches the workers sent: requests forwarded per batch is what the
+            // servers were spared (each batch is one write per server).
+            ("worker_batches", totals.batches.to_string()),
             ("servers", servers.len().to_string()),
             (
                 "ejected_servers",
@@ -222,6 +226,8 @@ mod tests {
             "keyspace_hits:1",
             "keyspace_misses:1",
             "server_0:addr=127.0.0.1:6379,state=up,failures=0,ejections=0",
+            "loops:1",
+            "worker_batches:0",
             "server_1:addr=127.0.0.1:6380,state=ejected,failures=1,ejections=1",
             "pool_0:name=default,listen=127.0.0.1:22121,protocol=redis,mode=replicate,servers=2",
         ] {
