@@ -143,13 +143,15 @@ CACHELAB_MODES = {
 
 def start_cachelab(ports: list[int], mode: str, protocol: str = "memcached",
                    extra_args: Sequence[str] = (), binary: Path = BIN / "cachelab-proxy",
-                   name: str | None = None) -> Target:
-    """cachelab-proxy in one of CACHELAB_MODES, `extra_args` appended to its command line;
-    named "cachelab-MODE" unless `name` says otherwise."""
-    extra = CACHELAB_MODES[mode]
+                   name: str | None = None, cpus: str = PROXY_CPU,
+                   mode_args: Sequence[str] | None = None) -> Target:
+    """cachelab-proxy in one of CACHELAB_MODES (its options replaced by `mode_args` if
+    given), `extra_args` appended to its command line, on `cpus`; named "cachelab-MODE"
+    unless `name` says otherwise."""
+    extra = list(CACHELAB_MODES[mode] if mode_args is None else mode_args)
     if protocol != "memcached":  # the flag is left out for memcached, the default
         extra = ["--protocol", protocol, *extra]
-    proc = pinned(PROXY_CPU, [str(binary), "-p", "0", *extra, *extra_args, "-m",
+    proc = pinned(cpus, [str(binary), "-p", "0", *extra, *extra_args, "-m",
                               *[f"127.0.0.1:{p}" for p in ports]],
                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline()
@@ -175,9 +177,10 @@ def nutcracker_yml(ports: list[int], workdir: Path, redis: bool = False) -> tupl
     return conf, port
 
 
-def start_twemproxy(ports: list[int], workdir: Path, redis: bool = False) -> Target:
+def start_twemproxy(ports: list[int], workdir: Path, redis: bool = False,
+                    cpus: str = PROXY_CPU) -> Target:
     conf, port = nutcracker_yml(ports, workdir, redis)
-    proc = pinned(PROXY_CPU, ["nutcracker", "-c", str(conf), "-p", str(workdir / f"{port}.pid"),
+    proc = pinned(cpus, ["nutcracker", "-c", str(conf), "-p", str(workdir / f"{port}.pid"),
                               "-o", str(workdir / f"{port}.log")])
     wait_listening(port)
     return Target("twemproxy", proc, port)

@@ -158,15 +158,23 @@ def _reps(**by_name: list[tuple[float, float, float]]) -> dict[str, list[dict]]:
 
 
 def test_the_server_cost_targets_compare_server_cpu_and_capped_throughput():
+    coalescing = server_cost_bench.COALESCING
     redis = _reps(direct=[(1, 1, 7.0)] * 3, **{"direct-pipelined": [(1, 1, 0.7)] * 3,
-                                            "cachelab-production": [(1, 1, 2.0)] * 3},
+                                            "cachelab-production": [(1, 1, 2.0)] * 3,
+                                            coalescing: [(1, 1, 1.4)] * 3},
                   twemproxy=[(1, 1, 2.5)] * 3)
     memcached = _reps(direct=[(1, 1, 7.3)] * 3, **{"direct-pipelined": [(1, 1, 6.0)] * 3,
-                                                "cachelab-production": [(1, 1, 6.5)] * 3},
+                                                "cachelab-production": [(1, 1, 6.5)] * 3,
+                                                coalescing: [(1, 1, 6.0)] * 3},
                       twemproxy=[(1, 1, 6.0)] * 3)
     capped = _reps(direct=[(45_000, 7.2, 6.0)] * 3,
-                   **{"cachelab-production": [(90_000, 3.0, 2.0)] * 3})
+                   **{"cachelab-production": [(90_000, 3.0, 2.0)] * 3,
+                      coalescing: [(135_000, 2.0, 1.5)] * 3})
     by_name = {t.name: t for t in server_cost_bench.targets(redis, memcached, capped)}
+    # Judged on the production mode; the coalescing configuration's value is the note.
+    assert by_name["S1"].note == "-t 1 --pipeline 64: 0.56x"
+    assert by_name["S4"].note == "-t 1 --pipeline 64: 3.00x"
+    assert by_name["S5"].note == "-t 1 --pipeline 64: -5.2 ms"
     assert (by_name["S1"].ratio, by_name["S1"].verdict) == (pytest.approx(0.8), "PASS")
     assert (by_name["S2"].ratio, by_name["S2"].verdict) == (pytest.approx(2 / 7), "PASS")
     assert (by_name["S3"].ratio, by_name["S3"].verdict) == (pytest.approx(6.5 / 6), "MISS")
