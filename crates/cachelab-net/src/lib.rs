@@ -8,7 +8,9 @@
 //! - [`backoff`]: how long to wait before the next connection attempt (pure, time
 //!   passed in).
 //! - [`stream`]: a nonblocking byte stream over TCP or a Unix socket, plain or TLS
-//!   (rustls's sans-I/O session), for the event loops.
+//!   (rustls's sans-I/O session), for the event loops; its [`stream::session`]
+//!   functions drive every TLS session of both binaries (the proxy's loop on both hops,
+//!   the load generator's connections).
 //!
 //! No runtime: nothing here blocks or spawns; files are read when a configuration is
 //! built, and the callers own their sockets.

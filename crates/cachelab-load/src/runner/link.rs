@@ -1,8 +1,9 @@
 //! A connection's byte stream: TCP or a Unix socket, with or without TLS. The session
 //! loop waits for readiness and then reads and writes without blocking, so TLS is driven
-//! here with rustls's `ClientConnection` directly (`read_tls`, `process_new_packets`,
-//! `write_tls`) on the same readiness, rather than behind an async stream: the loop keeps
-//! one shape for every transport, and the plain TCP path keeps its kernel timestamps.
+//! on the same readiness by the transport crate's sans-I/O functions
+//! ([`cachelab_net::stream::session`], which the proxy's loop uses too), rather than
+//! behind an async stream: the loop keeps one shape for every transport, and the plain
+//! TCP path keeps its kernel timestamps.
 
 use std::io::{self, Read, Write};
 use std::sync::Arc;
@@ -10,8 +11,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use cachelab_net::endpoint::Endpoint;
+use cachelab_net::stream::session;
 use rustls::pki_types::ServerName;
-use rustls::{ClientConfig, ClientConnection};
+use rustls::{ClientConfig, ClientConnection, Connection};
 use tokio::net::{TcpStream, UnixStream};
 
 use super::clock::monotonic_ns;
@@ -97,10 +99,10 @@ impl Write for Io<'_> {
 
 pub struct Link {
     socket: Socket,
-    tls: Option<ClientConnection>,
-    /// Decrypted bytes rustls holds that have not been read yet: while there are some,
-    /// the link is readable whatever the socket says.
-    plaintext_left: usize,
+    tls: Option<Connection>,
+    /// The last TLS read filled the caller's buffer: rustls may hold more decrypted
+    /// bytes, so the link is readable whatever the socket says until a read finds none.
+    plaintext_left: bool,
 }
 
 async fn connect_one(endpoint: &Endpoint) -> io::Result<Socket> {
@@ -136,10 +138,6 @@ async fn connect(endpoints: &[Endpoint]) -> io::Result<Socket> {
     Err(last)
 }
 
-fn invalid_data(e: rustls::Error) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, e)
-}
-
 impl Link {
     /// Connects (and handshakes, with TLS) within `timeout`; returns the link and how
     /// long each step took ([`crate::setup`]).
@@ -162,14 +160,14 @@ impl Link {
         let mut link = Link {
             socket,
             tls: None,
-            plaintext_left: 0,
+            plaintext_left: false,
         };
         let handshake_ns = match &target.tls {
             None => None,
             Some(tls) => {
                 let conn = ClientConnection::new(tls.config.clone(), tls.server_name.clone())
                     .map_err(|e| OpenError::Handshake(crate::tls::explain(&e)))?;
-                link.tls = Some(conn);
+                link.tls = Some(conn.into());
                 link.handshake().await?;
                 Some(monotonic_ns() - connected)
             }
@@ -187,36 +185,13 @@ impl Link {
         let tls = self.tls.as_mut().expect("a TLS link");
         let io_error = |e: io::Error| OpenError::Handshake(format!("{e} during the TLS handshake"));
         loop {
-            if tls.wants_write() {
-                self.socket.writable().await.map_err(io_error)?;
-                match tls.write_tls(&mut Io(&self.socket)) {
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    // A server that refuses us sends an alert and closes, and our next
-                    // write can fail first: read the alert, so the error says why.
-                    Err(e) => return Err(alert_or(tls, &self.socket, e)),
-                }
-                continue;
-            }
-            if !tls.is_handshaking() {
-                return Ok(());
-            }
-            self.socket.readable().await.map_err(io_error)?;
-            match tls.read_tls(&mut Io(&self.socket)) {
-                Ok(0) => {
-                    return Err(OpenError::Handshake(
-                        "the server closed the connection during the TLS handshake (is it speaking TLS on this port?)".into(),
-                    ))
-                }
-                Ok(_) => {
-                    if let Err(e) = tls.process_new_packets() {
-                        // Tell the server why (the alert rustls queued), then give up.
-                        let _ = tls.write_tls(&mut Io(&self.socket));
-                        return Err(OpenError::Handshake(crate::tls::explain(&e)));
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(alert_or(tls, &self.socket, e)),
+            match session::handshake(tls, &mut Io(&self.socket)) {
+                Ok(true) => return Ok(()),
+                // Records to send wait for room in the socket; otherwise the server's
+                // next records are awaited.
+                Ok(false) if tls.wants_write() => self.socket.writable().await.map_err(io_error)?,
+                Ok(false) => self.socket.readable().await.map_err(io_error)?,
+                Err(e) => return Err(handshake_error(tls, &self.socket, e)),
             }
         }
     }
@@ -256,7 +231,7 @@ impl Link {
 
     /// Ready once the link may have bytes to read.
     pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.plaintext_left > 0 {
+        if self.plaintext_left {
             return Poll::Ready(Ok(()));
         }
         match &self.socket {
@@ -294,29 +269,21 @@ impl Link {
     }
 
     /// Writes what the socket takes without blocking; returns how many of `data`'s bytes
-    /// were taken (with TLS: encrypted, and sent as far as the socket took them).
+    /// were taken (with TLS: encrypted, and sent as far as the socket took them; none
+    /// while earlier records still wait for the socket).
     pub fn try_send(&mut self, data: &[u8]) -> io::Result<usize> {
-        let Some(tls) = self.tls.as_mut() else {
-            return self.socket.try_write(data);
-        };
-        let n = tls.writer().write(data)?;
-        self.flush()?;
-        Ok(n)
+        match self.tls.as_mut() {
+            None => self.socket.try_write(data),
+            Some(tls) => session::write(tls, &mut Io(&self.socket), data),
+        }
     }
 
     /// Sends the encrypted bytes waiting, as far as the socket takes them.
     pub fn flush(&mut self) -> io::Result<()> {
-        let Some(tls) = self.tls.as_mut() else {
-            return Ok(());
-        };
-        while tls.wants_write() {
-            match tls.write_tls(&mut Io(&self.socket)) {
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) => return Err(e),
-            }
+        match self.tls.as_mut() {
+            None => Ok(()),
+            Some(tls) => session::flush(tls, &mut Io(&self.socket)).map(drop),
         }
-        Ok(())
     }
 
     /// Reads without blocking: `Ok(0)` is the end of the stream, `WouldBlock` nothing
@@ -325,41 +292,44 @@ impl Link {
         let Some(tls) = self.tls.as_mut() else {
             return self.socket.try_read(buf);
         };
-        if self.plaintext_left == 0 {
-            if tls.read_tls(&mut Io(&self.socket))? == 0 {
-                return Ok(0);
-            }
-            let state = tls.process_new_packets().map_err(invalid_data)?;
-            self.plaintext_left = state.plaintext_bytes_to_read();
-            let closed = state.peer_has_closed();
-            // Anything the records called for (an alert, a key update) goes out now.
-            self.flush()?;
-            if self.plaintext_left == 0 {
-                return if closed {
-                    Ok(0)
-                } else {
-                    Err(io::ErrorKind::WouldBlock.into())
-                };
-            }
-        }
-        let tls = self.tls.as_mut().expect("a TLS link");
-        let n = tls.reader().read(buf)?;
-        self.plaintext_left -= n;
-        Ok(n)
+        let read = session::read(tls, &mut Io(&self.socket), buf);
+        self.plaintext_left = matches!(read, Ok(n) if n == buf.len() && n > 0);
+        read
     }
+}
+
+/// Why a handshake failed (`e`, from [`session::handshake`]), in one line: rustls's own
+/// error (with its hint), the server's alert if one is still there to read after a
+/// failed write, or the socket's error.
+fn handshake_error(tls: &mut Connection, socket: &Socket, e: io::Error) -> OpenError {
+    if let Some(refused) = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
+        return OpenError::Handshake(crate::tls::explain(refused));
+    }
+    if e.kind() == io::ErrorKind::UnexpectedEof {
+        return OpenError::Handshake(
+            "the server closed the connection during the TLS handshake (is it speaking TLS on this port?)".into(),
+        );
+    }
+    alert_or(tls, socket, e)
 }
 
 /// The handshake failed on the socket (`e`): if the server's alert is still there to be
 /// read, the error is the alert's (with its hint); otherwise the socket's.
-fn alert_or(tls: &mut ClientConnection, socket: &Socket, e: io::Error) -> OpenError {
+fn alert_or(tls: &mut Connection, socket: &Socket, e: io::Error) -> OpenError {
     for _ in 0..4 {
-        match tls.read_tls(&mut Io(socket)) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                if let Err(alert) = tls.process_new_packets() {
-                    return OpenError::Handshake(crate::tls::explain(&alert));
-                }
-            }
+        match session::receive(tls, &mut Io(socket)) {
+            Ok(session::Received::Records) => {}
+            Ok(_) => break,
+            Err(refused) => match refused
+                .get_ref()
+                .and_then(|r| r.downcast_ref::<rustls::Error>())
+            {
+                Some(alert) => return OpenError::Handshake(crate::tls::explain(alert)),
+                None => break,
+            },
         }
     }
     OpenError::Handshake(format!("{e} during the TLS handshake"))
