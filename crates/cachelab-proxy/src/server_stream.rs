@@ -1,14 +1,15 @@
-//! A connection to a server: TCP, a Unix socket, or TLS over TCP, one type for the
-//! workers' backends and the health probes.
+//! How to reach a server (`Connector`: where, with which TLS settings, what it speaks),
+//! and the health probe's connection to it: TCP, a Unix socket, or TLS over TCP. The
+//! workers' connections are the event loop's (`evloop/server_link.rs`); the probe runs
+//! on the control plane's runtime, and its TLS is driven by the same sans-I/O functions
+//! (`cachelab_net::stream::session`) on the socket's readiness.
 
-use std::io;
-use std::pin::Pin;
+use std::io::{self, Read, Write};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use cachelab_net::stream::session;
+use rustls::{ClientConnection, Connection};
 use tokio::net::{TcpStream, UnixStream};
-use tokio_rustls::client::TlsStream;
 
 use crate::dialect::{Dialect, GreetingError};
 use crate::endpoint::Endpoint;
@@ -53,28 +54,31 @@ impl Connector {
     async fn open(&self) -> Result<ServerStream, ConnectError> {
         match (&self.endpoint, &self.tls) {
             (Endpoint::Tcp(addr), tls) => {
-                let stream = TcpStream::connect(addr)
+                let socket = TcpStream::connect(addr)
                     .await
                     .map_err(ConnectError::Connect)?;
-                let _ = stream.set_nodelay(true);
-                match tls {
-                    None => Ok(ServerStream::Tcp(stream)),
-                    Some(tls) => {
-                        let connector = tokio_rustls::TlsConnector::from(Arc::clone(&tls.config));
-                        let stream = connector
-                            .connect(tls.name.clone(), stream)
-                            .await
-                            .map_err(ConnectError::Handshake)?;
-                        Ok(ServerStream::Tls(Box::new(stream)))
-                    }
+                let _ = socket.set_nodelay(true);
+                let mut stream = ServerStream {
+                    socket: Socket::Tcp(socket),
+                    tls: None,
+                };
+                if let Some(tls) = tls {
+                    let session = ClientConnection::new(Arc::clone(&tls.config), tls.name.clone())
+                        .map_err(|e| ConnectError::Handshake(io::Error::other(e)))?;
+                    stream.tls = Some(session.into());
+                    stream.handshake().await.map_err(ConnectError::Handshake)?;
                 }
+                Ok(stream)
             }
             (Endpoint::Unix(_), Some(_)) => Err(ConnectError::UnixTls),
-            (Endpoint::Unix(path), None) => Ok(ServerStream::Unix(
-                UnixStream::connect(path)
-                    .await
-                    .map_err(ConnectError::Connect)?,
-            )),
+            (Endpoint::Unix(path), None) => Ok(ServerStream {
+                socket: Socket::Unix(
+                    UnixStream::connect(path)
+                        .await
+                        .map_err(ConnectError::Connect)?,
+                ),
+                tls: None,
+            }),
         }
     }
 }
@@ -90,7 +94,6 @@ async fn greet(
         .write_all(greeting)
         .await
         .map_err(ConnectError::GreetingIo)?;
-    stream.flush().await.map_err(ConnectError::GreetingIo)?;
     let mut answer = Vec::with_capacity(64);
     let mut chunk = [0u8; 512];
     loop {
@@ -110,150 +113,124 @@ async fn greet(
     }
 }
 
-pub enum ServerStream {
+enum Socket {
     Tcp(TcpStream),
     Unix(UnixStream),
-    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Socket {
+    async fn readable(&self) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.readable().await,
+            Socket::Unix(s) => s.readable().await,
+        }
+    }
+
+    async fn writable(&self) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.writable().await,
+            Socket::Unix(s) => s.writable().await,
+        }
+    }
+}
+
+/// `io::Read`/`io::Write` on the nonblocking socket for the session functions (a
+/// `WouldBlock` clears tokio's readiness, so the next wait is a real one).
+struct Io<'a>(&'a Socket);
+
+impl Read for Io<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.0 {
+            Socket::Tcp(s) => s.try_read(buf),
+            Socket::Unix(s) => s.try_read(buf),
+        }
+    }
+}
+
+impl Write for Io<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self.0 {
+            Socket::Tcp(s) => s.try_write(buf),
+            Socket::Unix(s) => s.try_write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The probe's connection to a server, plain or TLS.
+pub struct ServerStream {
+    socket: Socket,
+    tls: Option<Connection>,
 }
 
 impl ServerStream {
-    /// For a connection with no request out: `Ready(Ok(0))` if the server closed it,
-    /// `Ready(Ok(n))` if it sent `n` bytes nobody asked for (read into `probe`, the
-    /// connection is to be dropped), `Ready(Err)` if it failed, `Pending` while it is
-    /// quiet. Readiness is checked on the socket without reading; with TLS, records
-    /// that carry no data (a TLS 1.3 session ticket) are consumed and do not count.
-    pub fn poll_idle(&mut self, cx: &mut Context<'_>, probe: &mut [u8]) -> Poll<io::Result<usize>> {
-        match self {
-            ServerStream::Tcp(s) => {
-                poll_idle_plain(|cx| s.poll_read_ready(cx), |b| s.try_read(b), cx, probe)
-            }
-            ServerStream::Unix(s) => {
-                poll_idle_plain(|cx| s.poll_read_ready(cx), |b| s.try_read(b), cx, probe)
-            }
-            ServerStream::Tls(tls) => {
-                let (socket, session) = tls.get_ref();
-                // Plaintext already decrypted, or the end seen, is ready without the
-                // socket.
-                if session.wants_read() {
-                    match socket.poll_read_ready(cx) {
-                        Poll::Pending => return Poll::Pending,
-                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                        Poll::Ready(Ok(())) => {}
-                    }
-                }
-                let mut buf = ReadBuf::new(probe);
-                match Pin::new(tls.as_mut()).poll_read(cx, &mut buf) {
-                    Poll::Ready(Ok(())) => Poll::Ready(Ok(buf.filled().len())),
-                    Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-                    Poll::Pending => Poll::Pending,
-                }
+    async fn handshake(&mut self) -> io::Result<()> {
+        let tls = self.tls.as_mut().expect("a TLS connection");
+        while !session::handshake(tls, &mut Io(&self.socket))? {
+            if tls.wants_write() {
+                self.socket.writable().await?;
+            } else {
+                self.socket.readable().await?;
             }
         }
+        Ok(())
     }
-}
 
-fn poll_idle_plain(
-    mut ready: impl FnMut(&mut Context<'_>) -> Poll<io::Result<()>>,
-    try_read: impl Fn(&mut [u8]) -> io::Result<usize>,
-    cx: &mut Context<'_>,
-    probe: &mut [u8],
-) -> Poll<io::Result<usize>> {
-    match ready(cx) {
-        Poll::Ready(Ok(())) => match try_read(probe) {
-            Ok(n) => Poll::Ready(Ok(n)),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                // Readiness was stale; poll again to register for the next event.
-                match ready(cx) {
-                    Poll::Ready(_) => Poll::Ready(Err(e)),
-                    Poll::Pending => Poll::Pending,
-                }
+    /// Sends all of `buf` (with TLS, encrypted and out of the session).
+    pub async fn write_all(&mut self, mut buf: &[u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            let written = match self.tls.as_mut() {
+                None => Io(&self.socket).write(buf),
+                Some(tls) => session::write(tls, &mut Io(&self.socket), buf),
+            };
+            match written {
+                Ok(n) => buf = &buf[n..],
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.socket.writable().await?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
             }
-            Err(e) => Poll::Ready(Err(e)),
-        },
-        Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-        Poll::Pending => Poll::Pending,
-    }
-}
-
-impl AsyncRead for ServerStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ServerStream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
-            ServerStream::Unix(s) => Pin::new(s).poll_read(cx, buf),
-            ServerStream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
-    }
-}
-
-impl AsyncWrite for ServerStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            ServerStream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
-            ServerStream::Unix(s) => Pin::new(s).poll_write(cx, buf),
-            ServerStream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        if let Some(tls) = self.tls.as_mut() {
+            while !session::flush(tls, &mut Io(&self.socket))? {
+                self.socket.writable().await?;
+            }
         }
+        Ok(())
     }
 
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ServerStream::Tcp(s) => Pin::new(s).poll_flush(cx),
-            ServerStream::Unix(s) => Pin::new(s).poll_flush(cx),
-            ServerStream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ServerStream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
-            ServerStream::Unix(s) => Pin::new(s).poll_shutdown(cx),
-            ServerStream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+    /// Reads what the server sent (decrypted): `Ok(0)` at its end.
+    pub async fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let read = match self.tls.as_mut() {
+                None => Io(&self.socket).read(buf),
+                Some(tls) => session::read(tls, &mut Io(&self.socket), buf),
+            };
+            match read {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.socket.readable().await?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                other => return other,
+            }
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    //! An idle connection's end, as the workers see it through [`ServerStream::poll_idle`]
-    //! (`backend::poll_idle_closed`): the same three outcomes for TCP, a Unix socket and
-    //! TLS, so a server that closes or answers out of step is noticed on each.
+    //! The probe's connection over each transport, against a server thread that answers
+    //! `version` as memcached does (its TLS side is `cachelab-net`'s stream too).
 
-    use std::future::poll_fn;
+    use std::net::TcpListener;
+    use std::os::unix::net::UnixListener;
     use std::path::Path;
     use std::time::Duration;
 
-    use tokio::io::AsyncWriteExt;
-    use tokio::net::{TcpListener, UnixListener};
+    use cachelab_net::stream::Stream;
 
     use super::*;
     use crate::tls::{server_config, ListenerTlsSpec, Protocols, ServerTls, ServerTlsSpec};
-
-    /// Quiet means no outcome within this long (a peer's bytes are local: they arrive in
-    /// microseconds).
-    const QUIET: Duration = Duration::from_millis(200);
-    /// How long an expected outcome may take on a loaded machine.
-    const EXPECTED: Duration = Duration::from_secs(5);
-
-    /// What `poll_idle` says within `within`: None while the connection is quiet.
-    async fn idle_outcome(
-        stream: &mut ServerStream,
-        within: Duration,
-    ) -> Option<io::Result<usize>> {
-        let mut probe = [0u8; 64];
-        tokio::time::timeout(within, poll_fn(|cx| stream.poll_idle(cx, &mut probe)))
-            .await
-            .ok()
-    }
-
-    /// A server's side of a connection, written to like a server would.
-    type Peer = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
 
     fn temp_dir() -> tempfile::TempDir {
         tempfile::Builder::new()
@@ -262,107 +239,139 @@ mod tests {
             .unwrap()
     }
 
-    async fn tcp_pair() -> (ServerStream, Peer) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let connector = Connector {
-            endpoint: Endpoint::Tcp(listener.local_addr().unwrap()),
-            tls: None,
-            dialect: Dialect::Memcached,
-        };
-        let (ours, theirs) = tokio::join!(connector.connect(), listener.accept());
-        (ours.unwrap(), Box::new(theirs.unwrap().0))
+    /// Reads one request line and answers it; the connection then closes.
+    fn answer_version<S: Read + Write>(mut stream: Stream<S>) {
+        while !stream.handshake().unwrap() {}
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        while !line.ends_with(b"\r\n") {
+            if stream.read(&mut byte).unwrap() == 0 {
+                return;
+            }
+            line.push(byte[0]);
+        }
+        assert_eq!(line, b"version\r\n");
+        stream.write_all(b"VERSION 1.6.0\r\n").unwrap();
+        while stream.flush().is_err() {}
     }
 
-    async fn unix_pair(dir: &Path) -> (ServerStream, Peer) {
-        let path = dir.join("server.sock");
-        let listener = UnixListener::bind(&path).unwrap();
-        let connector = Connector {
-            endpoint: Endpoint::Unix(path),
-            tls: None,
-            dialect: Dialect::Memcached,
-        };
-        let (ours, theirs) = tokio::join!(connector.connect(), listener.accept());
-        (ours.unwrap(), Box::new(theirs.unwrap().0))
-    }
-
-    /// TLS 1.3 (its server sends session tickets after the handshake: records with no
-    /// data, which must not count as bytes nobody asked for).
-    async fn tls_pair(dir: &Path) -> (ServerStream, Peer) {
+    /// A self-signed certificate for `localhost` in `dir`, and a connector that trusts it.
+    fn certified(
+        dir: &Path,
+        addr: std::net::SocketAddr,
+        ca: &Path,
+    ) -> (ListenerTlsSpec, Connector) {
         let certified = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
         let (cert, key) = (dir.join("server.pem"), dir.join("server.key"));
         std::fs::write(&cert, certified.cert.pem()).unwrap();
         std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
-        let acceptor = tokio_rustls::TlsAcceptor::from(
-            server_config(&ListenerTlsSpec {
-                cert,
-                key,
-                client_ca: None,
-                protocols: Protocols::default(),
-            })
-            .unwrap(),
-        );
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let verified = ServerTlsSpec {
-            ca: Some(dir.join("server.pem")),
+        let trusted = ServerTlsSpec {
+            ca: Some(ca.to_path_buf()),
             sni: Some("localhost".into()),
             ..ServerTlsSpec::default()
         };
+        let spec = ListenerTlsSpec {
+            cert,
+            key,
+            client_ca: None,
+            protocols: Protocols::default(),
+        };
         let connector = Connector {
-            endpoint: Endpoint::Tcp(listener.local_addr().unwrap()),
-            tls: Some(Arc::new(ServerTls::build(&verified, "127.0.0.1").unwrap())),
+            endpoint: Endpoint::Tcp(addr),
+            tls: Some(Arc::new(ServerTls::build(&trusted, "127.0.0.1").unwrap())),
             dialect: Dialect::Memcached,
         };
-        let accept = async {
-            let (socket, _) = listener.accept().await.unwrap();
-            acceptor.accept(socket).await.unwrap()
+        (spec, connector)
+    }
+
+    async fn ask_version(connector: &Connector) -> Result<Vec<u8>, ConnectError> {
+        let mut stream = connector.connect().await?;
+        stream.write_all(b"version\r\n").await.unwrap();
+        let mut reply = Vec::new();
+        let mut buf = [0u8; 64];
+        while !reply.ends_with(b"\r\n") {
+            let n = stream.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the server closed before answering");
+            reply.extend_from_slice(&buf[..n]);
+        }
+        Ok(reply)
+    }
+
+    #[tokio::test]
+    async fn a_probe_is_answered_over_tcp_a_unix_socket_and_tls() {
+        let dir = temp_dir();
+        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+        let tcp_connector = Connector {
+            endpoint: Endpoint::Tcp(tcp.local_addr().unwrap()),
+            tls: None,
+            dialect: Dialect::Memcached,
         };
-        let (ours, theirs) = tokio::join!(connector.connect(), accept);
-        (ours.unwrap(), Box::new(theirs))
-    }
+        let server =
+            std::thread::spawn(move || answer_version(Stream::Plain(tcp.accept().unwrap().0)));
+        assert_eq!(
+            ask_version(&tcp_connector).await.unwrap(),
+            b"VERSION 1.6.0\r\n"
+        );
+        server.join().unwrap();
 
-    async fn pair(kind: &str, dir: &Path) -> (ServerStream, Peer) {
-        match kind {
-            "tcp" => tcp_pair().await,
-            "unix" => unix_pair(dir).await,
-            "tls" => tls_pair(dir).await,
-            _ => unreachable!(),
-        }
+        let path = dir.path().join("server.sock");
+        let unix = UnixListener::bind(&path).unwrap();
+        let unix_connector = Connector {
+            endpoint: Endpoint::Unix(path),
+            tls: None,
+            dialect: Dialect::Memcached,
+        };
+        let server =
+            std::thread::spawn(move || answer_version(Stream::Plain(unix.accept().unwrap().0)));
+        assert_eq!(
+            ask_version(&unix_connector).await.unwrap(),
+            b"VERSION 1.6.0\r\n"
+        );
+        server.join().unwrap();
+
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let ca = dir.path().join("server.pem");
+        let (spec, connector) = certified(dir.path(), listener.local_addr().unwrap(), &ca);
+        let config = server_config(&spec).unwrap();
+        let server = std::thread::spawn(move || {
+            let (socket, _) = listener.accept().unwrap();
+            socket
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let session = rustls::ServerConnection::new(config).unwrap();
+            answer_version(Stream::tls(socket, session));
+        });
+        assert_eq!(ask_version(&connector).await.unwrap(), b"VERSION 1.6.0\r\n");
+        server.join().unwrap();
     }
 
     #[tokio::test]
-    async fn a_quiet_server_keeps_its_idle_connection_on_every_transport() {
-        for kind in ["tcp", "unix", "tls"] {
-            let dir = temp_dir();
-            let (mut ours, _theirs) = pair(kind, dir.path()).await;
-            assert!(idle_outcome(&mut ours, QUIET).await.is_none(), "{kind}");
-        }
-    }
-
-    #[tokio::test]
-    async fn bytes_nobody_asked_for_are_seen_on_every_transport() {
-        for kind in ["tcp", "unix", "tls"] {
-            let dir = temp_dir();
-            let (mut ours, mut theirs) = pair(kind, dir.path()).await;
-            theirs.write_all(b"END\r\n").await.unwrap();
-            theirs.flush().await.unwrap();
-            match idle_outcome(&mut ours, EXPECTED).await {
-                Some(Ok(n)) => assert!(n > 0, "{kind}: {n} bytes"),
-                other => panic!("{kind}: {other:?}"),
-            }
-        }
-    }
-
-    #[tokio::test]
-    async fn a_server_closing_an_idle_connection_is_seen_on_every_transport() {
-        for kind in ["tcp", "unix", "tls"] {
-            let dir = temp_dir();
-            let (mut ours, mut theirs) = pair(kind, dir.path()).await;
-            theirs.shutdown().await.unwrap();
-            drop(theirs);
-            match idle_outcome(&mut ours, EXPECTED).await {
-                Some(Ok(0)) => {}
-                other => panic!("{kind}: {other:?}"),
-            }
-        }
+    async fn a_server_certificate_nobody_trusts_fails_the_handshake_in_one_line() {
+        let dir = temp_dir();
+        let other = temp_dir();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        // The connector trusts another CA than the one that signed the server.
+        let stranger = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let ca = other.path().join("other.pem");
+        std::fs::write(&ca, stranger.cert.pem()).unwrap();
+        let (spec, connector) = certified(dir.path(), listener.local_addr().unwrap(), &ca);
+        let config = server_config(&spec).unwrap();
+        let server = std::thread::spawn(move || {
+            let (socket, _) = listener.accept().unwrap();
+            socket
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let mut stream = Stream::tls(socket, rustls::ServerConnection::new(config).unwrap());
+            // Until the client's alert ends it.
+            while let Ok(false) = stream.handshake() {}
+        });
+        let error = ask_version(&connector).await.unwrap_err();
+        assert!(matches!(error, ConnectError::Handshake(_)), "{error}");
+        let text = error.to_string();
+        assert!(
+            text.starts_with("TLS handshake failed: ") && !text.contains('\n'),
+            "{text}"
+        );
+        server.join().unwrap();
     }
 }

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
 use cachelab_net::backoff::Backoff;
@@ -54,10 +53,6 @@ async fn ask_alive(connector: Connector) -> Result<(), String> {
     let mut stream = connector.connect().await.map_err(|e| e.to_string())?;
     stream
         .write_all(dialect.probe())
-        .await
-        .map_err(|e| format!("write failed: {e}"))?;
-    stream
-        .flush()
         .await
         .map_err(|e| format!("write failed: {e}"))?;
     let mut reply = Vec::with_capacity(64);
