@@ -5,13 +5,20 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{ClientSession, End};
+use crossbeam_utils::CachePadded;
+
+use super::{ClientSession, End, NetContext, NetSettings};
+use crate::budget::MemoryBudget;
 use crate::client::lifecycle::{Due, Lifecycle};
 use crate::client::ClientConn;
 use crate::config::Config;
+use crate::health::Health;
+use crate::histograms::LatencyUnits;
 use crate::job::Job;
+use crate::log_limit::LogLimit;
+use crate::observed::{NetCounters, Observed, PoolSlot};
+use crate::pool_build::build_pool;
 use crate::queue::RequestQueue;
-use crate::server::Parts;
 
 struct Client {
     session: ClientSession,
@@ -20,6 +27,8 @@ struct Client {
     now: Instant,
 }
 
+/// A session of a one-memcached pool's listener, with the defaults `tune` changes
+/// (as `server::Parts` wires them, without a loop).
 fn client_with(tune: impl FnOnce(&mut Config)) -> Client {
     let mut config = Config::new(
         "127.0.0.1:0".parse().unwrap(),
@@ -27,13 +36,43 @@ fn client_with(tune: impl FnOnce(&mut Config)) -> Client {
         1,
     );
     tune(&mut config);
-    let parts = Parts::new(&config).unwrap();
-    let queue = Arc::clone(&parts.observed.queues[0]);
-    let slot = Arc::clone(&parts.observed.listeners[0].1);
+    let health = Arc::new(Health::new(&[], config.failure_limit));
+    let slot = Arc::new(PoolSlot::new(
+        build_pool(&config.listeners[0].pool, &health).unwrap(),
+    ));
+    let queue = Arc::new(RequestQueue::default());
+    let budget = Arc::new(MemoryBudget::new(config.memory_budget));
+    let net = Arc::new(NetCounters::default());
+    let observed = Arc::new(Observed {
+        counters: (0..1).map(|_| CachePadded::default()).collect(),
+        latencies: Arc::new(LatencyUnits::new(1)),
+        net: Arc::clone(&net),
+        health,
+        budget: Arc::clone(&budget),
+        queues: Arc::new([Arc::clone(&queue)]),
+        listeners: vec![(config.listeners[0].listen.clone(), Arc::clone(&slot))],
+        started: Instant::now(),
+        workers: 1,
+        loops: 1,
+        pipeline: 1,
+        sharded: false,
+    });
+    let context = Arc::new(NetContext {
+        settings: NetSettings {
+            limits: config.limits,
+            max_inflight: config.max_inflight,
+            idle_timeout: config.idle_timeout,
+            max_pending_bytes: config.max_pending_bytes,
+        },
+        budget: Arc::clone(&budget),
+        log_limit: LogLimit::new(config.log_lines_per_second),
+        net,
+        observed,
+    });
     let peer: std::net::SocketAddr = "127.0.0.1:40000".parse().unwrap();
-    let conn = ClientConn::new(7, peer, Arc::clone(&parts.net.budget));
+    let conn = ClientConn::new(7, peer, budget);
     Client {
-        session: ClientSession::new(conn, Arc::clone(&parts.net), Arc::clone(&queue), slot),
+        session: ClientSession::new(conn, context, Arc::clone(&queue), slot),
         queue,
         now: Instant::now(),
     }
