@@ -297,52 +297,50 @@ mod tests {
         Ok(reply)
     }
 
+    /// Asks `connector` for the version while `serve` answers on a thread.
+    async fn probed(connector: Connector, serve: impl FnOnce() + Send + 'static) {
+        let server = std::thread::spawn(serve);
+        assert_eq!(ask_version(&connector).await.unwrap(), b"VERSION 1.6.0\r\n");
+        server.join().unwrap();
+    }
+
     #[tokio::test]
     async fn a_probe_is_answered_over_tcp_a_unix_socket_and_tls() {
         let dir = temp_dir();
         let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
-        let tcp_connector = Connector {
-            endpoint: Endpoint::Tcp(tcp.local_addr().unwrap()),
+        let endpoint = Endpoint::Tcp(tcp.local_addr().unwrap());
+        let plain = |endpoint| Connector {
+            endpoint,
             tls: None,
             dialect: Dialect::Memcached,
         };
-        let server =
-            std::thread::spawn(move || answer_version(Stream::Plain(tcp.accept().unwrap().0)));
-        assert_eq!(
-            ask_version(&tcp_connector).await.unwrap(),
-            b"VERSION 1.6.0\r\n"
-        );
-        server.join().unwrap();
+        probed(plain(endpoint), move || {
+            answer_version(Stream::Plain(tcp.accept().unwrap().0))
+        })
+        .await;
 
         let path = dir.path().join("server.sock");
         let unix = UnixListener::bind(&path).unwrap();
-        let unix_connector = Connector {
-            endpoint: Endpoint::Unix(path),
-            tls: None,
-            dialect: Dialect::Memcached,
-        };
-        let server =
-            std::thread::spawn(move || answer_version(Stream::Plain(unix.accept().unwrap().0)));
-        assert_eq!(
-            ask_version(&unix_connector).await.unwrap(),
-            b"VERSION 1.6.0\r\n"
-        );
-        server.join().unwrap();
+        probed(plain(Endpoint::Unix(path)), move || {
+            answer_version(Stream::Plain(unix.accept().unwrap().0))
+        })
+        .await;
 
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let ca = dir.path().join("server.pem");
         let (spec, connector) = certified(dir.path(), listener.local_addr().unwrap(), &ca);
         let config = server_config(&spec).unwrap();
-        let server = std::thread::spawn(move || {
+        probed(connector, move || {
             let (socket, _) = listener.accept().unwrap();
             socket
                 .set_read_timeout(Some(Duration::from_secs(10)))
                 .unwrap();
-            let session = rustls::ServerConnection::new(config).unwrap();
-            answer_version(Stream::tls(socket, session));
-        });
-        assert_eq!(ask_version(&connector).await.unwrap(), b"VERSION 1.6.0\r\n");
-        server.join().unwrap();
+            answer_version(Stream::tls(
+                socket,
+                rustls::ServerConnection::new(config).unwrap(),
+            ));
+        })
+        .await;
     }
 
     #[tokio::test]

@@ -16,6 +16,7 @@ use tracing::{debug, info, warn};
 use crate::admission::ClientLimits;
 use crate::budget::MemoryBudget;
 use crate::client::ClientConn;
+use crate::config::Config;
 use crate::decode::{binary_error, Class, Decoder, Local, Step};
 use crate::job::Job;
 use crate::log_limit::LogLimit;
@@ -50,6 +51,24 @@ pub struct NetContext {
     pub log_limit: LogLimit,
     pub net: Arc<NetCounters>,
     pub observed: Arc<Observed>,
+}
+
+impl NetContext {
+    /// The context `config` asks for, over the shared budget and views.
+    pub fn new(config: &Config, budget: Arc<MemoryBudget>, observed: Arc<Observed>) -> Self {
+        NetContext {
+            settings: NetSettings {
+                limits: config.limits,
+                max_inflight: config.max_inflight,
+                idle_timeout: config.idle_timeout,
+                max_pending_bytes: config.max_pending_bytes,
+            },
+            budget,
+            log_limit: LogLimit::new(config.log_lines_per_second),
+            net: Arc::clone(&observed.net),
+            observed,
+        }
+    }
 }
 
 /// Bad requests per connection logged individually; after that, one line per 1000.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
-use super::{ClientSession, End, NetContext, NetSettings};
+use super::{ClientSession, End, NetContext};
 use crate::budget::MemoryBudget;
 use crate::client::lifecycle::{Due, Lifecycle};
 use crate::client::ClientConn;
@@ -15,7 +15,6 @@ use crate::config::Config;
 use crate::health::Health;
 use crate::histograms::LatencyUnits;
 use crate::job::Job;
-use crate::log_limit::LogLimit;
 use crate::observed::{NetCounters, Observed, PoolSlot};
 use crate::pool_build::build_pool;
 use crate::queue::RequestQueue;
@@ -42,11 +41,10 @@ fn client_with(tune: impl FnOnce(&mut Config)) -> Client {
     ));
     let queue = Arc::new(RequestQueue::default());
     let budget = Arc::new(MemoryBudget::new(config.memory_budget));
-    let net = Arc::new(NetCounters::default());
     let observed = Arc::new(Observed {
         counters: (0..1).map(|_| CachePadded::default()).collect(),
         latencies: Arc::new(LatencyUnits::new(1)),
-        net: Arc::clone(&net),
+        net: Arc::new(NetCounters::default()),
         health,
         budget: Arc::clone(&budget),
         queues: Arc::new([Arc::clone(&queue)]),
@@ -57,18 +55,7 @@ fn client_with(tune: impl FnOnce(&mut Config)) -> Client {
         pipeline: 1,
         sharded: false,
     });
-    let context = Arc::new(NetContext {
-        settings: NetSettings {
-            limits: config.limits,
-            max_inflight: config.max_inflight,
-            idle_timeout: config.idle_timeout,
-            max_pending_bytes: config.max_pending_bytes,
-        },
-        budget: Arc::clone(&budget),
-        log_limit: LogLimit::new(config.log_lines_per_second),
-        net,
-        observed,
-    });
+    let context = Arc::new(NetContext::new(&config, Arc::clone(&budget), observed));
     let peer: std::net::SocketAddr = "127.0.0.1:40000".parse().unwrap();
     let conn = ClientConn::new(7, peer, budget);
     Client {

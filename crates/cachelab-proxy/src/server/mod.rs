@@ -22,13 +22,12 @@ use tracing::info;
 
 use crate::budget::MemoryBudget;
 use crate::config::Config;
-use crate::connection::{NetContext, NetSettings};
+use crate::connection::NetContext;
 use crate::counters::Counters;
 use crate::endpoint::{Endpoint, Listener};
 use crate::health::{self, Health};
 use crate::histograms::LatencyUnits;
 use crate::job::Job;
-use crate::log_limit::LogLimit;
 use crate::observed::{NetCounters, Observed, PoolSlot};
 use crate::pool_build::{build_pool, PoolError};
 use crate::queue::RequestQueue;
@@ -89,18 +88,11 @@ impl Parts {
             sharded: config.sharded,
         });
         Ok(Parts {
-            net: Arc::new(NetContext {
-                settings: NetSettings {
-                    limits: config.limits,
-                    max_inflight: config.max_inflight,
-                    idle_timeout: config.idle_timeout,
-                    max_pending_bytes: config.max_pending_bytes,
-                },
-                budget: Arc::clone(&budget),
-                log_limit: LogLimit::new(config.log_lines_per_second),
-                net,
-                observed: Arc::clone(&observed),
-            }),
+            net: Arc::new(NetContext::new(
+                config,
+                Arc::clone(&budget),
+                Arc::clone(&observed),
+            )),
             worker: WorkerContext {
                 queue: Arc::clone(&queues[0]),
                 health,
