@@ -228,6 +228,7 @@ mod tests {
     use std::time::Duration;
 
     use cachelab_net::stream::Stream;
+    use cachelab_testkit::pki::Pki;
 
     use super::*;
     use crate::tls::{server_config, ListenerTlsSpec, Protocols, ServerTls, ServerTlsSpec};
@@ -255,24 +256,22 @@ mod tests {
         while stream.flush().is_err() {}
     }
 
-    /// A self-signed certificate for `localhost` in `dir`, and a connector that trusts it.
+    /// A server certificate from `issuer` (the testkit's CA), and a connector to `addr`
+    /// that trusts the CA `trusted`.
     fn certified(
-        dir: &Path,
+        issuer: &Pki,
         addr: std::net::SocketAddr,
-        ca: &Path,
+        trusted: &Path,
     ) -> (ListenerTlsSpec, Connector) {
-        let certified = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
-        let (cert, key) = (dir.join("server.pem"), dir.join("server.key"));
-        std::fs::write(&cert, certified.cert.pem()).unwrap();
-        std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+        let issued = issuer.issue("server", false);
         let trusted = ServerTlsSpec {
-            ca: Some(ca.to_path_buf()),
+            ca: Some(trusted.to_path_buf()),
             sni: Some("localhost".into()),
             ..ServerTlsSpec::default()
         };
         let spec = ListenerTlsSpec {
-            cert,
-            key,
+            cert: issued.cert,
+            key: issued.key,
             client_ca: None,
             protocols: Protocols::default(),
         };
@@ -327,8 +326,8 @@ mod tests {
         .await;
 
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let ca = dir.path().join("server.pem");
-        let (spec, connector) = certified(dir.path(), listener.local_addr().unwrap(), &ca);
+        let pki = Pki::new("cachelab probe test CA");
+        let (spec, connector) = certified(&pki, listener.local_addr().unwrap(), &pki.ca);
         let config = server_config(&spec).unwrap();
         probed(connector, move || {
             let (socket, _) = listener.accept().unwrap();
@@ -345,14 +344,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_server_certificate_nobody_trusts_fails_the_handshake_in_one_line() {
-        let dir = temp_dir();
-        let other = temp_dir();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         // The connector trusts another CA than the one that signed the server.
-        let stranger = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
-        let ca = other.path().join("other.pem");
-        std::fs::write(&ca, stranger.cert.pem()).unwrap();
-        let (spec, connector) = certified(dir.path(), listener.local_addr().unwrap(), &ca);
+        let (pki, stranger) = (
+            Pki::new("cachelab server CA"),
+            Pki::new("cachelab other CA"),
+        );
+        let (spec, connector) = certified(&pki, listener.local_addr().unwrap(), &stranger.ca);
         let config = server_config(&spec).unwrap();
         let server = std::thread::spawn(move || {
             let (socket, _) = listener.accept().unwrap();
