@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
+use proptest::prelude::*;
 
 use super::{ClientSession, End, NetContext};
 use crate::budget::MemoryBudget;
@@ -277,4 +278,77 @@ fn deadlines_the_idle_timeout_runs_only_while_nothing_is_in_flight() {
         Some(last_read + Duration::from_secs(10))
     );
     assert_eq!(life.due(late, idle, c.session.is_idle()), Due::Idle);
+}
+
+/// Fixed-seed cases, as the worker engine's properties run.
+fn seeded() -> ProptestConfig {
+    ProptestConfig {
+        cases: 200,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(34),
+        ..ProptestConfig::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(seeded())]
+
+    /// Whatever order workers finish a pipelined mix of gets and sets in, and however
+    /// the client's bytes are split into reads: every request is answered once, the
+    /// replies leave in request order, a set is dispatched only when everything before
+    /// it is done, and nothing after a set is dispatched before the set is done.
+    #[test]
+    fn replies_stay_in_order_and_writes_stay_ordered(
+        sets in proptest::collection::vec(any::<bool>(), 1..40),
+        picks in proptest::collection::vec(any::<usize>(), 80),
+        cut in 1usize..64,
+        inflight in 1usize..8,
+    ) {
+        let mut c = client_with(|config| config.max_inflight = inflight).warmed();
+        let mut bytes = Vec::new();
+        for (i, set) in sets.iter().enumerate() {
+            if *set {
+                bytes.extend_from_slice(format!("set k{i} 0 0 1\r\nx\r\n").as_bytes());
+            } else {
+                bytes.extend_from_slice(format!("get k{i}\r\n").as_bytes());
+            }
+        }
+        // The warm-up took reply slot 0; request i has slot i + 1.
+        let first = 1u64;
+        let mut unsent = &bytes[..];
+        let mut out: Vec<Job> = Vec::new();
+        let mut done = vec![false; sets.len()];
+        let mut picks = picks.iter().cycle();
+        let mut turns = 0;
+        while done.iter().any(|d| !d) {
+            turns += 1;
+            prop_assert!(turns < 10_000, "no progress");
+            // The client's next read, as far as the engine reads now.
+            if !unsent.is_empty() && c.session.may_read(c.now).unwrap() {
+                let n = cut.min(unsent.len());
+                c.session.read_buffer().extend_from_slice(&unsent[..n]);
+                c.session.after_read(c.now).unwrap();
+                unsent = &unsent[n..];
+            }
+            for job in c.queued() {
+                let i = (job.seq - first) as usize;
+                let earlier_done = done[..i].iter().all(|d| *d);
+                prop_assert!(!sets[i] || earlier_done, "set {i} went out early");
+                let open_set = (0..i).any(|j| sets[j] && !done[j]);
+                prop_assert!(!open_set, "request {i} went out past an unfinished set");
+                out.push(job);
+            }
+            if out.is_empty() {
+                continue;
+            }
+            let job = out.swap_remove(picks.next().unwrap() % out.len());
+            let i = (job.seq - first) as usize;
+            c.now += Duration::from_micros(10);
+            c.finish(&job, format!("R{i}\r\n").as_bytes());
+            prop_assert!(!done[i], "request {i} finished twice");
+            done[i] = true;
+            c.session.may_read(c.now).unwrap();
+        }
+        let expected: String = (0..sets.len()).map(|i| format!("R{i}\r\n")).collect();
+        prop_assert_eq!(String::from_utf8(c.received()).unwrap(), expected);
+    }
 }
