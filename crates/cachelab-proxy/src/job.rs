@@ -7,7 +7,6 @@ use bytes::Bytes;
 use cachelab_protocol::Expect;
 
 use crate::budget::Charge;
-use crate::client::Ordered;
 use crate::metrics::OpKind;
 use crate::routing::plan::{Access, Pool};
 use crate::routing::redis::plan::Route;
@@ -53,7 +52,8 @@ pub struct Request {
 }
 
 impl Request {
-    /// A write holds its connection's later requests back (see [`Ordered`]).
+    /// A write holds its connection's later requests back (the client connection's
+    /// write barrier, `client::Ordered`).
     pub fn is_write(&self) -> bool {
         !self.access.is_read()
     }
@@ -64,11 +64,5 @@ impl std::ops::Deref for Job {
 
     fn deref(&self) -> &Request {
         &self.request
-    }
-}
-
-impl Ordered for Job {
-    fn is_write(&self) -> bool {
-        self.request.is_write()
     }
 }

@@ -10,7 +10,7 @@
 //!   accepting for all and handing clients out in turn) owns its clients' sockets, its
 //!   FCFS queue and its W workers with their server sockets; a request goes from its
 //!   client's read to its servers' write in one loop turn.
-//! - **client engine** ([`connection::ClientSession`], over [`decode`] and [`client`]):
+//! - **client engine** ([`client::session::ClientSession`], over [`decode`] and [`client`]):
 //!   no socket, no clock. A client's bytes, as the loop read them, are decoded into
 //!   requests ([`decode::Decoder`] over the sans-I/O protocol crate); rejections and
 //!   local commands are answered here; the rest takes its round-robin position in its
@@ -42,7 +42,6 @@ pub mod budget;
 pub mod busy_poll;
 pub mod client;
 pub mod config;
-pub mod connection;
 pub mod counters;
 pub mod decode;
 pub mod dialect;

@@ -1,5 +1,7 @@
-//! A client connection's ordered outbox, without its socket: the event loop's client
-//! owns the socket, writes [`ClientConn::output`] and says how much the kernel took.
+//! A client connection, without its socket (the event loop's client owns that, writes
+//! [`ClientConn::output`] and says how much the kernel took): the client engine
+//! ([`session::ClientSession`]: decoding, local answers, admission), its deadlines
+//! ([`lifecycle`]), and here its ordered outbox.
 //!
 //! Requests of one connection may be served by different workers and finish out of
 //! order, but replies must leave in request order. Every request reserves a slot in
@@ -23,6 +25,7 @@ use crate::queue::RequestQueue;
 
 pub mod lifecycle;
 mod outbox;
+pub mod session;
 
 use outbox::{Outbox, Slot};
 

@@ -14,8 +14,8 @@ use mio::{Interest, Registry, Token};
 use tracing::{error, warn};
 
 use crate::client::lifecycle::{AfterDrain, Due, Lifecycle, Phase, HANDSHAKE_TIMEOUT};
+use crate::client::session::{ClientSession, End, NetContext};
 use crate::client::ClientConn;
-use crate::connection::{ClientSession, End, NetContext};
 use crate::endpoint::Peer;
 use crate::job::Job;
 use crate::mio_socket::{MioSocket, ReadOutcome};

@@ -24,7 +24,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 use tracing::warn;
 
-use crate::connection::NetContext;
+use crate::client::session::NetContext;
 use crate::observed::PoolSlot;
 use crate::tls::ListenerTls;
 use crate::worker::engine::{Engine, EngineSettings};

@@ -21,8 +21,8 @@ use tokio::task::JoinSet;
 use tracing::info;
 
 use crate::budget::MemoryBudget;
+use crate::client::session::NetContext;
 use crate::config::Config;
-use crate::connection::NetContext;
 use crate::counters::Counters;
 use crate::endpoint::{Endpoint, Listener};
 use crate::health::{self, Health};

@@ -15,7 +15,7 @@ use tracing::{debug, info, warn};
 
 use crate::admission::ClientLimits;
 use crate::budget::MemoryBudget;
-use crate::client::ClientConn;
+use crate::client::{ClientConn, Ordered};
 use crate::config::Config;
 use crate::decode::{binary_error, Class, Decoder, Local, Step};
 use crate::job::Job;
@@ -68,6 +68,14 @@ impl NetContext {
             net: Arc::clone(&observed.net),
             observed,
         }
+    }
+}
+
+/// A request the client engine queues: a write holds its connection's later requests
+/// back (the write barrier).
+impl Ordered for Job {
+    fn is_write(&self) -> bool {
+        self.request.is_write()
     }
 }
 
