@@ -4,6 +4,7 @@ images, the export reads back, and a killed runner resumes without redoing its r
 
 import csv
 import io
+import os
 import signal
 import sqlite3
 import subprocess
@@ -162,11 +163,18 @@ def test_a_tiny_experiment_fills_the_database_and_renders(binaries, tmp_path):
 
 def _children_of(out):
     """Processes whose command line names a file in `out` (the load generators' JSON
-    files, the middleware's stats file)."""
+    files, the middleware's stats file), or that hold one open (the servers, whose
+    output goes to their logs there and whose command lines name no file)."""
     found = []
     for p in psutil.process_iter(["cmdline"]):
-        if any(str(out) in arg for arg in (p.info["cmdline"] or [])):
-            found.append(p)
+        if p.pid == os.getpid():  # the test itself reads the results database
+            continue
+        try:
+            if (any(str(out) in arg for arg in (p.info["cmdline"] or []))
+                    or any(f.path.startswith(str(out)) for f in p.open_files())):
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
     return found
 
 
