@@ -189,14 +189,13 @@ mod tests {
 
     /// A connection with an unlimited budget; what its client receives is read from
     /// its output.
-    fn pair() -> (ClientConn<Req>, ()) {
-        pair_with_budget(1 << 30)
+    fn conn() -> ClientConn<Req> {
+        conn_with_budget(1 << 30)
     }
 
-    fn pair_with_budget(budget: usize) -> (ClientConn<Req>, ()) {
+    fn conn_with_budget(budget: usize) -> ClientConn<Req> {
         let peer: std::net::SocketAddr = "127.0.0.1:5000".parse().unwrap();
-        let budget = Arc::new(MemoryBudget::new(budget));
-        (ClientConn::new(1, peer, budget), ())
+        ClientConn::new(1, peer, Arc::new(MemoryBudget::new(budget)))
     }
 
     /// Takes `n` bytes of the connection's output as the kernel would.
@@ -226,7 +225,7 @@ mod tests {
 
     #[test]
     fn a_reply_beyond_the_memory_budget_becomes_an_error_line() {
-        let (mut conn, _) = pair_with_budget(1000);
+        let mut conn = conn_with_budget(1000);
         let first = conn.reserve();
         let second = conn.reserve();
         // completed out of order: the second waits aside, and must fit too
@@ -241,7 +240,7 @@ mod tests {
 
     #[test]
     fn a_write_waits_for_earlier_requests_and_later_ones_wait_for_it() {
-        let (mut conn, _) = pair();
+        let mut conn = conn();
         let queue = RequestQueue::default();
         let r = req(&mut conn, false, 0);
         conn.dispatch(r, false, &queue);
@@ -269,7 +268,7 @@ mod tests {
 
     #[test]
     fn replies_leave_in_request_order_whatever_order_they_complete_in() {
-        let (mut conn, _) = pair();
+        let mut conn = conn();
         let a = conn.reserve();
         let b = conn.reserve();
         let c = conn.reserve();
@@ -283,7 +282,7 @@ mod tests {
 
     #[test]
     fn local_replies_wait_behind_owed_replies() {
-        let (mut conn, _) = pair();
+        let mut conn = conn();
         let a = conn.reserve();
         conn.reply_now(b"ERROR\r\n");
         conn.complete(a, b"END\r\n");
@@ -296,7 +295,7 @@ mod tests {
 
     #[test]
     fn silent_slots_release_the_replies_behind_them() {
-        let (mut conn, _) = pair();
+        let mut conn = conn();
         let a = conn.reserve();
         let b = conn.reserve();
         conn.complete(b, b"B");
@@ -307,7 +306,7 @@ mod tests {
 
     #[test]
     fn what_the_kernel_did_not_take_stays_for_the_next_write() {
-        let (mut conn, _) = pair();
+        let mut conn = conn();
         let seq = conn.reserve();
         conn.complete(seq, b"VALUE k 0 3\r\nabc\r\nEND\r\n");
         conn.wrote(6);
@@ -319,7 +318,7 @@ mod tests {
 
     #[test]
     fn after_a_failed_write_replies_are_dropped_and_the_connection_counts_as_drained() {
-        let (mut conn, _) = pair();
+        let mut conn = conn();
         let a = conn.reserve();
         let b = conn.reserve();
         conn.complete(a, b"A");

@@ -185,11 +185,9 @@ impl Client {
             }
         }
         match self.life.phase() {
+            // `read` leaves nothing unwritten that the socket would take.
             Phase::Open => match self.read() {
-                Ok(()) => {
-                    self.flush();
-                    Fate::Keep
-                }
+                Ok(()) => Fate::Keep,
                 Err(end) => self.stop_reading(end, registry),
             },
             Phase::Draining { .. } => self.drained(registry),
@@ -204,7 +202,7 @@ impl Client {
             // What is owed leaves before more is read: what the client has not taken
             // counts against what it may have dispatched.
             self.flush();
-            self.waiting = !self.session.may_read(Instant::now())?;
+            self.waiting = !self.session.may_read(Instant::now)?;
             if self.waiting || !self.readable {
                 return Ok(());
             }

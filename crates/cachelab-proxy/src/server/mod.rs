@@ -88,11 +88,7 @@ impl Parts {
             sharded: config.sharded,
         });
         Ok(Parts {
-            net: Arc::new(NetContext::new(
-                config,
-                Arc::clone(&budget),
-                Arc::clone(&observed),
-            )),
+            net: Arc::new(NetContext::new(config, Arc::clone(&observed))),
             worker: WorkerContext {
                 queue: Arc::clone(&queues[0]),
                 health,

@@ -54,8 +54,8 @@ pub struct NetContext {
 }
 
 impl NetContext {
-    /// The context `config` asks for, over the shared budget and views.
-    pub fn new(config: &Config, budget: Arc<MemoryBudget>, observed: Arc<Observed>) -> Self {
+    /// The context `config` asks for, over the budget and counters `observed` shows.
+    pub fn new(config: &Config, observed: Arc<Observed>) -> Self {
         NetContext {
             settings: NetSettings {
                 limits: config.limits,
@@ -63,7 +63,7 @@ impl NetContext {
                 idle_timeout: config.idle_timeout,
                 max_pending_bytes: config.max_pending_bytes,
             },
-            budget,
+            budget: Arc::clone(&observed.budget),
             log_limit: LogLimit::new(config.log_lines_per_second),
             net: Arc::clone(&observed.net),
             observed,
@@ -185,8 +185,9 @@ impl ClientSession {
 
     /// Whether more may be read now: Ok(false) while the client may not have another
     /// request dispatched (a completion is to be waited for; [`ClientConn::must_wait`]
-    /// arms its wake-up), after decoding what a pause left in the buffer.
-    pub fn may_read(&mut self, now: Instant) -> Result<bool, End> {
+    /// arms its wake-up), after decoding what a pause left in the buffer. `clock` is
+    /// read only then, for the paused requests' arrival.
+    pub fn may_read(&mut self, clock: impl Fn() -> Instant) -> Result<bool, End> {
         let limits = self.limits();
         loop {
             if self.conn.is_dead() {
@@ -201,7 +202,7 @@ impl ClientSession {
             }
             // What was read before the pause arrives now, as if it had waited unread
             // in the socket (the client's own backlog, not the proxy's).
-            match self.decode_all(now, limits) {
+            match self.decode_all(clock(), limits) {
                 Decoded::Quit => return Err(End::Quit),
                 Decoded::Paused | Decoded::All => {}
             }
