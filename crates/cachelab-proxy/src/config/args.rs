@@ -111,6 +111,14 @@ pub struct Args {
     #[arg(long, default_value_t = DEFAULT_PIPELINE, value_name = "DEPTH")]
     pub pipeline: usize,
 
+    /// The W workers of a loop share one connection per server, as twemproxy's clients
+    /// share its server connection: a worker's batch goes out while other workers'
+    /// replies are still owed, and the server reads many batches in one read (cheaper
+    /// per request for it). Off by default: each worker owns its own connection to
+    /// every server, the spec's structure.
+    #[arg(long)]
+    pub share_connections: bool,
+
     /// Event-loop threads, each owning its clients, its FCFS queue and its own W
     /// workers with their server connections (N such stations in parallel; the
     /// default, 1, is the spec's single queue).

@@ -103,6 +103,8 @@ pub struct Config {
     /// `--config`: reread on SIGHUP.
     pub config_file: Option<PathBuf>,
     pub pipeline: usize,
+    /// `--share-connections`: a loop's workers share one connection per server.
+    pub share_connections: bool,
     /// `--loops`: event-loop threads, each with its own queue and `workers` workers.
     pub loops: usize,
     /// `--busy-poll-us`; zero: off.
@@ -181,6 +183,7 @@ impl Config {
             }],
             config_file: None,
             pipeline: DEFAULT_PIPELINE,
+            share_connections: false,
             loops: 1,
             busy_poll: Duration::ZERO,
             stats_file: None,
@@ -331,6 +334,7 @@ impl TryFrom<&Args> for Config {
             listeners,
             config_file: args.config.clone(),
             pipeline: args.pipeline,
+            share_connections: args.share_connections,
             loops: args.loops,
             busy_poll: Duration::from_micros(args.busy_poll_us),
             stats_file: args.stats_file.clone(),

@@ -33,6 +33,8 @@ use crate::worker::WorkerContext;
 mod accept;
 mod clients;
 mod server_link;
+mod shared;
+mod shared_worker;
 mod timers;
 mod worker_slot;
 mod writes;
@@ -40,6 +42,7 @@ mod writes;
 use accept::Handed;
 pub use accept::{Handoff, LoopListener};
 use clients::{Client, Fate};
+use shared::SharedConns;
 use worker_slot::WorkerSlot;
 
 const WAKER: Token = Token(0);
@@ -47,6 +50,8 @@ const WAKER: Token = Token(0);
 const LISTENER_BASE: usize = 1;
 /// Client `key` is `Token(CLIENT_BASE + key)`.
 const CLIENT_BASE: usize = 1 << 32;
+/// The shared connection to server `s` (`--share-connections`) is `Token(SHARED_BASE + s)`.
+const SHARED_BASE: usize = 1 << 40;
 /// Worker `w`'s connection to server `s`: see [`worker_slot::server_token`].
 const SERVER_BASE: usize = 1 << 48;
 
@@ -62,6 +67,8 @@ pub struct LoopSettings {
     pub workers: usize,
     pub pipeline: usize,
     pub max_reply_bytes: usize,
+    /// `--share-connections`: the workers share one connection per server.
+    pub share_connections: bool,
 }
 
 const RUN: u8 = 0;
@@ -102,6 +109,8 @@ pub struct EventLoop {
     /// Client connection id to slab key, for the replies the workers complete.
     by_id: HashMap<u64, usize>,
     workers: Vec<WorkerSlot>,
+    /// `--share-connections`: the connections the workers share.
+    shared: Option<SharedConns>,
     net: Arc<NetContext>,
     ctx: WorkerContext,
     settings: LoopSettings,
@@ -177,9 +186,16 @@ impl EventLoop {
                 WorkerSlot::new(index * settings.workers + local, local, &ctx, engine)
             })
             .collect();
-        for worker in &mut workers {
-            worker.connect_all(&ctx, poll.registry());
-        }
+        let shared = if settings.share_connections {
+            let mut shared = SharedConns::new(SHARED_BASE, index * settings.workers, &ctx);
+            shared.connect_all(&ctx, poll.registry());
+            Some(shared)
+        } else {
+            for worker in &mut workers {
+                worker.connect_all(&ctx, poll.registry());
+            }
+            None
+        };
         let control = Control {
             waker,
             state: Arc::clone(&state),
@@ -191,6 +207,7 @@ impl EventLoop {
                 clients: Slab::with_capacity(1024),
                 by_id: HashMap::new(),
                 workers,
+                shared,
                 health_seen: ctx.health.subscribe(),
                 net,
                 ctx,
@@ -253,6 +270,22 @@ impl EventLoop {
                     let hup = event.is_read_closed();
                     self.workers[w].on_event(&self.ctx, registry, s, readable, hup);
                     self.after_worker(w);
+                } else if token >= SHARED_BASE {
+                    let readable = event.is_readable() || event.is_error();
+                    if readable {
+                        self.note_read();
+                    }
+                    let hup = event.is_read_closed();
+                    if let Some(shared) = &mut self.shared {
+                        let registry = self.poll.registry();
+                        let s = token - SHARED_BASE;
+                        let workers = &mut self.workers;
+                        let mut deliver = |w: usize, bytes: &[u8]| {
+                            workers[w].engine.read_buf(s).extend_from_slice(bytes)
+                        };
+                        shared.on_event(&self.ctx, registry, s, readable, hup, &mut deliver);
+                    }
+                    self.deliver_pokes();
                 } else if token >= CLIENT_BASE {
                     let key = token - CLIENT_BASE;
                     let readable = event.is_readable() || event.is_error();
@@ -273,11 +306,38 @@ impl EventLoop {
             if self.health_seen.has_changed().unwrap_or(false) {
                 self.health_seen.borrow_and_update();
                 for w in 0..self.workers.len() {
-                    self.workers[w].on_health_change(&self.ctx, self.poll.registry());
+                    let shared = self.shared.as_mut();
+                    self.workers[w].on_health_change(&self.ctx, self.poll.registry(), shared);
                     self.after_worker(w);
+                    self.deliver_pokes();
                 }
             }
             self.serve_queue();
+            if let Some(shared) = &mut self.shared {
+                // One write per shared connection for every batch sent this turn.
+                shared.flush_all(&self.ctx, self.poll.registry());
+                self.deliver_pokes();
+            }
+        }
+    }
+
+    /// Tells the workers what their shared connections reported, until nothing is left
+    /// to tell (a worker's answer may close a connection others wait on).
+    fn deliver_pokes(&mut self) {
+        loop {
+            let Some(shared) = &mut self.shared else {
+                return;
+            };
+            if shared.pokes.is_empty() {
+                return;
+            }
+            let pokes = std::mem::take(&mut shared.pokes);
+            for poke in pokes {
+                let w = poke.worker();
+                let shared = self.shared.as_mut().expect("checked");
+                self.workers[w].poked(&self.ctx, self.poll.registry(), shared, poke);
+                self.after_worker(w);
+            }
         }
     }
 
@@ -298,8 +358,10 @@ impl EventLoop {
                 return;
             };
             self.next_worker = (w + 1) % n;
-            self.workers[w].serve_queue(&self.ctx, self.poll.registry());
+            let shared = self.shared.as_mut();
+            self.workers[w].serve_queue(&self.ctx, self.poll.registry(), shared);
             self.after_worker(w);
+            self.deliver_pokes();
         }
     }
 

@@ -46,6 +46,7 @@ impl EventLoop {
             consider(worker.deadline());
             consider(worker.open_deadline());
         }
+        consider(self.shared.as_ref().and_then(|s| s.deadline()));
         let idle = self.settings.idle_timeout;
         if idle.is_some() {
             for (_, client) in &self.clients {
@@ -77,9 +78,15 @@ impl EventLoop {
             let due = self.workers[w].deadline().is_some_and(|d| now >= d)
                 || self.workers[w].open_deadline().is_some_and(|d| now >= d);
             if due {
-                self.workers[w].on_time(&self.ctx, self.poll.registry(), now);
+                let shared = self.shared.as_mut();
+                self.workers[w].on_time(&self.ctx, self.poll.registry(), shared, now);
                 self.after_worker(w);
+                self.deliver_pokes();
             }
+        }
+        if let Some(shared) = &mut self.shared {
+            shared.on_time(&self.ctx, self.poll.registry(), now);
+            self.deliver_pokes();
         }
         let idle = self.settings.idle_timeout;
         let mut due = std::mem::take(&mut self.due_clients);

@@ -7,6 +7,7 @@ use std::time::Instant;
 use mio::{Registry, Token};
 
 use super::server_link::{Opened, ServerLink};
+use super::shared::SharedConns;
 use crate::down::Down;
 use crate::health::Health;
 use crate::job::Job;
@@ -38,13 +39,17 @@ pub struct WorkerSlot {
     /// Its number in the whole proxy (counters, statistics, logs).
     pub id: usize,
     /// Its number in its loop (its sockets' tokens).
-    local: usize,
+    pub(super) local: usize,
     pub engine: Engine<Job, Health>,
     pub(super) links: Vec<ServerLink>,
     pub(super) blocked: Blocked,
     deadline: Instant,
     /// Replies finished since the loop last took them, for their clients.
     pub completed: Vec<Completion>,
+    /// `--share-connections`: per server, the generation of the shared connection it
+    /// last used, and what arrived for it while it was not waiting (replies, an end).
+    pub(super) seen: Vec<u64>,
+    pub(super) inbox: Vec<(bool, Option<Down>)>,
 }
 
 /// Where a worker's connection to a server is registered.
@@ -62,6 +67,8 @@ impl WorkerSlot {
             blocked: Blocked::Nothing,
             deadline: Instant::now(),
             completed: Vec::new(),
+            seen: Vec::new(),
+            inbox: Vec::new(),
         }
         .grown(ctx)
     }
@@ -92,7 +99,9 @@ impl WorkerSlot {
     pub fn deadline(&self) -> Option<Instant> {
         match self.blocked {
             Blocked::Await => Some(self.deadline),
-            Blocked::Connect(s) | Blocked::Write { server: s, .. } => self.links[s].deadline(),
+            Blocked::Connect(s) | Blocked::Write { server: s, .. } => {
+                self.links.get(s).and_then(ServerLink::deadline)
+            }
             Blocked::Nothing => None,
         }
     }
@@ -101,7 +110,12 @@ impl WorkerSlot {
     /// D-1 more already waiting) and serves it until it is done or the worker must
     /// wait. One batch: the loop hands its replies to their clients before any worker
     /// takes more.
-    pub fn serve_queue(&mut self, ctx: &WorkerContext, registry: &Registry) {
+    pub fn serve_queue(
+        &mut self,
+        ctx: &WorkerContext,
+        registry: &Registry,
+        shared: Option<&mut SharedConns>,
+    ) {
         if self.is_idle() {
             let Some(job) = ctx.queue.try_pop() else {
                 return;
@@ -116,7 +130,7 @@ impl WorkerSlot {
                 }
             }
             self.engine.start(now);
-            self.step(ctx, registry);
+            self.step(ctx, registry, shared);
         }
     }
 
@@ -130,10 +144,16 @@ impl WorkerSlot {
     }
 
     /// Feeds an event to the engine and carries out what follows.
-    fn handle(&mut self, ctx: &WorkerContext, registry: &Registry, event: Event) {
+    pub(super) fn handle(
+        &mut self,
+        ctx: &WorkerContext,
+        registry: &Registry,
+        shared: Option<&mut SharedConns>,
+        event: Event,
+    ) {
         self.blocked = Blocked::Nothing;
         self.engine.handle(event, Instant::now());
-        self.step(ctx, registry);
+        self.step(ctx, registry, shared);
         if self.blocked == Blocked::Nothing && self.engine.is_waiting() {
             // Still waiting for other replies, under the deadline already set.
             self.blocked = Blocked::Await;
@@ -141,7 +161,12 @@ impl WorkerSlot {
     }
 
     /// Carries out the engine's actions until it waits.
-    pub(super) fn step(&mut self, ctx: &WorkerContext, registry: &Registry) {
+    pub(super) fn step(
+        &mut self,
+        ctx: &WorkerContext,
+        registry: &Registry,
+        mut shared: Option<&mut SharedConns>,
+    ) {
         while let Some(action) = self.engine.next_action() {
             let completed = &mut self.completed;
             let Some(action) = outputs::apply(self.id, ctx, &mut self.engine, action, completed)
@@ -150,12 +175,20 @@ impl WorkerSlot {
             };
             match action {
                 Action::Connect(server) => {
-                    if !self.connect(ctx, registry, server) {
+                    let ready = match shared.as_deref_mut() {
+                        Some(shared) => self.connect_shared(ctx, registry, shared, server),
+                        None => self.connect(ctx, registry, server),
+                    };
+                    if !ready {
                         return;
                     }
                 }
                 Action::Write { server, idle } => {
-                    if !self.write(ctx, registry, server, idle) {
+                    let written = match shared.as_deref_mut() {
+                        Some(shared) => self.write_shared(ctx, registry, shared, server, idle),
+                        None => self.write(ctx, registry, server, idle),
+                    };
+                    if !written {
                         return;
                     }
                 }
@@ -163,17 +196,28 @@ impl WorkerSlot {
                     self.deadline = deadline;
                     self.blocked = Blocked::Await;
                     // Replies that arrived before the engine waited for them.
-                    self.read_pending(ctx, registry);
+                    match shared {
+                        Some(shared) => self.read_inbox(ctx, registry, shared),
+                        None => self.read_pending(ctx, registry),
+                    }
                     return;
                 }
-                Action::Fail { server, kind, down } => {
-                    self.grow(ctx, server + 1);
-                    self.links[server].fail(&ctx.health, registry, Instant::now(), kind, down)
-                }
-                Action::Drop { server, down } => {
-                    self.grow(ctx, server + 1);
-                    self.links[server].drop_connection(&ctx.health, registry, down)
-                }
+                Action::Fail { server, kind, down } => match shared.as_deref_mut() {
+                    Some(shared) => {
+                        self.close_shared(ctx, registry, shared, server, Some(kind), down)
+                    }
+                    None => {
+                        self.grow(ctx, server + 1);
+                        self.links[server].fail(&ctx.health, registry, Instant::now(), kind, down)
+                    }
+                },
+                Action::Drop { server, down } => match shared.as_deref_mut() {
+                    Some(shared) => self.close_shared(ctx, registry, shared, server, None, down),
+                    None => {
+                        self.grow(ctx, server + 1);
+                        self.links[server].drop_connection(&ctx.health, registry, down)
+                    }
+                },
                 Action::Idle => {
                     self.blocked = Blocked::Nothing;
                     return;
@@ -249,7 +293,7 @@ impl WorkerSlot {
                 // Between batches: a server closing an idle connection (a restart) is
                 // noticed now, rather than when the next request finds it dead.
                 if let Some(end) = self.links[server].idle_end() {
-                    self.handle(ctx, registry, Event::IdleClosed { server, end });
+                    self.handle(ctx, registry, None, Event::IdleClosed { server, end });
                 }
             }
             _ => {}
@@ -287,7 +331,7 @@ impl WorkerSlot {
             // A connection opened at start, nobody waiting for it.
             _ => return,
         };
-        self.handle(ctx, registry, event);
+        self.handle(ctx, registry, None, event);
     }
 
     /// Reads every server the engine waits for that has bytes pending.
@@ -320,18 +364,28 @@ impl WorkerSlot {
             if result.is_err() {
                 link.readable = false;
             }
-            self.handle(ctx, registry, Event::Read { server, result });
+            self.handle(ctx, registry, None, Event::Read { server, result });
         }
     }
 
     /// Time passed: a deadline of the engine or of a connection attempt.
-    pub fn on_time(&mut self, ctx: &WorkerContext, registry: &Registry, now: Instant) {
+    pub fn on_time(
+        &mut self,
+        ctx: &WorkerContext,
+        registry: &Registry,
+        shared: Option<&mut SharedConns>,
+        now: Instant,
+    ) {
         match self.blocked {
             Blocked::Await if now >= self.deadline => {
-                self.handle(ctx, registry, Event::TimerDue);
+                self.handle(ctx, registry, shared, Event::TimerDue);
             }
             Blocked::Connect(s) | Blocked::Write { server: s, .. }
-                if self.links[s].deadline().is_some_and(|d| now >= d) =>
+                if self
+                    .links
+                    .get(s)
+                    .and_then(ServerLink::deadline)
+                    .is_some_and(|d| now >= d) =>
             {
                 self.advance_open(ctx, registry, s)
             }
@@ -339,7 +393,12 @@ impl WorkerSlot {
         }
         // Connections opened at start that nobody waits for.
         for s in 0..self.links.len() {
-            if self.links[s].deadline().is_some_and(|d| now >= d) {
+            if self
+                .links
+                .get(s)
+                .and_then(ServerLink::deadline)
+                .is_some_and(|d| now >= d)
+            {
                 let _ =
                     self.links[s].advance(&ctx.health, registry, now, ctx.settings.connect_timeout);
             }
@@ -347,9 +406,14 @@ impl WorkerSlot {
     }
 
     /// Some server was ejected or restored: a waiting engine re-checks.
-    pub fn on_health_change(&mut self, ctx: &WorkerContext, registry: &Registry) {
+    pub fn on_health_change(
+        &mut self,
+        ctx: &WorkerContext,
+        registry: &Registry,
+        shared: Option<&mut SharedConns>,
+    ) {
         if self.blocked == Blocked::Await {
-            self.handle(ctx, registry, Event::HealthChanged);
+            self.handle(ctx, registry, shared, Event::HealthChanged);
         }
     }
 

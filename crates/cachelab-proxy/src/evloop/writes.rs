@@ -9,7 +9,6 @@ use mio::Registry;
 
 use super::worker_slot::{Blocked, WorkerSlot};
 use crate::down::Down;
-use crate::loop_stream::LoopStream;
 use crate::routing::plan::ServerId;
 use crate::worker::engine::Event;
 use crate::worker::WorkerContext;
@@ -100,7 +99,7 @@ impl WorkerSlot {
                 .handle(Event::WriteFailed { server, down }, Instant::now());
             return true;
         };
-        let error = match write_out(socket, self.engine.outgoing(server), &mut offset) {
+        let error = match socket.write_from(self.engine.outgoing(server), &mut offset) {
             Ok(true) => {
                 self.blocked = Blocked::Nothing;
                 self.engine.handle(
@@ -155,22 +154,7 @@ impl WorkerSlot {
     /// Goes on with the write under way, and with the engine once it is out.
     pub(super) fn resume_write(&mut self, ctx: &WorkerContext, registry: &Registry) {
         if self.write_some(ctx, registry) {
-            self.step(ctx, registry);
+            self.step(ctx, registry, None);
         }
     }
-}
-
-/// Writes `out` from `offset` on, as far as the kernel takes it, then the TLS records
-/// not yet taken (a write counts as done only once they are out: nothing else would
-/// send them). Ok(true) when everything is out, Ok(false) when the socket is full.
-fn write_out(socket: &LoopStream, out: &[u8], offset: &mut usize) -> std::io::Result<bool> {
-    while *offset < out.len() {
-        match socket.write(&out[*offset..]) {
-            Ok(n) => *offset += n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    socket.flush()
 }

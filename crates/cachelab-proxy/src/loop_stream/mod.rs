@@ -69,6 +69,22 @@ impl LoopStream {
         }
     }
 
+    /// Writes `out` from `offset` on, as far as the kernel takes it, then the TLS
+    /// records not yet taken (a write counts as done only once they are out: nothing
+    /// else would send them). Ok(true) when everything is out, Ok(false) when the socket
+    /// is full.
+    pub fn write_from(&self, out: &[u8], offset: &mut usize) -> io::Result<bool> {
+        while *offset < out.len() {
+            match self.write(&out[*offset..]) {
+                Ok(n) => *offset += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.flush()
+    }
+
     /// Sends TLS records the kernel did not take yet; true if none are left (always,
     /// without TLS).
     pub fn flush(&self) -> io::Result<bool> {

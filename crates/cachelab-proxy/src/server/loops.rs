@@ -158,6 +158,7 @@ fn start_loops(
             workers: config.workers,
             pipeline: config.pipeline,
             max_reply_bytes: config.max_reply_bytes,
+            share_connections: config.share_connections,
         };
         let mut ctx = parts.worker.clone();
         ctx.queue = Arc::clone(&parts.observed.queues[index]);

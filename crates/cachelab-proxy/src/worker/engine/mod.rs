@@ -236,6 +236,15 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
         &self.conns[server].wbuf
     }
 
+    /// The kind of reply each message in [`Engine::outgoing`] of `server` gets, in order
+    /// (at an [`Action::Write`], the messages pending with the server are those).
+    pub fn outgoing_expects(&self, server: ServerId) -> impl Iterator<Item = Expect> + '_ {
+        self.exchanges
+            .iter()
+            .filter(move |ex| ex.server == server && matches!(ex.result, State::Pending))
+            .map(|ex| ex.expect)
+    }
+
     /// Whether the engine waits for bytes from `server`.
     pub fn wants_read(&self, server: ServerId) -> bool {
         matches!(self.phase, Phase::Wait { .. }) && self.blocked[server]
