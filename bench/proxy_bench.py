@@ -3,11 +3,13 @@
     python bench/proxy_bench.py [--quick] [--repeats N] [--run-time S] [--baseline BIN]
                                 [--proxy-arg ARG ...] [--backends {1,3} ...]
 
-Loopback only, bounded run times. cachelab-proxy runs as a replicate pool (`-m`) in three
+Loopback only, bounded run times. cachelab-proxy runs as a replicate pool (`-m`) in four
 configurations (CACHELAB_MODES; all are printed): "default", the original study's
 structure (W = 64 workers, one request per worker at the servers), "production", the
 configuration recommended for speed (PRODUCTION_ARGS, docs/performance.md), and
-"busy-poll", the same spinning 100 us after each read (`--busy-poll-us`); and as a hashing pool
+"busy-poll", the same spinning 100 us after each read (`--busy-poll-us`), and "unshared",
+production with a server connection per worker rather than one shared by all four; and as a
+hashing pool
 from the very nutcracker.yml twemproxy runs with ("cachelab-shard": the same servers,
 hash and ketama ring, so both shard keys the same way). `--baseline BIN` adds another
 cachelab-proxy binary (e.g. an older build) in the production and default modes
@@ -79,7 +81,7 @@ from _targets import (
 # The configuration recommended for speed (docs/performance.md), measured as
 # "cachelab-production" and judged against issue 14's first targets. Change it here when
 # the recommendation changes.
-PRODUCTION_ARGS = ["-t", "4", "--pipeline", "16"]
+PRODUCTION_ARGS = ["-t", "4", "--pipeline", "16", "--share-connections"]
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = ROOT / "target" / "release"
@@ -138,6 +140,9 @@ CACHELAB_MODES = {
     # Production spinning instead of sleeping after each read: the CPU it costs for the
     # latency it saves (T1c's second line).
     "busy-poll": [*PRODUCTION_ARGS, "--busy-poll-us", "100"],
+    # Production with each worker on its own server connections (the production mode
+    # until 2026-11-28): what sharing them buys and costs, in the same run.
+    "unshared": ["-t", "4", "--pipeline", "16"],
 }
 
 

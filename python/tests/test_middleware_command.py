@@ -74,6 +74,13 @@ def test_the_settings_follow_the_configuration():
     assert type(proxy_settings(c, 0.5).protocol) is str  # the word, not the enum member
 
 
+def test_shared_connections_follow_the_configuration():
+    c = config("", "share_connections = true")
+    assert proxy_settings(c, 0.5).share_connections
+    assert argv(c, FILES)[-1] == "--share-connections"
+    assert "--share-connections" not in argv(config("", "workers = 2"), FILES)
+
+
 def test_an_unknown_protocol_is_refused():
     with pytest.raises(ValueError, match="protocol must be one of memcached, redis"):
         ProxySettings(4, protocol="mongodb")

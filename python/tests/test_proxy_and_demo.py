@@ -31,10 +31,14 @@ def test_proxy_started_from_python_replicates_and_reports_its_stats(
     assert counts == {"get": 30, "set": 1}
 
 
-def test_the_pipeline_depth_and_busy_polling_reach_the_proxy(three_memcached, proxy_binary,
+def test_the_pipeline_depth_busy_polling_and_sharing_reach_the_proxy(three_memcached, proxy_binary,
                                                             tmp_path):
     settings = ProxySettings(workers=2, sharded=True, loops=1, pipeline=8, busy_poll_us=50,
-                             window_s=0.5)
+                             window_s=0.5, share_connections=True)
+    before = []
+    for server in three_memcached:
+        with Client(server.host, server.port) as direct:
+            before.append(int(direct.stats()["curr_connections"]))
     proxy = start_middleware([s.address for s in three_memcached], settings, cpus=(),
                              stats_file=tmp_path / "s.jsonl", log_file=tmp_path / "proxy.log",
                              out=tmp_path / "proxy.out")
@@ -44,6 +48,10 @@ def test_the_pipeline_depth_and_busy_polling_reach_the_proxy(three_memcached, pr
         stats = c.stats()
         assert (stats["pipeline"], stats["workers"], stats["sharded"]) == ("8", "2", "1")
         assert stats["busy_poll_us"] == "50"
+        assert stats["share_connections"] == "1"
+        for server, was in zip(three_memcached, before, strict=True):
+            with Client(server.host, server.port) as direct:  # the two workers share one
+                assert int(direct.stats()["curr_connections"]) == was + 1
     assert proxy.stop() == 0
 
 

@@ -84,6 +84,8 @@ pub struct Observed {
     /// Event loops (`--loops`), each with `workers` workers and its own queue.
     pub loops: usize,
     pub pipeline: usize,
+    /// `--share-connections`.
+    pub share_connections: bool,
     pub sharded: bool,
 }
 

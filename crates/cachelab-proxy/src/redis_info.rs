@@ -98,6 +98,10 @@ fn write_info(shared: &Observed, text: &mut String) {
             ("workers", shared.workers.to_string()),
             ("loops", shared.loops.to_string()),
             ("pipeline", shared.pipeline.to_string()),
+            (
+                "share_connections",
+                u8::from(shared.share_connections).to_string(),
+            ),
             // Batches the workers sent: requests forwarded per batch is what the
             // servers were spared (each batch is one write per server).
             ("worker_batches", totals.batches.to_string()),
@@ -203,6 +207,7 @@ mod tests {
             workers: 2,
             loops: 1,
             pipeline: 1,
+            share_connections: false,
             sharded: false,
         }
     }

@@ -39,6 +39,7 @@ pub fn compose_stats(shared: &Observed, out: &mut BytesMut) {
     compose_stat(out, "servers", servers.len());
     compose_stat(out, "sharded", u8::from(shared.sharded));
     compose_stat(out, "pipeline", shared.pipeline);
+    compose_stat(out, "share_connections", u8::from(shared.share_connections));
     compose_stat(out, "busy_poll_us", crate::busy_poll::window_us());
     compose_stat(out, "queue_length", shared.queue_len());
     compose_stat(out, "requests_received", load(&net.arrivals));

@@ -224,6 +224,8 @@ class ProxySettings:
     protocol: str = "memcached"
     #: Seconds per statistics window.
     window_s: float = 1.0
+    #: `--share-connections`: the workers share one connection per server.
+    share_connections: bool = False
 
     def __post_init__(self) -> None:
         if self.protocol not in PROXY_PROTOCOLS:
@@ -246,6 +248,7 @@ def middleware_argv(servers: Sequence[str], settings: ProxySettings, *,
     argv += ["--loops", str(s.loops)] if s.loops != 1 else []
     argv += ["--pipeline", str(s.pipeline)] if s.pipeline > 1 else []
     argv += ["--busy-poll-us", str(s.busy_poll_us)] if s.busy_poll_us else []
+    argv += ["--share-connections"] if s.share_connections else []
     return argv
 
 

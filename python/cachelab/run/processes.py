@@ -44,7 +44,8 @@ def proxy_settings(c: RunConfig, window_s: float) -> local.ProxySettings:
     servers' protocol (a Redis pool speaks RESP to its clients and its servers)."""
     m = c.middleware
     return local.ProxySettings(m.workers, m.sharded, m.loops, m.pipeline, m.busy_poll_us,
-                               c.servers.kind.value, window_s)
+                               c.servers.kind.value, window_s,
+                               share_connections=m.share_connections)
 
 
 Measured = list[tuple[str, int, Managed]]

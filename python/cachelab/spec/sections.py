@@ -81,6 +81,9 @@ class Middleware:
     loops: int = setting(1, at_least(1))
     #: `--busy-poll-us`: spin this long after each read instead of sleeping (0: off).
     busy_poll_us: int = setting(0, at_least(0))
+    #: `--share-connections`: a loop's workers share one connection per server, their
+    #: batches pipelined on it (false: each worker its own, the spec's structure).
+    share_connections: bool = setting(False)
     cpus: tuple[int, ...] = setting((), check_cpus)
     #: Serve TLS to the load generators (`--tls-cert`); TLS to the servers follows
     #: servers.tls.

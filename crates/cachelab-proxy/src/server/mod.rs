@@ -85,6 +85,7 @@ impl Parts {
             workers: config.workers,
             loops: config.loops,
             pipeline: config.pipeline,
+            share_connections: config.share_connections,
             sharded: config.sharded,
         });
         Ok(Parts {

@@ -54,6 +54,7 @@ fn client_with(tune: impl FnOnce(&mut Config)) -> Client {
         workers: 1,
         loops: 1,
         pipeline: 1,
+        share_connections: false,
         sharded: false,
     });
     let context = Arc::new(NetContext::new(&config, observed));
