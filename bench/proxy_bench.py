@@ -191,14 +191,17 @@ def start_twemproxy(ports: list[int], workdir: Path, redis: bool = False,
     return Target("twemproxy", proc, port)
 
 
-def start_cachelab_shard(ports: list[int], workdir: Path, redis: bool = False) -> Target:
-    """cachelab-proxy with the nutcracker.yml twemproxy gets (its own listen port)."""
+def start_cachelab_shard(ports: list[int], workdir: Path, redis: bool = False,
+                         extra_args: Sequence[str] = (),
+                         name: str = "cachelab-shard") -> Target:
+    """cachelab-proxy with the nutcracker.yml twemproxy gets (its own listen port), with
+    `extra_args`; each call writes its own file (its own port)."""
     conf, port = nutcracker_yml(ports, workdir, redis)
-    proc = pinned(PROXY_CPU, [str(BIN / "cachelab-proxy"), "--config", str(conf)],
+    proc = pinned(PROXY_CPU, [str(BIN / "cachelab-proxy"), "--config", str(conf), *extra_args],
                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     proc.stdout.readline()
     wait_listening(port)
-    return Target("cachelab-shard", proc, port)
+    return Target(name, proc, port)
 
 
 FLOOR = "floor"  # cachelab-floor's name in the results

@@ -5,7 +5,9 @@
 
 Loopback only, bounded run times. Both proxies get the very same nutcracker.yml
 (`redis: true`, fnv1a_64, ketama), so both shard every key to the same redis-server
-("cachelab-shard" and "twemproxy"); cachelab-proxy also runs the original study's
+("cachelab-shard" and "twemproxy"; "cachelab-shard-production" is the same file with
+proxy_bench's PRODUCTION_ARGS, whose workers share a connection per server as
+twemproxy's clients do); cachelab-proxy also runs the original study's
 structure as a replicate pool (`--protocol redis -m ...`) in its "default" (W = 64
 workers) and "production" (proxy_bench's PRODUCTION_ARGS) modes, where SETs go to every
 server and GETs and MGETs round-robin.
@@ -42,6 +44,7 @@ from proxy_bench import (
     CLOSED_CLIENTS,
     KEYS,
     LOAD_CPU,
+    PRODUCTION_ARGS,
     PROXY_CPU,
     RESULTS,
     SERVER_CPU,
@@ -143,6 +146,9 @@ def main() -> None:
                 targets = [*(start_cachelab(servers.ports, mode, "redis")
                              for mode in CACHELAB_REDIS_MODES),
                            start_cachelab_shard(servers.ports, workdir, redis=True),
+                           start_cachelab_shard(servers.ports, workdir, redis=True,
+                                                extra_args=PRODUCTION_ARGS,
+                                                name="cachelab-shard-production"),
                            start_twemproxy(servers.ports, workdir, redis=True)]
                 if backends == 1:
                     targets.insert(0, Target("direct", None, servers.ports[0]))
