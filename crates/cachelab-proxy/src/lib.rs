@@ -22,7 +22,9 @@
 //! - **W workers** ([`worker`]): each an engine without I/O that carries plans out
 //!   over its own connection to every server: takes the oldest request, sends its
 //!   parts, waits for every involved server, merges the replies, sends the reply in the
-//!   connection's order, and takes the next.
+//!   connection's order, and takes the next. With `--share-connections` a loop's
+//!   workers share one connection per server instead, their replies handed back in
+//!   sending order (`evloop::shared`).
 //! - **server health** ([`health`]): one registry for the whole proxy: eject, probe,
 //!   restore.
 //! - **configuration** ([`config`]): the command line's

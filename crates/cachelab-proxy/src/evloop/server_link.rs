@@ -91,6 +91,14 @@ impl ServerLink {
         }
     }
 
+    /// Notes a socket event: bytes (or the end) to read.
+    pub fn note_event(&mut self, readable: bool, hup: bool) {
+        self.hup |= hup;
+        if readable || hup {
+            self.readable = true;
+        }
+    }
+
     pub fn is_ready(&self) -> bool {
         matches!(self.state, State::Ready(_))
     }

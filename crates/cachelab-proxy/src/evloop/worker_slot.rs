@@ -277,11 +277,7 @@ impl WorkerSlot {
         if server >= self.links.len() {
             return;
         }
-        let link = &mut self.links[server];
-        link.hup |= hup;
-        if readable || hup {
-            link.readable = true;
-        }
+        self.links[server].note_event(readable, hup);
         if self.links[server].is_opening() {
             self.advance_open(ctx, registry, server);
             return;

@@ -230,10 +230,7 @@ impl SharedConns {
             return;
         }
         let link = &mut self.conns[server].link;
-        link.hup |= hup;
-        if readable || hup {
-            link.readable = true;
-        }
+        link.note_event(readable, hup);
         if link.is_opening() {
             self.advance_open(ctx, registry, server, Instant::now());
             if !self.conns[server].link.is_ready() {
