@@ -46,6 +46,32 @@ fn many_clients_share_one_connection_per_server_and_get_their_own_replies() {
 }
 
 #[test]
+fn each_loop_shares_a_connection_of_its_own() {
+    let servers = start_servers(1);
+    let before = clients_of(&servers[0]);
+    let mut args = vec!["--loops", "2"];
+    args.extend_from_slice(SHARED);
+    let proxy = Proxy::start(&[&servers[0]], &args);
+    // Clients are handed to the loops in turn: four clients, two per loop.
+    let handles: Vec<_> = (0..4)
+        .map(|c| {
+            let mut client = proxy.client();
+            thread::spawn(move || {
+                for i in 0..100 {
+                    let (key, value) = (format!("l{c}:{i}"), format!("v{c}.{i}"));
+                    assert_eq!(client.set(&key, &value), "STORED\r\n", "{key}");
+                    assert_eq!(client.get(&[&key]), values_reply(&[(&key, &value)]));
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join().unwrap();
+    }
+    assert_eq!(clients_of(&servers[0]), before + 2);
+}
+
+#[test]
 fn a_redis_pool_shares_one_authenticated_connection() {
     let redis = start_redis(1);
     let proxy = redis_proxy(&redis, SHARED);
