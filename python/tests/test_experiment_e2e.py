@@ -99,7 +99,10 @@ def test_a_tiny_experiment_fills_the_database_and_renders(binaries, tmp_path):
     path.write_text(TINY)
     out = tmp_path / "out"
     outcome, page = run_cmd.run(path, out, progress=Progress(io.StringIO()))
-    assert outcome.runs_done == 4 and outcome.unstable == ()
+    assert outcome.runs_done == 4
+    # Stability is timing: on a loaded machine a tiny run may be marked unstable, and the
+    # report must then say which (the bound itself is tested in test_store_validate).
+    assert all(label.startswith("load.clients=") for label, _ in outcome.unstable)
     db = sqlite3.connect(out / store.FILENAME)
     db.row_factory = sqlite3.Row
     assert (count(db, "experiment"), count(db, "point"), count(db, "run")) == (1, 2, 4)
@@ -138,7 +141,11 @@ def test_a_tiny_experiment_fills_the_database_and_renders(binaries, tmp_path):
     assert {"load-0.json", "middleware-0.stats.jsonl", "middleware-0.log"} <= names
 
     html = page.read_text()
-    assert "tiny" in html and "Every point is stable" in html and "unfinished" not in html
+    assert "tiny" in html and "unfinished" not in html
+    if outcome.unstable:
+        assert "Points that stayed unstable" in html
+    else:
+        assert "Every point is stable" in html
     for image in ("throughput", "response-time", "percentiles", "decomposition",
                   "queue-length", "server-service", "cpu"):
         assert f'<figure id="fig-{image}">' in html  # inline: the page is one file
