@@ -183,7 +183,7 @@ impl EventLoop {
                     Arc::clone(&ctx.budget),
                     engine_settings,
                 );
-                WorkerSlot::new(index * settings.workers + local, local, &ctx, engine)
+                WorkerSlot::new(index * settings.workers + local, local, engine)
             })
             .collect();
         let shared = if settings.share_connections {

@@ -72,6 +72,8 @@ impl WorkerSlot {
                 true
             }
             Ok(false) => {
+                // Only `server` counts here: the offset and retry are the own-connection
+                // path's, and whether the connection is fresh is asked when it opens.
                 self.blocked = Blocked::Write {
                     server,
                     offset: 0,
@@ -175,29 +177,27 @@ impl WorkerSlot {
         match poke {
             Poke::Bytes { server, .. } => self.mark(server, None),
             Poke::Down { server, down, .. } => self.mark(server, Some(down)),
-            Poke::Opened { server, result, .. } => {
-                let event = match (self.blocked, result) {
-                    (Blocked::Connect(s), Ok(())) if s == server => Event::Connected {
-                        server,
-                        fresh: self.take_fresh(shared, server),
-                    },
-                    (Blocked::Connect(s), Err(down)) if s == server => {
-                        Event::Unavailable { server, down }
-                    }
-                    (Blocked::Write { server: s, .. }, Ok(())) if s == server => {
-                        self.blocked = Blocked::Nothing;
-                        self.send_shared(shared, server);
-                        self.step(ctx, registry, Some(shared));
-                        self.read_inbox(ctx, registry, shared);
-                        return;
-                    }
-                    (Blocked::Write { server: s, .. }, Err(down)) if s == server => {
-                        Event::WriteFailed { server, down }
-                    }
-                    _ => return,
-                };
-                self.handle(ctx, registry, Some(shared), event);
-            }
+            Poke::Opened { server, result, .. } => match (self.blocked, result) {
+                (Blocked::Connect(s), Ok(())) if s == server => {
+                    let fresh = self.take_fresh(shared, server);
+                    let event = Event::Connected { server, fresh };
+                    self.handle(ctx, registry, Some(shared), event);
+                }
+                (Blocked::Connect(s), Err(down)) if s == server => {
+                    let event = Event::Unavailable { server, down };
+                    self.handle(ctx, registry, Some(shared), event);
+                }
+                (Blocked::Write { server: s, .. }, Ok(())) if s == server => {
+                    self.blocked = Blocked::Nothing;
+                    self.send_shared(shared, server);
+                    self.step(ctx, registry, Some(shared));
+                }
+                (Blocked::Write { server: s, .. }, Err(down)) if s == server => {
+                    let event = Event::WriteFailed { server, down };
+                    self.handle(ctx, registry, Some(shared), event);
+                }
+                _ => return,
+            },
         }
         self.read_inbox(ctx, registry, shared);
     }

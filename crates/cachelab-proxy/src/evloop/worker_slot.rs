@@ -58,7 +58,9 @@ pub fn server_token(base: usize, worker: usize, server: usize) -> Token {
 }
 
 impl WorkerSlot {
-    pub fn new(id: usize, local: usize, ctx: &WorkerContext, engine: Engine<Job, Health>) -> Self {
+    /// A worker with no server connections yet: [`WorkerSlot::connect_all`] opens its
+    /// own; with `--share-connections` it has none and uses the loop's.
+    pub fn new(id: usize, local: usize, engine: Engine<Job, Health>) -> Self {
         WorkerSlot {
             id,
             local,
@@ -70,12 +72,6 @@ impl WorkerSlot {
             seen: Vec::new(),
             inbox: Vec::new(),
         }
-        .grown(ctx)
-    }
-
-    fn grown(mut self, ctx: &WorkerContext) -> Self {
-        self.grow(ctx, ctx.health.len());
-        self
     }
 
     pub(super) fn grow(&mut self, ctx: &WorkerContext, servers: usize) {
@@ -137,6 +133,7 @@ impl WorkerSlot {
     /// Opens a connection to every server at start (a server that is down is retried
     /// when a request needs it).
     pub fn connect_all(&mut self, ctx: &WorkerContext, registry: &Registry) {
+        self.grow(ctx, ctx.health.len());
         let now = Instant::now();
         for link in &mut self.links {
             let _ = link.open(&ctx.health, registry, now, ctx.settings.connect_timeout);

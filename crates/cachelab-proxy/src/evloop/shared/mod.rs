@@ -164,7 +164,6 @@ impl SharedConns {
     /// to hold): they are read past and dropped, and the connection stays for the
     /// others.
     pub fn abandon(&mut self, server: ServerId, worker: usize) {
-        self.grow(server + 1);
         self.conns[server].demux.abandon(worker);
     }
 
@@ -180,7 +179,6 @@ impl SharedConns {
         kind: Option<FailureKind>,
         down: Down,
     ) {
-        self.grow(server + 1);
         let conn = &mut self.conns[server];
         if let Some(w) = worker {
             conn.demux.forget(w);
