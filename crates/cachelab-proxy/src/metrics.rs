@@ -83,8 +83,16 @@ pub struct Sample {
     pub worker_processing: f64,
 }
 
-fn micros(later: Instant, earlier: Instant) -> f64 {
-    later.saturating_duration_since(earlier).as_nanos() as f64 / 1000.0
+/// `later - earlier` in microseconds (0 if `later` is earlier). The nanoseconds are
+/// summed in a `u64` (585 years) rather than `as_nanos`'s `u128`, whose conversion to a
+/// float was a visible share of a request's instructions.
+pub fn micros(later: Instant, earlier: Instant) -> f64 {
+    let d = later.saturating_duration_since(earlier);
+    let nanos = d
+        .as_secs()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::from(d.subsec_nanos()));
+    nanos as f64 / 1000.0
 }
 
 impl Timestamps {
@@ -214,7 +222,11 @@ impl WorkerStats {
     }
 
     pub fn record(&mut self, kind: OpKind, ts: &Timestamps, outcome: Outcome) {
-        let s = ts.sample();
+        self.record_sample(kind, &ts.sample(), outcome);
+    }
+
+    /// [`WorkerStats::record`] with the request's [`Sample`] already derived.
+    pub fn record_sample(&mut self, kind: OpKind, s: &Sample, outcome: Outcome) {
         let op = &mut self.ops[kind.index()];
         op.count += 1;
         if matches!(kind, OpKind::Get | OpKind::MultiGet) {
@@ -235,8 +247,13 @@ impl WorkerStats {
     }
 
     pub fn record_server(&mut self, kind: OpKind, server: usize, sent: Instant, answer: Instant) {
+        self.record_server_us(kind, server, micros(answer, sent));
+    }
+
+    /// [`WorkerStats::record_server`] with the time already in microseconds.
+    pub fn record_server_us(&mut self, kind: OpKind, server: usize, us: f64) {
         if let Some(w) = self.ops[kind.index()].per_server.get_mut(server) {
-            w.add(micros(answer, sent));
+            w.add(us);
         }
     }
 

@@ -13,8 +13,7 @@ use crate::counters::Counters;
 use crate::endpoint::Endpoint;
 use crate::health::Health;
 use crate::histograms::LatencyUnits;
-use crate::job::Job;
-use crate::queue::RequestQueue;
+use crate::queue::QueueLength;
 use crate::routing::plan::Pool;
 
 /// Counters kept by the net layer.
@@ -75,7 +74,7 @@ pub struct Observed {
     pub health: Arc<Health>,
     pub budget: Arc<MemoryBudget>,
     /// Each event loop's FCFS queue.
-    pub queues: Arc<[Arc<RequestQueue<Job>>]>,
+    pub queues: Arc<[Arc<QueueLength>]>,
     /// Per listener, its address and pool.
     pub listeners: Vec<(Endpoint, Arc<PoolSlot>)>,
     pub started: Instant,
@@ -92,6 +91,6 @@ pub struct Observed {
 impl Observed {
     /// Requests waiting in every loop's queue.
     pub fn queue_len(&self) -> usize {
-        self.queues.iter().map(|q| q.len()).sum()
+        self.queues.iter().map(|q| q.get()).sum()
     }
 }

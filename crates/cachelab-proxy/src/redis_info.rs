@@ -154,7 +154,7 @@ mod tests {
     use crate::histograms::LatencyUnits;
     use crate::metrics::{OpKind, Outcome};
     use crate::observed::{NetCounters, PoolSlot};
-    use crate::queue::RequestQueue;
+    use crate::queue::QueueLength;
     use crate::routing::plan::{Pool, PoolServer};
     use crate::routing::ring::Member;
     use crate::routing::Protocol;
@@ -198,7 +198,7 @@ mod tests {
             net,
             health,
             budget: Arc::new(MemoryBudget::new(1 << 20)),
-            queues: Arc::new([Arc::new(RequestQueue::default())]),
+            queues: Arc::new([Arc::new(QueueLength::default())]),
             listeners: vec![(
                 Endpoint::Tcp("127.0.0.1:22121".parse().unwrap()),
                 Arc::new(PoolSlot::new(pool)),

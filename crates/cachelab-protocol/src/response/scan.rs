@@ -42,6 +42,13 @@ pub struct ReplyScan {
     top: Option<RespKind>,
     /// Memcached: lines read so far (an error line answers only as the first).
     lines: u32,
+    /// A retrieval reply: the values framed so far.
+    values: u32,
+    /// A retrieval reply whose `END` was framed: its [`Reply`] (so that
+    /// [`ReplyScan::reply`] need not parse it again). Never set after a discard.
+    framed: Option<Reply>,
+    /// Bytes were discarded: positions no longer count from the reply's start.
+    discarded: bool,
     /// Bytes looked at, over every call: the cost that stays linear.
     examined: u64,
 }
@@ -58,6 +65,9 @@ impl ReplyScan {
             open: Vec::new(),
             top: None,
             lines: 0,
+            values: 0,
+            framed: None,
+            discarded: false,
             examined: 0,
         }
     }
@@ -99,6 +109,8 @@ impl ReplyScan {
 
     /// The first `n` bytes (at most [`ReplyScan::discardable`]) were removed.
     pub fn discard(&mut self, n: usize) {
+        self.framed = None;
+        self.discarded |= n > 0;
         self.pos = self.pos.saturating_sub(n);
         self.searched -= n.min(self.searched);
         if let Some(end) = &mut self.block_end {
@@ -116,6 +128,13 @@ impl ReplyScan {
     pub fn reply(&self, reply: &[u8]) -> Result<Reply, ReplyError> {
         if let Some(kind) = self.top {
             return Ok(Reply::Resp(kind));
+        }
+        if let Some(framed @ Reply::Values { body_len, .. }) = self.framed {
+            // Framed header by header with the parser's own checks, and `reply` ends
+            // with the `END` line found after `body_len` bytes.
+            if reply.len() == body_len + 5 {
+                return Ok(framed);
+            }
         }
         match parse_reply(reply, self.expect) {
             Ok((parsed, len)) if len == reply.len() => Ok(parsed),
@@ -187,8 +206,18 @@ impl ReplyScan {
                 return Ok(Some(next));
             }
             let block = match self.expect {
-                Expect::Values | Expect::Stats if line == b"END" => return Ok(Some(next)),
-                Expect::Values => values::value_header(line)?.length,
+                Expect::Values if line == b"END" => {
+                    self.framed = (!self.discarded).then_some(Reply::Values {
+                        hits: self.values,
+                        body_len: self.pos,
+                    });
+                    return Ok(Some(next));
+                }
+                Expect::Stats if line == b"END" => return Ok(Some(next)),
+                Expect::Values => {
+                    self.values += 1;
+                    values::value_header(line)?.length
+                }
                 Expect::Stats => 0,
                 Expect::Meta if line.starts_with(b"VA ") => tokens(line)
                     .nth(1)

@@ -65,14 +65,14 @@ impl<R: Ordered> ClientConn<R> {
     }
 
     /// Puts a request into the FCFS queue, or holds it behind the write barrier.
-    pub fn dispatch(&mut self, job: R, replicated: bool, queue: &RequestQueue<R>) {
+    pub fn dispatch(&mut self, job: R, replicated: bool, queue: &mut RequestQueue<R>) {
         if let Some(job) = self.outbox.admit(job, replicated) {
             queue.push(job);
         }
     }
 
     /// Records that a dispatched request is done and releases what the barrier held.
-    pub fn finished(&mut self, replicated: bool, queue: &RequestQueue<R>) {
+    pub fn finished(&mut self, replicated: bool, queue: &mut RequestQueue<R>) {
         self.outbox.release(replicated, |job| queue.push(job));
     }
 
@@ -241,28 +241,28 @@ mod tests {
     #[test]
     fn a_write_waits_for_earlier_requests_and_later_ones_wait_for_it() {
         let mut conn = conn();
-        let queue = RequestQueue::default();
+        let mut queue = RequestQueue::default();
         let r = req(&mut conn, false, 0);
-        conn.dispatch(r, false, &queue);
+        conn.dispatch(r, false, &mut queue);
         let r = req(&mut conn, false, 1);
-        conn.dispatch(r, false, &queue);
+        conn.dispatch(r, false, &mut queue);
         let r = req(&mut conn, true, 2);
-        conn.dispatch(r, true, &queue);
+        conn.dispatch(r, true, &mut queue);
         let r = req(&mut conn, false, 3);
-        conn.dispatch(r, false, &queue);
+        conn.dispatch(r, false, &mut queue);
         assert_eq!(
             queue.len(),
             2,
             "the two reads run in parallel; the write waits"
         );
-        conn.finished(false, &queue);
+        conn.finished(false, &mut queue);
         assert_eq!(queue.len(), 2);
         let _ = queue.try_pop();
         let _ = queue.try_pop();
-        conn.finished(false, &queue);
+        conn.finished(false, &mut queue);
         assert_eq!(queue.len(), 1, "both reads done: the write goes");
         assert_eq!(queue.try_pop().unwrap(), Req { write: true, n: 2 });
-        conn.finished(true, &queue);
+        conn.finished(true, &mut queue);
         assert_eq!(queue.try_pop().unwrap(), Req { write: false, n: 3 });
     }
 

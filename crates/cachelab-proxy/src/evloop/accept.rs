@@ -206,7 +206,6 @@ impl EventLoop {
             token,
             self.poll.registry(),
             &self.net,
-            &self.ctx.queue,
             slot,
         ) {
             Ok(client) => {

@@ -75,7 +75,6 @@ impl Client {
         token: Token,
         registry: &Registry,
         net: &Arc<NetContext>,
-        queue: &Arc<RequestQueue<Job>>,
         slot: Arc<PoolSlot>,
     ) -> std::io::Result<Client> {
         let mut socket = match tls {
@@ -91,7 +90,7 @@ impl Client {
         let conn = ClientConn::new(id, peer, Arc::clone(&net.budget));
         Ok(Client {
             stream: socket,
-            session: ClientSession::new(conn, Arc::clone(net), Arc::clone(queue), slot),
+            session: ClientSession::new(conn, Arc::clone(net), slot),
             life: Lifecycle::new(Instant::now(), tls.is_some()),
             readable: false,
             hup: false,
@@ -112,6 +111,7 @@ impl Client {
         hup: bool,
         writable: bool,
         registry: &Registry,
+        queue: &mut RequestQueue<Job>,
     ) -> Fate {
         if writable {
             self.blocked = false;
@@ -120,25 +120,25 @@ impl Client {
         if readable || hup {
             self.readable = true;
         }
-        self.advance(registry)
+        self.advance(registry, queue)
     }
 
     /// A worker finished one of its requests: the reply goes into its slot (into the
     /// output if it is the oldest owed). True if it is the first since the output was
     /// last written: the loop then calls [`Client::after_replies`] once it has handed
     /// out every reply of the worker's batch, so that they leave in one write.
-    pub fn on_reply(&mut self, done: &Completion) -> bool {
+    pub fn on_reply(&mut self, done: &Completion, queue: &mut RequestQueue<Job>) -> bool {
         self.session
-            .complete(done.seq, done.reply.as_deref(), done.write);
+            .complete(done.seq, done.reply.as_deref(), done.write, queue);
         !std::mem::replace(&mut self.replied, true)
     }
 
     /// Writes the replies completed since the last write; reading may resume, or the
     /// drain be done.
-    pub fn after_replies(&mut self, registry: &Registry) -> Fate {
+    pub fn after_replies(&mut self, registry: &Registry, queue: &mut RequestQueue<Job>) -> Fate {
         self.replied = false;
         if self.waiting || self.life.phase() != Phase::Open {
-            self.advance(registry)
+            self.advance(registry, queue)
         } else {
             self.flush();
             Fate::Keep
@@ -171,7 +171,7 @@ impl Client {
         }
     }
 
-    fn advance(&mut self, registry: &Registry) -> Fate {
+    fn advance(&mut self, registry: &Registry, queue: &mut RequestQueue<Job>) -> Fate {
         if self.life.is_handshaking() {
             match self.stream.handshake() {
                 Ok(true) => {
@@ -186,7 +186,7 @@ impl Client {
         }
         match self.life.phase() {
             // `read` leaves nothing unwritten that the socket would take.
-            Phase::Open => match self.read() {
+            Phase::Open => match self.read(queue) {
                 Ok(()) => Fate::Keep,
                 Err(end) => self.stop_reading(end, registry),
             },
@@ -197,12 +197,12 @@ impl Client {
     }
 
     /// Reads and decodes while the client may have more dispatched.
-    fn read(&mut self) -> Result<(), End> {
+    fn read(&mut self, queue: &mut RequestQueue<Job>) -> Result<(), End> {
         loop {
             // What is owed leaves before more is read: what the client has not taken
             // counts against what it may have dispatched.
             self.flush();
-            self.waiting = !self.session.may_read(Instant::now)?;
+            self.waiting = !self.session.may_read(Instant::now, queue)?;
             if self.waiting || !self.readable {
                 return Ok(());
             }
@@ -212,7 +212,7 @@ impl Client {
                     let now = Instant::now();
                     self.life.read(now);
                     self.readable = !drained || self.hup;
-                    self.session.after_read(now)?;
+                    self.session.after_read(now, queue)?;
                 }
                 Ok(ReadOutcome::WouldBlock) => {
                     self.readable = false;

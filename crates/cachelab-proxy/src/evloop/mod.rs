@@ -25,7 +25,9 @@ use slab::Slab;
 use tracing::warn;
 
 use crate::client::session::NetContext;
+use crate::job::Job;
 use crate::observed::PoolSlot;
+use crate::queue::{QueueLength, RequestQueue};
 use crate::tls::ListenerTls;
 use crate::worker::engine::{Engine, EngineSettings};
 use crate::worker::WorkerContext;
@@ -113,6 +115,8 @@ pub struct EventLoop {
     shared: Option<SharedConns>,
     net: Arc<NetContext>,
     ctx: WorkerContext,
+    /// The loop's FCFS queue: its clients' requests, for its workers.
+    queue: RequestQueue<Job>,
     settings: LoopSettings,
     state: Arc<AtomicU8>,
     health_seen: tokio::sync::watch::Receiver<u64>,
@@ -148,6 +152,7 @@ impl EventLoop {
         ctx: WorkerContext,
         settings: LoopSettings,
         index: usize,
+        queue_length: Arc<QueueLength>,
     ) -> io::Result<(EventLoop, Control)> {
         if !settings.busy_poll.is_zero() {
             crate::busy_poll::announce(settings.busy_poll);
@@ -211,6 +216,7 @@ impl EventLoop {
                 health_seen: ctx.health.subscribe(),
                 net,
                 ctx,
+                queue: RequestQueue::new(queue_length),
                 settings,
                 state,
                 next_worker: 0,
@@ -244,7 +250,7 @@ impl EventLoop {
             }
             if draining
                 && self.clients.is_empty()
-                && self.ctx.queue.is_empty()
+                && self.queue.is_empty()
                 && self.workers.iter().all(WorkerSlot::is_idle)
             {
                 return;
@@ -295,7 +301,9 @@ impl EventLoop {
                     }
                     let writable = event.is_writable() || event.is_write_closed();
                     if let Some(client) = self.clients.get_mut(key) {
-                        let fate = client.on_event(readable, hup, writable, self.poll.registry());
+                        let registry = self.poll.registry();
+                        let fate =
+                            client.on_event(readable, hup, writable, registry, &mut self.queue);
                         self.settle_client(key, fate);
                     }
                 } else if token >= LISTENER_BASE {
@@ -345,7 +353,7 @@ impl EventLoop {
     /// bytes are decoded, and when a write barrier lifts).
     fn serve_queue(&mut self) {
         loop {
-            if self.ctx.queue.is_empty() {
+            if self.queue.is_empty() {
                 return;
             }
             // Idle workers take turns (as they would queue up to wait), so requests
@@ -359,7 +367,8 @@ impl EventLoop {
             };
             self.next_worker = (w + 1) % n;
             let shared = self.shared.as_mut();
-            self.workers[w].serve_queue(&self.ctx, self.poll.registry(), shared);
+            let registry = self.poll.registry();
+            self.workers[w].serve_queue(&self.ctx, registry, shared, &mut self.queue);
             self.after_worker(w);
             self.deliver_pokes();
         }
@@ -374,14 +383,14 @@ impl EventLoop {
             let Some(&key) = self.by_id.get(&done.client) else {
                 continue;
             };
-            if self.clients[key].on_reply(&done) {
+            if self.clients[key].on_reply(&done, &mut self.queue) {
                 replied.push(key);
             }
         }
         self.workers[w].completed = completed;
         // One write per client for the batch's replies.
         for key in replied.drain(..) {
-            let fate = self.clients[key].after_replies(self.poll.registry());
+            let fate = self.clients[key].after_replies(self.poll.registry(), &mut self.queue);
             self.settle_client(key, fate);
         }
         self.replied = replied;

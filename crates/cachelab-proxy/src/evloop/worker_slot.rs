@@ -12,6 +12,7 @@ use crate::down::Down;
 use crate::health::Health;
 use crate::job::Job;
 use crate::mio_socket::ReadOutcome;
+use crate::queue::RequestQueue;
 use crate::routing::plan::ServerId;
 use crate::worker::engine::{Action, Engine, Event};
 use crate::worker::outputs::{self, Completion};
@@ -111,17 +112,18 @@ impl WorkerSlot {
         ctx: &WorkerContext,
         registry: &Registry,
         shared: Option<&mut SharedConns>,
+        queue: &mut RequestQueue<Job>,
     ) {
         if self.is_idle() {
-            let Some(job) = ctx.queue.try_pop() else {
+            let Some(job) = queue.try_pop() else {
                 return;
             };
             // One clock reading for the batch: its requests leave the queue together.
             let now = Instant::now();
-            self.engine.take(job, now, ctx.queue.len());
+            self.engine.take(job, now, queue.len());
             while self.engine.has_room() {
-                match ctx.queue.try_pop() {
-                    Some(job) => self.engine.take(job, now, ctx.queue.len()),
+                match queue.try_pop() {
+                    Some(job) => self.engine.take(job, now, queue.len()),
                     None => break,
                 }
             }

@@ -160,10 +160,14 @@ fn start_loops(
             max_reply_bytes: config.max_reply_bytes,
             share_connections: config.share_connections,
         };
-        let mut ctx = parts.worker.clone();
-        ctx.queue = Arc::clone(&parts.observed.queues[index]);
-        let (event_loop, control) =
-            EventLoop::new(listeners, Arc::clone(&parts.net), ctx, settings, index)?;
+        let (event_loop, control) = EventLoop::new(
+            listeners,
+            Arc::clone(&parts.net),
+            parts.worker.clone(),
+            settings,
+            index,
+            Arc::clone(&parts.observed.queues[index]),
+        )?;
         built.push((index, event_loop, control));
     }
     // The first loop accepts and hands every other client, in turn, to the others.

@@ -27,10 +27,9 @@ use crate::counters::Counters;
 use crate::endpoint::{Endpoint, Listener};
 use crate::health::{self, Health};
 use crate::histograms::LatencyUnits;
-use crate::job::Job;
 use crate::observed::{NetCounters, Observed, PoolSlot};
 use crate::pool_build::{build_pool, PoolError};
-use crate::queue::RequestQueue;
+use crate::queue::QueueLength;
 use crate::stats_file::{RunSummary, StatsWriter};
 use crate::stats_units::StatsUnits;
 use crate::tls::{ListenerTls, TlsError};
@@ -63,8 +62,8 @@ impl Parts {
             })
             .collect::<Result<Vec<_>, ServerError>>()?;
         // One queue per event loop, and every loop's workers numbered in one range.
-        let queues: Arc<[Arc<RequestQueue<Job>>]> = (0..config.loops)
-            .map(|_| Arc::new(RequestQueue::default()))
+        let queues: Arc<[Arc<QueueLength>]> = (0..config.loops)
+            .map(|_| Arc::new(QueueLength::default()))
             .collect();
         let workers = config.workers * config.loops;
         let budget = Arc::new(MemoryBudget::new(config.memory_budget));
@@ -91,7 +90,6 @@ impl Parts {
         Ok(Parts {
             net: Arc::new(NetContext::new(config, Arc::clone(&observed))),
             worker: WorkerContext {
-                queue: Arc::clone(&queues[0]),
                 health,
                 budget,
                 counters,

@@ -10,9 +10,7 @@ use crate::budget::MemoryBudget;
 use crate::counters::Counters;
 use crate::health::Health;
 use crate::histograms::LatencyUnits;
-use crate::job::Job;
 use crate::metrics::WorkerStats;
-use crate::queue::RequestQueue;
 use crate::stats_units::StatsUnits;
 use crossbeam_utils::CachePadded;
 use std::sync::MutexGuard;
@@ -30,12 +28,10 @@ pub struct WorkerSettings {
     pub max_reply_bytes: usize,
 }
 
-/// A worker's handles: the queue it takes from, the server health it reports to and
-/// reads, the budget its reply buffers are charged to, its counters and its statistics
+/// A worker's handles: the server health it reports to and reads, the budget its reply buffers are charged to, its counters and its statistics
 /// unit.
 #[derive(Clone)]
 pub struct WorkerContext {
-    pub queue: Arc<RequestQueue<Job>>,
     pub health: Arc<Health>,
     pub budget: Arc<MemoryBudget>,
     pub counters: Arc<[CachePadded<Counters>]>,

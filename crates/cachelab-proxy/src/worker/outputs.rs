@@ -11,6 +11,7 @@ use super::engine::{Action, Count, Engine, Event, Sample, Warning};
 use super::WorkerContext;
 use crate::health::Health;
 use crate::job::Job;
+use crate::metrics::micros;
 
 /// A reply a worker finished, for the loop to put into its client's reply slot (and to
 /// release what the client's write barrier held) before the worker takes more requests.
@@ -82,19 +83,16 @@ fn record(id: usize, ctx: &WorkerContext, engine: &Engine<Job, Health>, sample: 
         queue_len,
         failovers,
     } = sample;
-    {
-        let mut latencies = ctx.latencies.lock(id);
-        latencies.record_response(op, ts.sample().response.round() as u64);
-        for (server, sent, at) in engine.server_times(index) {
-            let us = at.saturating_duration_since(sent).as_micros() as u64;
-            latencies.record_server(server, us);
-        }
-    }
+    let s = ts.sample();
+    let mut latencies = ctx.latencies.lock(id);
     let mut stats = ctx.lock_stats(id);
+    latencies.record_response(op, s.response.round() as u64);
     stats.queue_len.add(queue_len as f64);
     stats.failovers += failovers;
-    stats.record(op, &ts, outcome);
+    stats.record_sample(op, &s, outcome);
     for (server, sent, at) in engine.server_times(index) {
-        stats.record_server(op, server, sent, at);
+        let us = micros(at, sent);
+        latencies.record_server(server, us as u64);
+        stats.record_server_us(op, server, us);
     }
 }

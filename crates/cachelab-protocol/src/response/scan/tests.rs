@@ -303,3 +303,54 @@ proptest! {
         }
     }
 }
+
+fn values_reply() -> impl Strategy<Value = Vec<u8>> {
+    let value = (
+        proptest::collection::vec(b'a'..=b'z', 1..12),
+        any::<u32>(),
+        proptest::collection::vec(any::<u8>(), 0..40),
+        proptest::option::of(any::<u64>()),
+    );
+    proptest::collection::vec(value, 0..5).prop_map(|values| {
+        let mut out = Vec::new();
+        for (key, flags, data, cas) in values {
+            out.extend_from_slice(b"VALUE ");
+            out.extend_from_slice(&key);
+            out.extend_from_slice(format!(" {flags} {}", data.len()).as_bytes());
+            if let Some(cas) = cas {
+                out.extend_from_slice(format!(" {cas}").as_bytes());
+            }
+            out.extend_from_slice(b"\r\n");
+            out.extend_from_slice(&data);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"END\r\n");
+        out
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// A retrieval reply summarised while it is framed is the one the parser gives.
+    #[test]
+    fn a_framed_retrieval_reply_is_the_parsed_one(bytes in values_reply(), step in 1usize..64) {
+        let (len, scan) = framed_in_pieces(&bytes, Expect::Values, step);
+        let (reply, whole) = parse_reply(&bytes, Expect::Values).unwrap();
+        prop_assert_eq!(len, Ok(whole));
+        prop_assert_eq!(scan.reply(&bytes), Ok(reply));
+    }
+}
+
+#[test]
+fn a_retrieval_reply_read_past_is_not_summarised_from_moved_positions() {
+    let bytes = b"VALUE a 0 3\r\nabc\r\nEND\r\n";
+    let mut scan = ReplyScan::new(Expect::Values);
+    assert_eq!(scan.advance(&bytes[..15]), Ok(None));
+    let n = scan.discardable(&bytes[..15]);
+    assert!(n > 0);
+    scan.discard(n);
+    assert_eq!(scan.advance(&bytes[n..]), Ok(Some(bytes.len() - n)));
+    // What is left is no longer a whole reply: the summary is not taken for it.
+    assert!(scan.reply(&bytes[n..]).is_err());
+}

@@ -17,6 +17,7 @@ use crate::budget::Charge;
 use crate::decode::Forward;
 use crate::job::{Job, Request as Served};
 use crate::metrics::OpKind;
+use crate::queue::RequestQueue;
 use crate::routing::plan::Access;
 use crate::routing::redis::plan::Route;
 use crate::routing::spans::KeySpans;
@@ -24,7 +25,12 @@ use crate::routing::spans::KeySpans;
 impl ClientSession {
     /// Drops a key's value on its servers, as memcached does when it refuses a `set` or
     /// `ms` as too large: an `md` whose reply nobody gets, ordered behind the refusal.
-    pub(super) fn unlink(&mut self, unlink: Unlink, arrival: Instant) {
+    pub(super) fn unlink(
+        &mut self,
+        unlink: Unlink,
+        arrival: Instant,
+        queue: &mut RequestQueue<Job>,
+    ) {
         let key = unlink.key.get(&self.rbuf);
         let mut frame = BytesMut::with_capacity(key.len() + 8);
         frame.extend_from_slice(b"md ");
@@ -43,7 +49,8 @@ impl ClientSession {
         };
         // A request of its own on the servers: counted like one.
         self.net.net.arrivals.fetch_add(1, Ordering::Relaxed);
-        if !self.dispatch(frame.freeze(), forward, KeySpans::default(), arrival, None) {
+        let frame = frame.freeze();
+        if !self.dispatch(frame, forward, KeySpans::default(), arrival, None, queue) {
             debug!(
                 conn = self.conn.id,
                 "memory budget exhausted: a too-large set's key not unlinked"
@@ -57,6 +64,7 @@ impl ClientSession {
         forward: Forward,
         mut spans: KeySpans,
         arrival: Instant,
+        queue: &mut RequestQueue<Job>,
     ) {
         let frame = if forward.quiet.is_some() {
             // The servers answer everything (so replies stay in step and the reply rule
@@ -100,7 +108,7 @@ impl ClientSession {
         } else {
             self.rbuf.split_to(len).freeze()
         };
-        if !self.dispatch(frame, forward, spans, arrival, None) {
+        if !self.dispatch(frame, forward, spans, arrival, None, queue) {
             self.conn.reply_now(b"SERVER_ERROR out of memory\r\n");
         }
     }
@@ -122,6 +130,7 @@ impl ClientSession {
         spans: KeySpans,
         arrival: Instant,
         redis: Option<Route>,
+        queue: &mut RequestQueue<Job>,
     ) -> bool {
         let Some(charge) = Charge::take(&self.net.budget, frame.len()) else {
             if self.net.budget.refusals().is_multiple_of(1000) {
@@ -159,8 +168,7 @@ impl ClientSession {
             charge,
             request,
         };
-        self.conn
-            .dispatch(job, !forward.access.is_read(), &self.queue);
+        self.conn.dispatch(job, !forward.access.is_read(), queue);
         true
     }
 }

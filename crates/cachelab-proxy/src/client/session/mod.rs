@@ -110,8 +110,6 @@ impl End {
 pub struct ClientSession {
     conn: ClientConn<Job>,
     net: Arc<NetContext>,
-    /// Its loop's FCFS queue.
-    queue: Arc<RequestQueue<Job>>,
     /// The listener's pool as of `generation`; refreshed when a reload bumps it.
     slot: Arc<PoolSlot>,
     pool: Arc<Pool>,
@@ -140,17 +138,11 @@ enum Decoded {
 }
 
 impl ClientSession {
-    pub fn new(
-        conn: ClientConn<Job>,
-        net: Arc<NetContext>,
-        queue: Arc<RequestQueue<Job>>,
-        slot: Arc<PoolSlot>,
-    ) -> Self {
+    pub fn new(conn: ClientConn<Job>, net: Arc<NetContext>, slot: Arc<PoolSlot>) -> Self {
         let pool = slot.current();
         ClientSession {
             conn,
             net,
-            queue,
             generation: slot.generation(),
             protocol: pool.protocol,
             pool,
@@ -187,7 +179,11 @@ impl ClientSession {
     /// request dispatched (a completion is to be waited for; [`ClientConn::must_wait`]
     /// arms its wake-up), after decoding what a pause left in the buffer. `clock` is
     /// read only then, for the paused requests' arrival.
-    pub fn may_read(&mut self, clock: impl Fn() -> Instant) -> Result<bool, End> {
+    pub fn may_read(
+        &mut self,
+        clock: impl Fn() -> Instant,
+        queue: &mut RequestQueue<Job>,
+    ) -> Result<bool, End> {
         let limits = self.limits();
         loop {
             if self.conn.is_dead() {
@@ -202,7 +198,7 @@ impl ClientSession {
             }
             // What was read before the pause arrives now, as if it had waited unread
             // in the socket (the client's own backlog, not the proxy's).
-            match self.decode_all(clock(), limits) {
+            match self.decode_all(clock(), limits, queue) {
                 Decoded::Quit => return Err(End::Quit),
                 Decoded::Paused | Decoded::All => {}
             }
@@ -220,17 +216,27 @@ impl ClientSession {
 
     /// A worker finished request `seq` of this client: its reply (None: noreply) goes
     /// into its slot, and a write's completion releases what the write barrier held.
-    pub fn complete(&mut self, seq: u64, reply: Option<&[u8]>, write: bool) {
+    pub fn complete(
+        &mut self,
+        seq: u64,
+        reply: Option<&[u8]>,
+        write: bool,
+        queue: &mut RequestQueue<Job>,
+    ) {
         match reply {
             Some(reply) => self.conn.complete(seq, reply),
             None => self.conn.complete_silent(seq),
         }
-        self.conn.finished(write, &self.queue);
+        self.conn.finished(write, queue);
     }
 
     /// Decodes what a read that completed at `arrival` brought.
-    pub fn after_read(&mut self, arrival: Instant) -> Result<(), End> {
-        match self.decode_all(arrival, self.limits()) {
+    pub fn after_read(
+        &mut self,
+        arrival: Instant,
+        queue: &mut RequestQueue<Job>,
+    ) -> Result<(), End> {
+        match self.decode_all(arrival, self.limits(), queue) {
             Decoded::Quit => Err(End::Quit),
             Decoded::Paused | Decoded::All => Ok(()),
         }
@@ -272,7 +278,12 @@ impl ClientSession {
 
     /// Handles every complete request in the buffer, stopping before a request to
     /// forward while the client may not have more dispatched.
-    fn decode_all(&mut self, arrival: Instant, limits: ClientLimits) -> Decoded {
+    fn decode_all(
+        &mut self,
+        arrival: Instant,
+        limits: ClientLimits,
+        queue: &mut RequestQueue<Job>,
+    ) -> Decoded {
         self.paused = false;
         let parse_limits = self.net.settings.limits;
         let generation = self.slot.generation();
@@ -288,7 +299,7 @@ impl ClientSession {
             }
         }
         if self.protocol == Protocol::Redis {
-            return self.decode_all_resp(arrival, limits);
+            return self.decode_all_resp(arrival, limits, queue);
         }
         loop {
             match self.decoder.step(&self.rbuf, &parse_limits) {
@@ -305,7 +316,7 @@ impl ClientSession {
                     return Decoded::Quit;
                 }
                 Step::Reject(invalid) => {
-                    if self.reject(invalid, arrival) {
+                    if self.reject(invalid, arrival, queue) {
                         return Decoded::Quit;
                     }
                 }
@@ -325,7 +336,9 @@ impl ClientSession {
                             self.rbuf.advance(len);
                             self.answer_local(local);
                         }
-                        Class::Forward(forward) => self.enqueue(len, forward, spans, arrival),
+                        Class::Forward(forward) => {
+                            self.enqueue(len, forward, spans, arrival, queue)
+                        }
                     }
                 }
             }
@@ -334,7 +347,12 @@ impl ClientSession {
 
     /// Answers a rejected request as memcached would (or not at all, where memcached
     /// is silent); true if the connection is to be closed, as memcached closes it.
-    fn reject(&mut self, invalid: Invalid, arrival: Instant) -> bool {
+    fn reject(
+        &mut self,
+        invalid: Invalid,
+        arrival: Instant,
+        queue: &mut RequestQueue<Job>,
+    ) -> bool {
         let len = invalid.consumed;
         self.errors += 1;
         self.net.net.bad_requests.fetch_add(1, Ordering::Relaxed);
@@ -350,7 +368,7 @@ impl ClientSession {
             self.conn.reply_now(reply);
         }
         if let Some(unlink) = invalid.unlink {
-            self.unlink(unlink, arrival);
+            self.unlink(unlink, arrival, queue);
         }
         self.rbuf.advance(len);
         invalid.then == Discard::Close

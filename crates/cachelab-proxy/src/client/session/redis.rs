@@ -13,6 +13,8 @@ use tracing::warn;
 use super::{ClientSession, Decoded, LOGGED_ERRORS};
 use crate::admission::ClientLimits;
 use crate::decode::Forward;
+use crate::job::Job;
+use crate::queue::RequestQueue;
 use crate::redis_info::compose_info;
 use crate::resp_decode::{RespForward, RespStep};
 
@@ -22,7 +24,12 @@ const OUT_OF_MEMORY: &[u8] = b"-ERR cachelab-proxy is out of memory (--memory-bu
 impl ClientSession {
     /// Handles every complete command in the buffer, stopping before one to forward
     /// while the client may not have more dispatched.
-    pub(super) fn decode_all_resp(&mut self, arrival: Instant, limits: ClientLimits) -> Decoded {
+    pub(super) fn decode_all_resp(
+        &mut self,
+        arrival: Instant,
+        limits: ClientLimits,
+        queue: &mut RequestQueue<Job>,
+    ) -> Decoded {
         let parse_limits = self.net.settings.limits;
         loop {
             match self.resp.step(&self.rbuf, &parse_limits, &self.pool) {
@@ -64,13 +71,19 @@ impl ClientSession {
                         return Decoded::Paused;
                     }
                     self.net.net.arrivals.fetch_add(1, Ordering::Relaxed);
-                    self.enqueue_resp(len, forward, arrival);
+                    self.enqueue_resp(len, forward, arrival, queue);
                 }
             }
         }
     }
 
-    fn enqueue_resp(&mut self, len: usize, forward: RespForward, arrival: Instant) {
+    fn enqueue_resp(
+        &mut self,
+        len: usize,
+        forward: RespForward,
+        arrival: Instant,
+        queue: &mut RequestQueue<Job>,
+    ) {
         let frame = match forward.composed {
             Some(composed) => {
                 self.rbuf.advance(len);
@@ -87,7 +100,7 @@ impl ClientSession {
             noreply: false,
             quiet: None,
         };
-        if !self.dispatch(frame, counted, forward.args, arrival, Some(route)) {
+        if !self.dispatch(frame, counted, forward.args, arrival, Some(route), queue) {
             self.conn.reply_now(OUT_OF_MEMORY);
         }
     }

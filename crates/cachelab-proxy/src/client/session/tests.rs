@@ -18,11 +18,11 @@ use crate::histograms::LatencyUnits;
 use crate::job::Job;
 use crate::observed::{NetCounters, Observed, PoolSlot};
 use crate::pool_build::build_pool;
-use crate::queue::RequestQueue;
+use crate::queue::{QueueLength, RequestQueue};
 
 struct Client {
     session: ClientSession,
-    queue: Arc<RequestQueue<Job>>,
+    queue: RequestQueue<Job>,
     /// The simulated time.
     now: Instant,
 }
@@ -40,7 +40,7 @@ fn client_with(tune: impl FnOnce(&mut Config)) -> Client {
     let slot = Arc::new(PoolSlot::new(
         build_pool(&config.listeners[0].pool, &health).unwrap(),
     ));
-    let queue = Arc::new(RequestQueue::default());
+    let queue = RequestQueue::default();
     let budget = Arc::new(MemoryBudget::new(config.memory_budget));
     let observed = Arc::new(Observed {
         counters: (0..1).map(|_| CachePadded::default()).collect(),
@@ -48,7 +48,7 @@ fn client_with(tune: impl FnOnce(&mut Config)) -> Client {
         net: Arc::new(NetCounters::default()),
         health,
         budget: Arc::clone(&budget),
-        queues: Arc::new([Arc::clone(&queue)]),
+        queues: Arc::new([Arc::new(QueueLength::default())]),
         listeners: vec![(config.listeners[0].listen.clone(), Arc::clone(&slot))],
         started: Instant::now(),
         workers: 1,
@@ -61,7 +61,7 @@ fn client_with(tune: impl FnOnce(&mut Config)) -> Client {
     let peer: std::net::SocketAddr = "127.0.0.1:40000".parse().unwrap();
     let conn = ClientConn::new(7, peer, budget);
     Client {
-        session: ClientSession::new(conn, context, Arc::clone(&queue), slot),
+        session: ClientSession::new(conn, context, slot),
         queue,
         now: Instant::now(),
     }
@@ -75,22 +75,29 @@ impl Client {
     /// The client's bytes arrive `after` the previous ones.
     fn send(&mut self, bytes: &[u8], after: Duration) -> Result<(), End> {
         self.now += after;
-        if !self.session.may_read(|| self.now)? {
+        if !self.may_read()? {
             panic!("the engine refused to read while a test sent");
         }
         self.session.read_buffer().extend_from_slice(bytes);
-        self.session.after_read(self.now)
+        self.session.after_read(self.now, &mut self.queue)
+    }
+
+    /// Whether the engine reads more now (at the simulated time).
+    fn may_read(&mut self) -> Result<bool, End> {
+        let now = self.now;
+        self.session.may_read(|| now, &mut self.queue)
     }
 
     /// What the workers may take now, in queue order.
-    fn queued(&self) -> Vec<Job> {
+    fn queued(&mut self) -> Vec<Job> {
         std::iter::from_fn(|| self.queue.try_pop()).collect()
     }
 
     /// A worker finished `job` with `reply`.
     fn finish(&mut self, job: &Job, reply: &[u8]) {
         let write = job.request.is_write();
-        self.session.complete(job.seq, Some(reply), write);
+        self.session
+            .complete(job.seq, Some(reply), write, &mut self.queue);
     }
 
     /// What the client receives now (all of it taken by the kernel).
@@ -164,10 +171,10 @@ fn admission_a_new_connection_has_one_request_out_until_its_first_reply() {
     c.send(b"get a\r\nget b\r\n", Duration::ZERO).unwrap();
     let first = c.queued();
     assert_eq!(frames(&first), ["get a\r\n"]);
-    assert!(!c.session.may_read(|| c.now).unwrap(), "reading waits");
+    assert!(!c.may_read().unwrap(), "reading waits");
     c.now += Duration::from_micros(100);
     c.finish(&first[0], b"END\r\n");
-    assert!(c.session.may_read(|| c.now).unwrap());
+    assert!(c.may_read().unwrap());
     assert_eq!(frames(&c.queued()), ["get b\r\n"]);
 }
 
@@ -178,10 +185,10 @@ fn admission_stops_reading_at_max_inflight_and_resumes_on_a_completion() {
         .unwrap();
     let jobs = c.queued();
     assert_eq!(frames(&jobs), ["get a\r\n", "get b\r\n"]);
-    assert!(!c.session.may_read(|| c.now).unwrap());
+    assert!(!c.may_read().unwrap());
     c.finish(&jobs[0], b"END\r\n");
     assert!(
-        !c.session.may_read(|| c.now).unwrap(),
+        !c.may_read().unwrap(),
         "the paused get is decoded, which fills the window again"
     );
     assert_eq!(frames(&c.queued()), ["get c\r\n"]);
@@ -194,11 +201,11 @@ fn admission_unread_replies_count_against_max_pending_bytes() {
     let jobs = c.queued();
     c.finish(&jobs[0], &[b'v'; 150]);
     assert!(
-        !c.session.may_read(|| c.now).unwrap(),
+        !c.may_read().unwrap(),
         "150 unread bytes: the client must read first"
     );
     c.received();
-    assert!(c.session.may_read(|| c.now).unwrap());
+    assert!(c.may_read().unwrap());
 }
 
 #[test]
@@ -324,10 +331,10 @@ proptest! {
             turns += 1;
             prop_assert!(turns < 10_000, "no progress");
             // The client's next read, as far as the engine reads now.
-            if !unsent.is_empty() && c.session.may_read(|| c.now).unwrap() {
+            if !unsent.is_empty() && c.may_read().unwrap() {
                 let n = cut.min(unsent.len());
                 c.session.read_buffer().extend_from_slice(&unsent[..n]);
-                c.session.after_read(c.now).unwrap();
+                c.session.after_read(c.now, &mut c.queue).unwrap();
                 unsent = &unsent[n..];
             }
             for job in c.queued() {
@@ -347,7 +354,7 @@ proptest! {
             c.finish(&job, format!("R{i}\r\n").as_bytes());
             prop_assert!(!done[i], "request {i} finished twice");
             done[i] = true;
-            c.session.may_read(|| c.now).unwrap();
+            c.may_read().unwrap();
         }
         let expected: String = (0..sets.len()).map(|i| format!("R{i}\r\n")).collect();
         prop_assert_eq!(String::from_utf8(c.received()).unwrap(), expected);

@@ -69,6 +69,7 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
                     && !values_answer_request(
                         &self.frames[ex.job],
                         &conn.rbuf[conn.parsed..conn.parsed + body_len],
+                        hits,
                     ));
                     let step = if foreign {
                         Some(Relay::Nothing)
