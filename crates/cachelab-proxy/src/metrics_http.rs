@@ -25,12 +25,15 @@ use tracing::debug;
 use crate::counters::Counters;
 use crate::metrics::OpKind;
 use crate::observed::Observed;
+use crate::stats_units::StatsUnits;
 
 const REQUEST_LIMIT: usize = 8 * 1024;
 const IO_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a scrape waits for the loops to publish their latencies.
+const PUBLISH_PATIENCE: Duration = Duration::from_millis(250);
 
 /// Serves scrapes until the task is dropped.
-pub async fn serve(listener: TcpListener, shared: Arc<Observed>) {
+pub async fn serve(listener: TcpListener, shared: Arc<Observed>, units: Arc<StatsUnits>) {
     let registry = Arc::new(registry(shared));
     loop {
         let Ok((stream, _)) = listener.accept().await else {
@@ -38,15 +41,21 @@ pub async fn serve(listener: TcpListener, shared: Arc<Observed>) {
             continue;
         };
         let registry = Arc::clone(&registry);
+        let units = Arc::clone(&units);
         tokio::spawn(async move {
-            if let Err(e) = tokio::time::timeout(IO_TIMEOUT, answer(stream, &registry)).await {
+            let answered = answer(stream, &registry, &units);
+            if let Err(e) = tokio::time::timeout(IO_TIMEOUT, answered).await {
                 debug!(error = %e, "metrics scrape timed out");
             }
         });
     }
 }
 
-async fn answer(mut stream: TcpStream, registry: &Registry) -> std::io::Result<()> {
+async fn answer(
+    mut stream: TcpStream,
+    registry: &Registry,
+    units: &StatsUnits,
+) -> std::io::Result<()> {
     let mut request = Vec::with_capacity(512);
     let mut chunk = [0u8; 1024];
     while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < REQUEST_LIMIT {
@@ -56,6 +65,9 @@ async fn answer(mut stream: TcpStream, registry: &Registry) -> std::io::Result<(
         }
         request.extend_from_slice(&chunk[..n]);
     }
+    // The latencies as the loops have them now (a loop that does not answer in time
+    // shows what it published last).
+    units.ask_latencies(PUBLISH_PATIENCE).await;
     let body = encode(registry);
     let head = format!(
         "HTTP/1.1 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; \

@@ -232,9 +232,74 @@ fn the_stats_file_counts_every_request_and_the_components_add_up() {
     assert_eq!(by_server("multiget"), vec![50, 50, 50]);
 }
 
+/// The exposition text of the metrics endpoint at `addr`.
+fn scrape(addr: &str) -> String {
+    use std::io::Write;
+    let mut http = std::net::TcpStream::connect(addr).unwrap();
+    http.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    http.read_to_string(&mut text).unwrap();
+    text
+}
+
+/// The value of the metric line named `name` (labels included) in `text`.
+fn metric(text: &str, name: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Clients that each send `gets` GETs, one at a time, and read every reply.
+fn gets_from(proxy: &Proxy, clients: usize, gets: usize) {
+    let mut handles = Vec::new();
+    for _ in 0..clients {
+        let mut client = proxy.client();
+        handles.push(thread::spawn(move || {
+            for _ in 0..gets {
+                client.get(&["k"]);
+            }
+        }));
+    }
+    handles.into_iter().for_each(|h| h.join().unwrap());
+}
+
+// The workers record their latencies in their loop's thread without a lock; `stats` and
+// a scrape must still count every request answered before they were asked.
+#[test]
+fn stats_counts_every_answer_its_client_has_seen() {
+    let servers = start_servers(1);
+    let proxy = Proxy::start(&[&servers[0]], &["-t", "4"]);
+    proxy.client().set("k", "v");
+    gets_from(&proxy, 4, 25);
+    let mut client = proxy.client();
+    // The set and 100 gets, no sooner and no later than the client saw them.
+    assert_eq!(common::stat_number(&mut client, "server_0_answers"), 101);
+}
+
+#[test]
+fn a_scrape_counts_every_answer_of_every_loop() {
+    let servers = start_servers(1);
+    let metrics_addr = format!("127.0.0.1:{}", common::free_port());
+    let args = ["--loops", "2", "-t", "2", "--metrics-addr", &metrics_addr];
+    let proxy = Proxy::start(&[&servers[0]], &args);
+    proxy.client().set("k", "v");
+    gets_from(&proxy, 6, 20);
+    let text = scrape(&metrics_addr);
+    let gets = metric(&text, "cachelab_proxy_response_seconds_count{op=\"get\"}");
+    assert_eq!(gets, Some(120), "{text}");
+    // One server: one line of its count.
+    let server = text
+        .lines()
+        .find(|l| l.starts_with("cachelab_proxy_server_seconds_count{"))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok());
+    assert_eq!(server, Some(121), "{text}");
+    // After the scrape every loop has published: `stats`, on either loop, agrees.
+    let mut client = proxy.client();
+    assert_eq!(common::stat_number(&mut client, "server_0_answers"), 121);
+}
+
 #[test]
 fn the_metrics_endpoint_serves_the_counters_in_prometheus_format() {
-    use std::io::Write;
     let servers = start_servers(1);
     let metrics_addr = format!("127.0.0.1:{}", common::free_port());
     let proxy = Proxy::start(&[&servers[0]], &["--metrics-addr", &metrics_addr]);
@@ -242,15 +307,7 @@ fn the_metrics_endpoint_serves_the_counters_in_prometheus_format() {
     client.set("k", "v");
     client.get(&["k"]);
     client.get(&["k", "missing"]);
-    let scrape = || {
-        let mut http = std::net::TcpStream::connect(&metrics_addr).unwrap();
-        http.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-            .unwrap();
-        let mut text = String::new();
-        http.read_to_string(&mut text).unwrap();
-        text
-    };
-    let text = scrape();
+    let text = scrape(&metrics_addr);
     assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
     for line in [
         "cachelab_proxy_requests_total{op=\"get\"} 1",
@@ -262,5 +319,5 @@ fn the_metrics_endpoint_serves_the_counters_in_prometheus_format() {
     ] {
         assert!(text.lines().any(|l| l == line), "missing {line}: {text}");
     }
-    assert!(scrape().contains("cachelab_proxy_received_total 3"));
+    assert!(scrape(&metrics_addr).contains("cachelab_proxy_received_total 3"));
 }

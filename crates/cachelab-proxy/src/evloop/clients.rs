@@ -133,6 +133,17 @@ impl Client {
         !std::mem::replace(&mut self.replied, true)
     }
 
+    /// Whether the client's `stats` requests wait for [`Client::answer_stats`].
+    pub fn owes_stats(&self) -> bool {
+        self.session.owes_stats()
+    }
+
+    /// Answers the client's waiting `stats` requests with `reply`; the loop then calls
+    /// [`Client::after_replies`].
+    pub fn answer_stats(&mut self, reply: &[u8]) {
+        self.session.answer_stats(reply);
+    }
+
     /// Writes the replies completed since the last write; reading may resume, or the
     /// drain be done.
     pub fn after_replies(&mut self, registry: &Registry, queue: &mut RequestQueue<Job>) -> Fate {

@@ -28,12 +28,15 @@ use crate::client::session::NetContext;
 use crate::job::Job;
 use crate::observed::PoolSlot;
 use crate::queue::{QueueLength, RequestQueue};
+use crate::stats_units::Seen;
 use crate::tls::ListenerTls;
 use crate::worker::engine::{Engine, EngineSettings};
 use crate::worker::WorkerContext;
 
 mod accept;
 mod clients;
+mod control;
+mod readers;
 mod server_link;
 mod shared;
 mod shared_worker;
@@ -44,6 +47,8 @@ mod writes;
 use accept::Handed;
 pub use accept::{Handoff, LoopListener};
 use clients::{Client, Fate};
+pub use control::Control;
+use control::{ABORT, DRAIN, RUN};
 use shared::SharedConns;
 use worker_slot::WorkerSlot;
 
@@ -71,37 +76,6 @@ pub struct LoopSettings {
     pub max_reply_bytes: usize,
     /// `--share-connections`: the workers share one connection per server.
     pub share_connections: bool,
-}
-
-const RUN: u8 = 0;
-const DRAIN: u8 = 1;
-const ABORT: u8 = 2;
-
-/// The control plane's handle on a running loop.
-#[derive(Clone)]
-pub struct Control {
-    waker: Arc<Waker>,
-    state: Arc<AtomicU8>,
-}
-
-impl Control {
-    /// Stops accepting and reading, answers what was received, then ends the loop.
-    pub fn drain(&self) {
-        self.state.store(DRAIN, Ordering::Release);
-        let _ = self.waker.wake();
-    }
-
-    /// Ends the loop now (the drain timeout passed).
-    pub fn abort(&self) {
-        self.state.store(ABORT, Ordering::Release);
-        let _ = self.waker.wake();
-    }
-
-    /// Makes the loop look at the shared health now (a probe ejected or restored a
-    /// server).
-    pub fn wake(&self) {
-        let _ = self.waker.wake();
-    }
 }
 
 pub struct EventLoop {
@@ -143,6 +117,10 @@ pub struct EventLoop {
     /// Clients with replies completed by the worker being handed out (see
     /// `after_worker`), kept for its capacity.
     replied: Vec<usize>,
+    /// Its number among the loops.
+    index: usize,
+    /// The statistics readers' requests it answered.
+    seen: Seen,
 }
 
 impl EventLoop {
@@ -188,7 +166,8 @@ impl EventLoop {
                     Arc::clone(&ctx.budget),
                     engine_settings,
                 );
-                WorkerSlot::new(index * settings.workers + local, local, engine)
+                let id = index * settings.workers + local;
+                WorkerSlot::new(id, local, engine, ctx.health.len())
             })
             .collect();
         let shared = if settings.share_connections {
@@ -230,13 +209,22 @@ impl EventLoop {
                 next_loop: 0,
                 inbox: None,
                 replied: Vec::new(),
+                index,
+                seen: Seen::default(),
             },
             control,
         ))
     }
 
-    /// Runs until drained (or aborted).
+    /// Runs until drained (or aborted), then hands its workers' records over for good.
     pub fn run(mut self) {
+        self.serve();
+        self.hand_over_windows();
+        self.publish_latencies();
+        self.ctx.stats.ended(self.index);
+    }
+
+    fn serve(&mut self) {
         let mut events = Events::with_capacity(1024);
         let mut draining = false;
         loop {
@@ -244,6 +232,7 @@ impl EventLoop {
             if state == ABORT {
                 return;
             }
+            self.answer_readers();
             if state == DRAIN && !draining {
                 draining = true;
                 self.start_drain();
@@ -423,6 +412,9 @@ impl EventLoop {
         match fate {
             Fate::Gone => self.remove(key),
             Fate::Keep => {
+                if self.clients[key].owes_stats() {
+                    return self.answer_stats(key);
+                }
                 if self.clients[key].lingers() && !self.lingering.contains(&key) {
                     self.lingering.push(key);
                 }

@@ -15,7 +15,7 @@ use crate::mio_socket::ReadOutcome;
 use crate::queue::RequestQueue;
 use crate::routing::plan::ServerId;
 use crate::worker::engine::{Action, Engine, Event};
-use crate::worker::outputs::{self, Completion};
+use crate::worker::outputs::{self, Completion, Records};
 use crate::worker::WorkerContext;
 
 /// What the worker waits for besides replies.
@@ -51,6 +51,8 @@ pub struct WorkerSlot {
     /// last used, and what arrived for it while it was not waiting (replies, an end).
     pub(super) seen: Vec<u64>,
     pub(super) inbox: Vec<(bool, Option<Down>)>,
+    /// Its statistics and latencies, handed over when asked.
+    pub records: Records,
 }
 
 /// Where a worker's connection to a server is registered.
@@ -61,7 +63,7 @@ pub fn server_token(base: usize, worker: usize, server: usize) -> Token {
 impl WorkerSlot {
     /// A worker with no server connections yet: [`WorkerSlot::connect_all`] opens its
     /// own; with `--share-connections` it has none and uses the loop's.
-    pub fn new(id: usize, local: usize, engine: Engine<Job, Health>) -> Self {
+    pub fn new(id: usize, local: usize, engine: Engine<Job, Health>, servers: usize) -> Self {
         WorkerSlot {
             id,
             local,
@@ -72,6 +74,7 @@ impl WorkerSlot {
             completed: Vec::new(),
             seen: Vec::new(),
             inbox: Vec::new(),
+            records: Records::new(servers, Instant::now()),
         }
     }
 
@@ -167,8 +170,9 @@ impl WorkerSlot {
         mut shared: Option<&mut SharedConns>,
     ) {
         while let Some(action) = self.engine.next_action() {
-            let completed = &mut self.completed;
-            let Some(action) = outputs::apply(self.id, ctx, &mut self.engine, action, completed)
+            let (completed, records) = (&mut self.completed, &mut self.records);
+            let engine = &mut self.engine;
+            let Some(action) = outputs::apply(self.id, ctx, engine, action, completed, records)
             else {
                 continue;
             };

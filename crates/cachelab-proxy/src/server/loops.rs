@@ -170,6 +170,12 @@ fn start_loops(
         )?;
         built.push((index, event_loop, control));
     }
+    parts.stats.set_wakers(
+        built
+            .iter()
+            .map(|(_, _, control)| control.waker())
+            .collect(),
+    );
     // The first loop accepts and hands every other client, in turn, to the others.
     let mut handoffs = Vec::new();
     for (_, event_loop, control) in built.iter_mut().skip(1) {

@@ -70,7 +70,7 @@ impl Parts {
         let counters: Arc<[CachePadded<Counters>]> =
             (0..workers).map(|_| CachePadded::default()).collect();
         let net = Arc::new(NetCounters::default());
-        let stats = Arc::new(StatsUnits::new(workers, health.len(), now));
+        let stats = Arc::new(StatsUnits::new(workers, config.loops, health.len(), now));
         let latencies = Arc::new(LatencyUnits::new(workers));
         let observed = Arc::new(Observed {
             counters: Arc::clone(&counters),
@@ -234,6 +234,7 @@ impl Ready {
             tokio::spawn(crate::metrics_http::serve(
                 listener,
                 Arc::clone(&parts.observed),
+                Arc::clone(&parts.stats),
             ))
         });
         let health = Arc::clone(&parts.worker.health);

@@ -12,7 +12,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
@@ -29,6 +29,9 @@ mod summary;
 use lines::ops_lines;
 pub use lines::*;
 pub use summary::{format_summary, log_summary};
+
+/// How long the writer waits at a window's end for the loops to hand over.
+const HANDOVER_PATIENCE: Duration = Duration::from_millis(250);
 
 /// The workers' units taken out at a window boundary, with the net layer's counters.
 struct Swapped {
@@ -138,7 +141,7 @@ impl StatsWriter {
     }
 
     async fn flush_window(mut self) -> Self {
-        let swapped = self.swap_units();
+        let swapped = self.swap_units().await;
         in_background(move || {
             self.write_window(swapped);
             self
@@ -159,16 +162,24 @@ impl StatsWriter {
         Ok(())
     }
 
-    /// Swaps every worker's unit for a fresh one (brief, per-worker locks) and samples
-    /// the net layer's counters at the window's end.
-    fn swap_units(&self) -> Swapped {
+    /// Has the loops hand over every worker's window ([`StatsUnits::ask_windows`]),
+    /// leaves a fresh unit for each, and samples the net layer's counters at the
+    /// window's end. A loop that does not answer in time keeps its workers' windows
+    /// for the next one.
+    async fn swap_units(&self) -> Swapped {
+        self.units.ask_windows(HANDOVER_PATIENCE).await;
         let end = Instant::now();
         // Sized for every server known now (a reload may have added some).
         let servers = self.observed.health.len();
         let units = (0..self.units.len())
             .map(|worker| {
-                let fresh = WorkerStats::new(servers, end);
-                std::mem::replace(&mut *self.units.lock(worker), fresh)
+                let mut handover = self.units.lock(worker);
+                if handover.handed {
+                    handover.handed = false;
+                    std::mem::replace(&mut handover.unit, WorkerStats::new(servers, end))
+                } else {
+                    WorkerStats::new(servers, self.window_start)
+                }
             })
             .collect();
         let net = &self.observed.net;

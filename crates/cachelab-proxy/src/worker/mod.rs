@@ -10,10 +10,8 @@ use crate::budget::MemoryBudget;
 use crate::counters::Counters;
 use crate::health::Health;
 use crate::histograms::LatencyUnits;
-use crate::metrics::WorkerStats;
 use crate::stats_units::StatsUnits;
 use crossbeam_utils::CachePadded;
-use std::sync::MutexGuard;
 
 pub mod engine;
 pub mod outputs;
@@ -39,11 +37,4 @@ pub struct WorkerContext {
     /// Cumulative latency histograms (the metrics endpoint, `stats`).
     pub latencies: Arc<LatencyUnits>,
     pub settings: WorkerSettings,
-}
-
-impl WorkerContext {
-    /// The worker's own statistics unit; contended only at window boundaries.
-    pub fn lock_stats(&self, worker: usize) -> MutexGuard<'_, WorkerStats> {
-        self.stats.lock(worker)
-    }
 }

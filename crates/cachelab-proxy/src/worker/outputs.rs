@@ -10,8 +10,9 @@ use tracing::warn;
 use super::engine::{Action, Count, Engine, Event, Sample, Warning};
 use super::WorkerContext;
 use crate::health::Health;
+use crate::histograms::Latencies;
 use crate::job::Job;
-use crate::metrics::micros;
+use crate::metrics::{micros, WorkerStats};
 
 /// A reply a worker finished, for the loop to put into its client's reply slot (and to
 /// release what the client's write barrier held) before the worker takes more requests.
@@ -25,14 +26,33 @@ pub struct Completion {
     pub write: bool,
 }
 
+/// What a worker records of its requests, in its loop's thread (no lock): its window's
+/// statistics and its cumulative latencies, handed over when asked
+/// ([`crate::stats_units`]).
+#[derive(Debug)]
+pub struct Records {
+    pub stats: WorkerStats,
+    pub latencies: Latencies,
+}
+
+impl Records {
+    pub fn new(servers: usize, now: Instant) -> Self {
+        Records {
+            stats: WorkerStats::new(servers, now),
+            latencies: Latencies::default(),
+        }
+    }
+}
+
 /// Carries out `action` if it is one of the above (None); returns the others, which
-/// need the loop's sockets or time. Replies go to `completed`.
+/// need the loop's sockets or time. Replies go to `completed`, samples to `records`.
 pub fn apply(
     id: usize,
     ctx: &WorkerContext,
     engine: &mut Engine<Job, Health>,
     action: Action,
     completed: &mut Vec<Completion>,
+    records: &mut Records,
 ) -> Option<Action> {
     match action {
         Action::Reply {
@@ -54,7 +74,7 @@ pub fn apply(
             });
             engine.handle(Event::Replied, Instant::now());
         }
-        Action::Sample(sample) => record(id, ctx, engine, sample),
+        Action::Sample(sample) => record(records, engine, sample),
         Action::Count(Count::Batch) => ctx.counters[id].record_batch(),
         Action::Count(Count::OutOfStep) => ctx.counters[id].record_out_of_step(),
         Action::Warn(Warning::Replication {
@@ -74,7 +94,7 @@ pub fn apply(
 }
 
 /// Writes a request's sample into the latency histograms and the statistics unit.
-fn record(id: usize, ctx: &WorkerContext, engine: &Engine<Job, Health>, sample: Sample) {
+fn record(records: &mut Records, engine: &Engine<Job, Health>, sample: Sample) {
     let Sample {
         index,
         op,
@@ -84,8 +104,7 @@ fn record(id: usize, ctx: &WorkerContext, engine: &Engine<Job, Health>, sample: 
         failovers,
     } = sample;
     let s = ts.sample();
-    let mut latencies = ctx.latencies.lock(id);
-    let mut stats = ctx.lock_stats(id);
+    let Records { stats, latencies } = records;
     latencies.record_response(op, s.response.round() as u64);
     stats.queue_len.add(queue_len as f64);
     stats.failovers += failovers;

@@ -25,7 +25,6 @@ use crate::queue::RequestQueue;
 use crate::resp_decode::RespDecoder;
 use crate::routing::plan::Pool;
 use crate::routing::Protocol;
-use crate::stats_command::compose_stats;
 
 mod forward;
 mod redis;
@@ -110,6 +109,9 @@ impl End {
 pub struct ClientSession {
     conn: ClientConn<Job>,
     net: Arc<NetContext>,
+    /// The reply slots of `stats` requests, for the loop to fill
+    /// ([`ClientSession::answer_stats`]).
+    stats_owed: Vec<u64>,
     /// The listener's pool as of `generation`; refreshed when a reload bumps it.
     slot: Arc<PoolSlot>,
     pool: Arc<Pool>,
@@ -143,6 +145,7 @@ impl ClientSession {
         ClientSession {
             conn,
             net,
+            stats_owed: Vec::new(),
             generation: slot.generation(),
             protocol: pool.protocol,
             pool,
@@ -239,6 +242,19 @@ impl ClientSession {
         match self.decode_all(arrival, self.limits(), queue) {
             Decoded::Quit => Err(End::Quit),
             Decoded::Paused | Decoded::All => Ok(()),
+        }
+    }
+
+    /// Whether `stats` requests wait for the loop's answer
+    /// ([`ClientSession::answer_stats`]).
+    pub fn owes_stats(&self) -> bool {
+        !self.stats_owed.is_empty()
+    }
+
+    /// Puts `reply` into the slot of every `stats` request waiting for it.
+    pub fn answer_stats(&mut self, reply: &[u8]) {
+        for seq in std::mem::take(&mut self.stats_owed) {
+            self.conn.complete(seq, reply);
         }
     }
 
@@ -379,11 +395,8 @@ impl ClientSession {
             Local::Version => self.conn.reply_now(
                 concat!("VERSION cachelab-proxy-", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes(),
             ),
-            Local::Stats => {
-                let mut out = BytesMut::with_capacity(2048);
-                compose_stats(&self.net.observed, &mut out);
-                self.conn.reply_now(&out);
-            }
+            // Its slot is filled by the loop, which holds its workers' latencies.
+            Local::Stats => self.stats_owed.push(self.conn.reserve()),
             Local::StatsUnsupported => self
                 .conn
                 .reply_now(b"CLIENT_ERROR only the general stats are served by the proxy\r\n"),
