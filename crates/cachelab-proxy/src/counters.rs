@@ -1,5 +1,6 @@
 //! Cumulative counters for the `stats` command. Each worker owns one set (relaxed
-//! atomics on its own cache line); `stats` sums them.
+//! atomics on its own cache line) that only its loop's thread writes; `stats` and the
+//! metrics sum them from any thread.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -41,8 +42,14 @@ pub struct Totals {
     pub out_of_step: u64,
 }
 
+/// Adds `by`. One thread writes a worker's counters (its loop's), so a plain load and
+/// store do: no locked read-modify-write on a request's path. Readers see each counter
+/// whole, as of some moment.
 fn bump(counter: &AtomicU64, by: u64) {
-    counter.fetch_add(by, Ordering::Relaxed);
+    counter.store(
+        counter.load(Ordering::Relaxed).wrapping_add(by),
+        Ordering::Relaxed,
+    );
 }
 
 impl Counters {

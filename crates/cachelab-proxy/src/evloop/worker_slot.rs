@@ -225,7 +225,7 @@ impl WorkerSlot {
                     self.blocked = Blocked::Nothing;
                     return;
                 }
-                Action::Reply { .. } | Action::Sample(_) | Action::Count(_) | Action::Warn(_) => {
+                Action::Reply { .. } | Action::Sample | Action::Count(_) | Action::Warn(_) => {
                     unreachable!("carried out by outputs::apply")
                 }
             }

@@ -74,7 +74,10 @@ pub fn apply(
             });
             engine.handle(Event::Replied, Instant::now());
         }
-        Action::Sample(sample) => record(records, engine, sample),
+        Action::Sample => {
+            let sample = engine.take_sample();
+            record(records, engine, sample);
+        }
         Action::Count(Count::Batch) => ctx.counters[id].record_batch(),
         Action::Count(Count::OutOfStep) => ctx.counters[id].record_out_of_step(),
         Action::Warn(Warning::Replication {

@@ -144,7 +144,9 @@ pub enum Action {
         outcome: Outcome,
         failovers: u64,
     },
-    Sample(Sample),
+    /// A request's statistics sample is ready: [`super::Engine::take_sample`] (kept
+    /// out of the action, which is moved several times, to keep it small).
+    Sample,
     Count(Count),
     Warn(Warning),
     /// The batch is done: take the next.

@@ -155,6 +155,8 @@ pub struct Engine<J, H> {
     warnings: Window,
     phase: Phase,
     actions: VecDeque<Action>,
+    /// Samples announced by [`Action::Sample`], oldest first.
+    samples: VecDeque<Sample>,
     /// The reply being written.
     out: BytesMut,
     /// The reply of the request being finished, until it is sent.
@@ -177,6 +179,7 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
             warnings: Window::new(WARNINGS_PER_SECOND),
             phase: Phase::Idle,
             actions: VecDeque::with_capacity(16),
+            samples: VecDeque::with_capacity(depth),
             out: BytesMut::with_capacity(16 * 1024),
             reply: None,
             settings: s,
@@ -276,6 +279,13 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
     /// The next thing to do, if any; None while the engine waits for an event.
     pub fn next_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
+    }
+
+    /// The sample an [`Action::Sample`] announced (once per action).
+    pub fn take_sample(&mut self) -> Sample {
+        self.samples
+            .pop_front()
+            .expect("an Action::Sample announced it")
     }
 
     /// Adds a request taken from the queue at `dequeued` (with `queue_len` left

@@ -333,14 +333,15 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
             last_answer,
             reply_sent,
         };
-        self.actions.push_back(Action::Sample(Sample {
+        self.samples.push_back(Sample {
             index,
             op: taken.job.op,
             ts,
             outcome,
             queue_len: taken.queue_len,
             failovers: taken.failovers,
-        }));
+        });
+        self.actions.push_back(Action::Sample);
     }
 }
 

@@ -204,7 +204,8 @@ impl Harness {
                 self.now += Duration::from_micros(1);
                 self.engine.handle(Event::Replied, self.now);
             }
-            Action::Sample(sample) => {
+            Action::Sample => {
+                let sample = self.engine.take_sample();
                 self.server_times
                     .push(self.engine.server_times(sample.index).collect());
                 self.samples.push(sample);
