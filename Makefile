@@ -12,9 +12,9 @@ SUDO      := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 # report's browser test opens a generated report headless; tcpdump: the capture-to-trace
 # test records loopback).
 APT_PKGS  := memcached redis-server nutcracker libmemcached-tools iperf3 openssh-server chromium \
-             tcpdump
+             tcpdump valgrind
 # Commands that tell whether each package above is installed.
-APT_CMDS  := memcached redis-server nutcracker memcaslap iperf3 sshd chromium tcpdump
+APT_CMDS  := memcached redis-server nutcracker memcaslap iperf3 sshd chromium tcpdump valgrind
 
 .PHONY: help deps system-deps rust-deps build test lint test-rust test-python demo bench fuzz clean
 
