@@ -321,15 +321,21 @@ impl EventLoop {
     /// Tells the workers what their shared connections reported, until nothing is left
     /// to tell (a worker's answer may close a connection others wait on).
     fn deliver_pokes(&mut self) {
+        // Swapped with the connections' list, and given back when it is done, so that
+        // neither is allocated again for each read.
+        let mut pokes = Vec::new();
         loop {
             let Some(shared) = &mut self.shared else {
                 return;
             };
             if shared.pokes.is_empty() {
+                if shared.pokes.capacity() < pokes.capacity() {
+                    shared.pokes = pokes;
+                }
                 return;
             }
-            let pokes = std::mem::take(&mut shared.pokes);
-            for poke in pokes {
+            std::mem::swap(&mut shared.pokes, &mut pokes);
+            for poke in pokes.drain(..) {
                 let w = poke.worker();
                 let shared = self.shared.as_mut().expect("checked");
                 self.workers[w].poked(&self.ctx, self.poll.registry(), shared, poke);
