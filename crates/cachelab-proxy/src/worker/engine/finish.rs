@@ -2,7 +2,6 @@
 //! must succeed, the primary's answer, or one answer per part with stand-ins) and the
 //! client's reply.
 
-use std::collections::VecDeque;
 use std::ops::Range;
 use std::time::Instant;
 
@@ -100,10 +99,12 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
                 self.part_answers[ex.part].get_or_insert(at);
             }
         }
-        let items: VecDeque<(usize, Target)> = (0..self.part_answers.len())
-            .filter(|&part| self.part_answers[part].is_none())
-            .map(|part| (index, Target::Part(part)))
-            .collect();
+        let mut items = self.staging_list();
+        items.extend(
+            (0..self.part_answers.len())
+                .filter(|&part| self.part_answers[part].is_none())
+                .map(|part| (index, Target::Part(part))),
+        );
         self.stage(items, Round::Parts(index), now);
     }
 
@@ -274,10 +275,13 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
         if succeeded && !follow_ups.is_empty() {
             // Written to the other replicas, and waited for; a replica that does not
             // store it is logged (rate-limited), as for any write.
-            let items = follow_ups
-                .iter()
-                .map(|&server| (index, Target::FollowUp(server)))
-                .collect();
+            let mut items = std::mem::take(&mut self.spare_items);
+            items.clear();
+            items.extend(
+                follow_ups
+                    .iter()
+                    .map(|&server| (index, Target::FollowUp(server))),
+            );
             let begin = self.exchanges.len();
             self.stage(items, Round::FollowUps { index, begin }, now);
             return;

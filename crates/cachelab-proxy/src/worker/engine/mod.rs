@@ -157,6 +157,8 @@ pub struct Engine<J, H> {
     actions: VecDeque<Action>,
     /// Samples announced by [`Action::Sample`], oldest first.
     samples: VecDeque<Sample>,
+    /// The last staging list, kept for its capacity ([`Engine::staging_list`]).
+    spare_items: VecDeque<(usize, Target)>,
     /// The reply being written.
     out: BytesMut,
     /// The reply of the request being finished, until it is sent.
@@ -180,6 +182,7 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
             phase: Phase::Idle,
             actions: VecDeque::with_capacity(16),
             samples: VecDeque::with_capacity(depth),
+            spare_items: VecDeque::with_capacity(depth),
             out: BytesMut::with_capacity(16 * 1024),
             reply: None,
             settings: s,
@@ -333,7 +336,7 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
         assert!(self.is_idle() && !self.batch.is_empty(), "a batch to start");
         self.actions.push_back(Action::Count(Count::Batch));
         self.exchanges.clear();
-        let mut items = VecDeque::new();
+        let mut items = self.staging_list();
         for (index, plan) in self.plans[..self.batch.len()].iter().enumerate() {
             items.extend((0..plan.parts.len()).map(|part| (index, Target::Part(part))));
         }

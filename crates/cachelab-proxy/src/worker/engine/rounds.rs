@@ -34,6 +34,13 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
         self.actions.push_back(Action::Drop { server, down });
     }
 
+    /// An empty staging list (the last one's memory, if it was given back).
+    pub(super) fn staging_list(&mut self) -> VecDeque<(usize, Target)> {
+        let mut items = std::mem::take(&mut self.spare_items);
+        items.clear();
+        items
+    }
+
     /// Stages `items` (asking for connections as needed), then sends and waits.
     pub(super) fn stage(&mut self, items: VecDeque<(usize, Target)>, round: Round, now: Instant) {
         self.phase = Phase::Stage {
@@ -88,6 +95,7 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
             return;
         }
         let Phase::Stage {
+            ref mut items,
             staged,
             exhausted,
             round,
@@ -96,6 +104,8 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
         else {
             unreachable!("staging");
         };
+        // Every item is staged: the list's memory serves the next round.
+        self.spare_items = std::mem::take(items);
         match round {
             // Either every part is answered, or one can no longer be: the others need
             // not be asked again.
