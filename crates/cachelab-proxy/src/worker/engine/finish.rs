@@ -271,17 +271,12 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
         };
         let succeeded = matches!(self.exchanges[at].result, State::Done { reply, .. }
             if is_success(expect, reply));
-        let follow_ups = &self.plans[index].follow_ups;
-        if succeeded && !follow_ups.is_empty() {
+        if succeeded && !self.plans[index].follow_ups.is_empty() {
             // Written to the other replicas, and waited for; a replica that does not
             // store it is logged (rate-limited), as for any write.
-            let mut items = std::mem::take(&mut self.spare_items);
-            items.clear();
-            items.extend(
-                follow_ups
-                    .iter()
-                    .map(|&server| (index, Target::FollowUp(server))),
-            );
+            let mut items = self.staging_list();
+            let follow_ups = &self.plans[index].follow_ups;
+            items.extend(follow_ups.iter().map(|&s| (index, Target::FollowUp(s))));
             let begin = self.exchanges.len();
             self.stage(items, Round::FollowUps { index, begin }, now);
             return;
