@@ -22,7 +22,11 @@ def test_the_one_point_experiment_repeats_its_configuration(proxy_binary, tmp_pa
     for key, value in SHORTER.items():
         text, n = re.subn(rf"^{key} = .*$", f"{key} = {value}", text, flags=re.M)
         assert n == 1, key
-    text = text.replace("cv_threshold = 0.10", "cv_threshold = 0.5")  # a loaded CI host
+    # Whether a point is stable is the machine's to say, and a CI host running other tests
+    # beside this one once gave a CV of 55% between two 2 s runs. This test is about the
+    # file's way through the lab; the bound itself is tested on made-up runs
+    # (test_store_validate.py). A CV cannot reach 10 over so few positive samples.
+    text = text.replace("cv_threshold = 0.10", "cv_threshold = 10")
     path = tmp_path / "one-point.toml"
     path.write_text(text)
     out = tmp_path / "out"
