@@ -39,6 +39,9 @@ mod control;
 mod readers;
 mod server_link;
 mod shared;
+/// The engine's tests route replies through a shared connection's demux.
+#[cfg(test)]
+pub(crate) use shared::demux::Demux;
 mod shared_worker;
 mod timers;
 mod worker_slot;
@@ -275,8 +278,8 @@ impl EventLoop {
                         let registry = self.poll.registry();
                         let s = token - SHARED_BASE;
                         let workers = &mut self.workers;
-                        let mut deliver = |w: usize, bytes: &[u8]| {
-                            workers[w].engine.read_buf(s).extend_from_slice(bytes)
+                        let mut deliver = |w: usize, bytes: &[u8], framed| {
+                            workers[w].engine.deliver(s, bytes, framed)
                         };
                         shared.on_event(&self.ctx, registry, s, readable, hup, &mut deliver);
                     }

@@ -3,6 +3,9 @@
 //! its request. Pure: bytes in, (worker, bytes) out; the scan that finds where one
 //! reply ends is the one the workers' engines parse with ([`ReplyScan`]).
 //!
+//! A reply that arrives whole is handed over with what the scan found ([`Framed`]), so
+//! the worker's engine does not frame it again.
+//!
 //! A reply still arriving is handed over as it comes (all of it but what the scan must
 //! see again), so a large reply is never held here: the worker's engine holds it, under
 //! the memory budget and `--max-reply-bytes`, as it would on a connection of its own.
@@ -11,6 +14,8 @@ use std::collections::VecDeque;
 
 use bytes::{Buf, BytesMut};
 use cachelab_protocol::{Expect, ReplyScan};
+
+use crate::worker::engine::Framed;
 
 /// The owner of a reply nobody wants any more ([`Demux::abandon`]).
 const NOBODY: usize = usize::MAX;
@@ -30,6 +35,8 @@ pub enum Lost {
 pub struct Demux {
     owed: VecDeque<(usize, Expect)>,
     scan: Option<ReplyScan>,
+    /// Part of the oldest reply was handed over already.
+    in_pieces: bool,
 }
 
 impl Demux {
@@ -44,11 +51,12 @@ impl Demux {
     }
 
     /// Hands the bytes of `buf` to the workers they answer, in order, through
-    /// `deliver(worker, bytes)`; what cannot be handed out yet stays in `buf`.
+    /// `deliver(worker, bytes, framed)` (`framed` when the bytes are exactly one whole
+    /// reply); what cannot be handed out yet stays in `buf`.
     pub fn route(
         &mut self,
         buf: &mut BytesMut,
-        mut deliver: impl FnMut(usize, &[u8]),
+        mut deliver: impl FnMut(usize, &[u8], Option<Framed>),
     ) -> Result<(), Lost> {
         while !buf.is_empty() {
             let Some(&(worker, expect)) = self.owed.front() else {
@@ -58,8 +66,14 @@ impl Demux {
             match scan.advance(buf) {
                 Ok(Some(len)) => {
                     if worker != NOBODY {
-                        deliver(worker, &buf[..len]);
+                        let reply = &buf[..len];
+                        let framed = match std::mem::take(&mut self.in_pieces) {
+                            false => scan.reply(reply).ok().map(|reply| Framed { expect, reply }),
+                            true => None,
+                        };
+                        deliver(worker, reply, framed);
                     }
+                    self.in_pieces = false;
                     buf.advance(len);
                     self.scan = None;
                     self.owed.pop_front();
@@ -68,8 +82,9 @@ impl Demux {
                     let n = scan.discardable(buf);
                     if n > 0 {
                         if worker != NOBODY {
-                            deliver(worker, &buf[..n]);
+                            deliver(worker, &buf[..n], None);
                         }
+                        self.in_pieces = true;
                         scan.discard(n);
                         buf.advance(n);
                     }
@@ -91,6 +106,7 @@ impl Demux {
             }
         }
         self.scan = None;
+        self.in_pieces = false;
         workers
     }
 
@@ -105,6 +121,7 @@ impl Demux {
     pub fn forget(&mut self, worker: usize) {
         if self.owed.front().is_some_and(|&(w, _)| w == worker) {
             self.scan = None;
+            self.in_pieces = false;
         }
         self.owed.retain(|&(w, _)| w != worker);
     }
@@ -123,7 +140,7 @@ mod tests {
         let mut out: Vec<(usize, Vec<u8>)> = Vec::new();
         for chunk in chunks {
             buf.extend_from_slice(chunk);
-            let result = demux.route(&mut buf, |w, bytes| match out.last_mut() {
+            let result = demux.route(&mut buf, |w, bytes, _| match out.last_mut() {
                 Some((last, held)) if *last == w => held.extend_from_slice(bytes),
                 _ => out.push((w, bytes.to_vec())),
             });
@@ -155,6 +172,45 @@ mod tests {
     }
 
     #[test]
+    fn a_reply_that_came_whole_is_handed_over_with_its_frame() {
+        use cachelab_protocol::Reply;
+        let mut demux = Demux::default();
+        demux.owe(0, Expect::Values);
+        demux.owe(1, Expect::Values);
+        demux.owe(0, Expect::Store);
+        let mut buf = BytesMut::from(&b"VALUE a 0 1\r\nx\r\nEND\r\nVALUE b 0 3\r\nxy"[..]);
+        let mut frames = Vec::new();
+        let mut route = |demux: &mut Demux, buf: &mut BytesMut| {
+            demux
+                .route(buf, |w, bytes, framed| {
+                    frames.push((w, bytes.to_vec(), framed))
+                })
+                .unwrap()
+        };
+        route(&mut demux, &mut buf);
+        buf.extend_from_slice(b"z\r\nEND\r\nSTORED\r\n");
+        route(&mut demux, &mut buf);
+        let values = |hits, body_len| {
+            Some(Framed {
+                expect: Expect::Values,
+                reply: Reply::Values { hits, body_len },
+            })
+        };
+        let stored = Some(Framed {
+            expect: Expect::Store,
+            reply: Reply::Stored,
+        });
+        let want: Vec<(usize, Vec<u8>, Option<Framed>)> = vec![
+            (0, b"VALUE a 0 1\r\nx\r\nEND\r\n".to_vec(), values(1, 16)),
+            // Its start was handed over before its end came: no frame for the rest.
+            (1, b"VALUE b 0 3\r\nxy".to_vec(), None),
+            (1, b"z\r\nEND\r\n".to_vec(), None),
+            (0, b"STORED\r\n".to_vec(), stored),
+        ];
+        assert_eq!(frames, want);
+    }
+
+    #[test]
     fn a_reply_in_pieces_is_handed_on_as_it_comes() {
         let mut demux = Demux::default();
         demux.owe(1, Expect::Values);
@@ -168,8 +224,9 @@ mod tests {
         for piece in reply.chunks(4096) {
             buf.extend_from_slice(piece);
             demux
-                .route(&mut buf, |w, bytes| {
+                .route(&mut buf, |w, bytes, framed| {
                     assert_eq!(w, 1);
+                    assert_eq!(framed, None, "a reply in pieces has no frame");
                     handed += bytes.len();
                 })
                 .unwrap();
@@ -272,7 +329,7 @@ mod tests {
                 let end = (at + cut).min(stream.len());
                 buf.extend_from_slice(&stream[at..end]);
                 at = end;
-                demux.route(&mut buf, |w, bytes| got[w].extend_from_slice(bytes)).unwrap();
+                demux.route(&mut buf, |w, bytes, _| got[w].extend_from_slice(bytes)).unwrap();
             }
             prop_assert_eq!(got, want);
             prop_assert!(buf.is_empty() && demux.is_empty());

@@ -22,7 +22,11 @@ use crate::down::{Down, OutOfStep};
 use crate::health::FailureKind;
 use crate::mio_socket::ReadOutcome;
 use crate::routing::plan::ServerId;
+use crate::worker::engine::Framed;
 use crate::worker::WorkerContext;
+
+/// Hands a worker its bytes: `(worker, bytes, the frame when they are one whole reply)`.
+pub type Deliver<'a> = dyn FnMut(usize, &[u8], Option<Framed>) + 'a;
 
 pub mod demux;
 
@@ -214,7 +218,7 @@ impl SharedConns {
     }
 
     /// A socket event on `server`'s connection: carries on opening it, writes what
-    /// waits, reads and hands out what arrived (`deliver(worker, bytes)`).
+    /// waits, reads and hands out what arrived (`deliver(worker, bytes, framed)`).
     pub fn on_event(
         &mut self,
         ctx: &WorkerContext,
@@ -222,7 +226,7 @@ impl SharedConns {
         server: ServerId,
         readable: bool,
         hup: bool,
-        deliver: &mut dyn FnMut(usize, &[u8]),
+        deliver: &mut Deliver<'_>,
     ) {
         if server >= self.conns.len() {
             return;
@@ -303,7 +307,7 @@ impl SharedConns {
         ctx: &WorkerContext,
         registry: &Registry,
         server: ServerId,
-        deliver: &mut dyn FnMut(usize, &[u8]),
+        deliver: &mut Deliver<'_>,
     ) {
         loop {
             let conn = &mut self.conns[server];
@@ -343,8 +347,8 @@ impl SharedConns {
                 )),
             };
             let got = &mut self.got;
-            let routed = conn.demux.route(&mut conn.inbuf, |worker, bytes| {
-                deliver(worker, bytes);
+            let routed = conn.demux.route(&mut conn.inbuf, |worker, bytes, framed| {
+                deliver(worker, bytes, framed);
                 if got.len() <= worker {
                     got.resize(worker + 1, false);
                 }

@@ -39,6 +39,9 @@ mod events;
 mod exchange;
 mod finish;
 #[cfg(test)]
+mod frame_tests;
+mod hints;
+#[cfg(test)]
 mod refusal_tests;
 mod replies;
 mod rounds;
@@ -49,6 +52,7 @@ mod tests;
 
 pub use events::{Action, Count, EngineSettings, Event, Sample, ServerHealth, Warning};
 use exchange::{fail_pending, Exchange, State};
+pub use hints::Framed;
 
 /// A request taken from the queue, with what the statistics need of that moment.
 pub(super) struct Taken<J> {
@@ -70,6 +74,8 @@ struct Conn {
     charge: Charge,
     /// How far the reply being read was framed (see [`ReplyScan`]); None between replies.
     scan: Option<ReplyScan>,
+    /// Replies in `rbuf` a shared connection's demux framed already.
+    hints: hints::Hints,
     /// The reply being read answers a request already refused (its kind given): its
     /// bytes are dropped as they come, to reach the replies after it.
     skipping: Option<Expect>,
@@ -206,6 +212,7 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
                 wbuf: BytesMut::with_capacity(4 * 1024),
                 charge: Charge::new(Arc::clone(&self.budget)),
                 scan: None,
+                hints: hints::Hints::default(),
                 skipping: None,
                 connected: false,
                 down: Down::NotConnectedYet,
@@ -254,15 +261,6 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
     /// Whether the engine waits for bytes from `server`.
     pub fn wants_read(&self, server: ServerId) -> bool {
         matches!(self.phase, Phase::Wait { .. }) && self.blocked[server]
-    }
-
-    /// Where bytes read from `server` go (room for a read is made).
-    pub fn read_buf(&mut self, server: ServerId) -> &mut BytesMut {
-        let rbuf = &mut self.conns[server].rbuf;
-        if rbuf.capacity() - rbuf.len() < 4096 {
-            rbuf.reserve(16 * 1024);
-        }
-        rbuf
     }
 
     /// When each server that answered request `index` was sent to and answered.

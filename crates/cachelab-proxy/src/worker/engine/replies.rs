@@ -4,10 +4,10 @@
 
 use std::time::Instant;
 
-use cachelab_protocol::{Reply, ReplyError, ReplyScan};
+use cachelab_protocol::{Expect, Reply, ReplyError, ReplyScan};
 
 use super::exchange::{fail_pending, refusal_line, State};
-use super::{Action, Count, Engine, ServerHealth};
+use super::{Action, Conn, Count, Engine, ServerHealth};
 use crate::down::{Down, OutOfStep};
 use crate::job::Request;
 use crate::routing::answers::values_answer_request;
@@ -42,17 +42,14 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
             }
             let expect = self.exchanges[index].expect;
             let conn = &mut self.conns[server];
-            // The scan resumes where the last read stopped: a reply arriving in many
-            // pieces is looked at once, not again from its start on every read.
-            let scan = conn.scan.get_or_insert_with(|| ReplyScan::new(expect));
-            let parsed = match scan.advance(&conn.rbuf[conn.parsed..]) {
-                Ok(Some(len)) => {
-                    let reply = scan.reply(&conn.rbuf[conn.parsed..conn.parsed + len]);
-                    conn.scan = None;
-                    reply.map(|reply| (reply, len))
-                }
-                Ok(None) => Err(ReplyError::Incomplete),
-                Err(e) => Err(e),
+            let framed = match conn.scan {
+                None => conn.hints.take(conn.parsed, conn.rbuf.len(), expect),
+                Some(_) => None,
+            };
+            let parsed = match framed {
+                // The demux framed these very bytes from the same start.
+                Some(found) => Ok(found),
+                None => scan(conn, expect),
             };
             match parsed {
                 Ok((_, len)) if len > self.settings.max_reply_bytes => {
@@ -221,5 +218,25 @@ fn out_of_step(reply: Reply, carries_data: bool) -> Option<Relay> {
         Reply::Error => Some(Relay::Nothing),
         Reply::ClientError if carries_data => Some(Relay::Reply),
         _ => None,
+    }
+}
+
+/// Frames the reply at `conn.parsed`. The scan resumes where the last read stopped: a
+/// reply arriving in many pieces is looked at once, not again from its start on every
+/// read.
+fn scan(conn: &mut Conn, expect: Expect) -> Result<(Reply, usize), ReplyError> {
+    if conn.scan.is_none() && conn.parsed == conn.rbuf.len() {
+        // Nothing of it yet: no scan is begun, so a frame may still come with it.
+        return Err(ReplyError::Incomplete);
+    }
+    let scan = conn.scan.get_or_insert_with(|| ReplyScan::new(expect));
+    match scan.advance(&conn.rbuf[conn.parsed..]) {
+        Ok(Some(len)) => {
+            let reply = scan.reply(&conn.rbuf[conn.parsed..conn.parsed + len]);
+            conn.scan = None;
+            reply.map(|reply| (reply, len))
+        }
+        Ok(None) => Err(ReplyError::Incomplete),
+        Err(e) => Err(e),
     }
 }

@@ -16,7 +16,7 @@ use crate::down::{Down, OutOfStep};
 use crate::health::FailureKind;
 use crate::routing::Protocol;
 
-fn settings(pipeline: usize) -> EngineSettings {
+pub(super) fn settings(pipeline: usize) -> EngineSettings {
     EngineSettings {
         pipeline,
         max_reply_bytes: 1 << 20,
@@ -285,7 +285,7 @@ fn a_redis_replicated_write_answers_the_error_when_a_server_refuses() {
 }
 
 /// A server behaviour drawn for a property test.
-fn behaviour() -> impl Strategy<Value = Behaviour> {
+pub(super) fn behaviour() -> impl Strategy<Value = Behaviour> {
     prop_oneof![
         4 => Just(Behaviour::Normal),
         1 => Just(Behaviour::Refuses),
@@ -298,7 +298,7 @@ fn behaviour() -> impl Strategy<Value = Behaviour> {
 }
 
 /// One request drawn for a property test: its kind and keys.
-fn memcached_request() -> impl Strategy<Value = Vec<u8>> {
+pub(super) fn memcached_request() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         (0u8..6).prop_map(|k| format!("get k{k}\r\n").into_bytes()),
         (0u8..6, 1usize..4).prop_map(|(k, n)| {
@@ -312,7 +312,7 @@ fn memcached_request() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
-fn redis_request() -> impl Strategy<Value = Vec<u8>> {
+pub(super) fn redis_request() -> impl Strategy<Value = Vec<u8>> {
     let bulk = |s: &str| format!("${}\r\n{s}\r\n", s.len());
     prop_oneof![
         (0u8..6).prop_map(
@@ -339,7 +339,7 @@ fn redis_request() -> impl Strategy<Value = Vec<u8>> {
 
 /// Every request got exactly one reply, in the order they were taken, and each reply
 /// is one whole reply of its protocol; every sample's stages are in order.
-fn check_one_reply_each_in_order(h: &Harness, taken: usize) {
+pub(super) fn check_one_reply_each_in_order(h: &Harness, taken: usize) {
     let jobs: Vec<usize> = h.replies.iter().map(|r| r.job).collect();
     assert_eq!(
         jobs,

@@ -7,11 +7,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use super::{Action, Count, Engine, EngineSettings, Event, Sample};
 use crate::budget::MemoryBudget;
 use crate::down::Down;
+use crate::evloop::Demux;
 use crate::health::FailureKind;
 use crate::job::Request;
 use crate::routing::plan::ServerId;
@@ -22,7 +23,7 @@ mod server;
 pub(super) use fixtures::{pool, request, FakeHealth, TestJob};
 pub(super) use server::{Behaviour, SimServer};
 
-/// The most bytes one simulated read delivers.
+/// The most bytes one simulated read delivers (unless set: [`Harness::through_demux`]).
 const READ_SIZE: usize = 512;
 
 /// What a server's connection delivers at a time.
@@ -55,6 +56,11 @@ pub(super) struct Harness {
     /// Per server: whether its connection is open, and its deliveries in time order.
     open: Vec<bool>,
     inbox: Vec<Vec<(Instant, Delivery)>>,
+    read_size: usize,
+    /// Replies read through a shared connection's demux (per server: it and the bytes it
+    /// holds), and whether its frames reach the engine.
+    shared: Option<Vec<(Demux, BytesMut)>>,
+    frames: bool,
     deadline: Option<Instant>,
     pub(super) replies: Vec<SeenReply>,
     pub(super) samples: Vec<Sample>,
@@ -91,6 +97,9 @@ impl Harness {
             start: now,
             open: vec![false; n],
             inbox: (0..n).map(|_| Vec::new()).collect(),
+            read_size: READ_SIZE,
+            shared: None,
+            frames: false,
             deadline: None,
             replies: Vec::new(),
             samples: Vec::new(),
@@ -116,9 +125,41 @@ impl Harness {
         self.run();
     }
 
+    /// Replies go through a shared connection's demux, as with `--share-connections`,
+    /// its frames handed to the engine if `frames`; reads of at most `read_size` bytes.
+    pub(super) fn through_demux(mut self, frames: bool, read_size: usize) -> Harness {
+        let n = self.servers.len();
+        self.shared = Some((0..n).map(|_| Default::default()).collect());
+        self.frames = frames;
+        self.read_size = read_size;
+        self
+    }
+
     fn close(&mut self, server: ServerId) {
         self.open[server] = false;
         self.inbox[server].clear();
+        if let Some(shared) = &mut self.shared {
+            shared[server] = Default::default();
+        }
+    }
+
+    /// Bytes read from `server`: into the engine's buffer, or through the demux. What
+    /// the demux cannot route ends the connection, as it does a shared one.
+    fn read(&mut self, server: ServerId, bytes: &[u8], at: Instant) {
+        let Some(shared) = &mut self.shared else {
+            self.engine.read_buf(server).extend_from_slice(bytes);
+            return;
+        };
+        let (demux, buf) = &mut shared[server];
+        buf.extend_from_slice(bytes);
+        let (engine, frames) = (&mut self.engine, self.frames);
+        let routed = demux.route(buf, |_, bytes, framed| {
+            engine.deliver(server, bytes, framed.filter(|_| frames))
+        });
+        if routed.is_err() {
+            self.close(server);
+            self.inbox[server].push((at, Delivery::Close));
+        }
     }
 
     fn run(&mut self) {
@@ -164,7 +205,12 @@ impl Harness {
                     let (reply, closes) = self.servers[server].answer(&bytes, self.redis);
                     let at = self.now + self.servers[server].delay;
                     // As a socket hands them over: in reads of at most a few hundred bytes.
-                    for chunk in reply.chunks(READ_SIZE) {
+                    if let Some(shared) = &mut self.shared {
+                        for expect in self.engine.outgoing_expects(server) {
+                            shared[server].0.owe(0, expect);
+                        }
+                    }
+                    for chunk in reply.chunks(self.read_size) {
                         self.inbox[server].push((at, Delivery::Bytes(chunk.to_vec())));
                     }
                     if closes {
@@ -238,7 +284,17 @@ impl Harness {
                 self.now = self.now.max(at);
                 let result = match delivery {
                     Delivery::Bytes(bytes) => {
-                        self.engine.read_buf(server).extend_from_slice(&bytes);
+                        self.read(server, &bytes, at);
+                        // A shared connection is read while it has bytes before its
+                        // workers hear of them: what came at once is routed at once.
+                        while self.shared.is_some()
+                            && matches!(self.inbox[server].first(),
+                                        Some((t, Delivery::Bytes(_))) if *t == at)
+                        {
+                            if let (_, Delivery::Bytes(more)) = self.inbox[server].remove(0) {
+                                self.read(server, &more, at);
+                            }
+                        }
                         Ok(())
                     }
                     Delivery::Close => {

@@ -1,0 +1,122 @@
+//! Frames from a shared connection's demux ([`super::Framed`]) change nothing the engine
+//! does: the same requests against the same simulated servers, read in pieces of any
+//! size through the demux, get the same replies, failures and statistics whether the
+//! engine takes the demux's frames or scans every reply itself.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use super::sim::{pool, request, Behaviour, Harness, SimServer};
+use super::tests::{
+    behaviour, check_one_reply_each_in_order, memcached_request, redis_request, settings,
+};
+use crate::routing::Protocol;
+
+/// What a run did that a client or the statistics see.
+fn seen(h: &Harness) -> String {
+    let samples: Vec<String> = h
+        .samples
+        .iter()
+        .map(|s| format!("{:?} {:?} {}", s.ts.sample(), s.outcome, s.failovers))
+        .collect();
+    format!(
+        "{:?}\n{samples:?}\n{:?}\n{:?}\n{}",
+        h.replies, h.failures, h.drops, h.out_of_step
+    )
+}
+
+struct Case {
+    redis: bool,
+    replicas: Option<usize>,
+    pipeline: usize,
+    behaviours: Vec<(Behaviour, u64)>,
+    batches: Vec<Vec<Vec<u8>>>,
+    read_size: usize,
+}
+
+fn served(case: &Case, frames: bool) -> (Harness, usize) {
+    let servers: Vec<SimServer> = case
+        .behaviours
+        .iter()
+        .map(|&(b, delay)| SimServer::new(Duration::from_micros(delay), b))
+        .collect();
+    let n = servers.len();
+    let mut h = Harness::new(servers, case.redis, settings(case.pipeline))
+        .through_demux(frames, case.read_size);
+    let protocol = if case.redis {
+        Protocol::Redis
+    } else {
+        Protocol::Memcached
+    };
+    let p = pool(n, case.replicas.map(|r| r.min(n)), protocol);
+    let mut taken = 0;
+    for batch in &case.batches {
+        let reqs: Vec<_> = batch
+            .iter()
+            .take(case.pipeline)
+            .map(|r| request(&p, r, h.now))
+            .collect();
+        taken += reqs.len();
+        h.serve(reqs);
+        h.now += Duration::from_micros(10);
+    }
+    (h, taken)
+}
+
+fn same_either_way(case: Case) {
+    let (scanned, taken) = served(&case, false);
+    let (framed, _) = served(&case, true);
+    check_one_reply_each_in_order(&framed, taken);
+    assert_eq!(seen(&scanned), seen(&framed));
+}
+
+#[test]
+fn whole_replies_and_replies_in_pieces_alike() {
+    for read_size in [1, 7, 64, 4096] {
+        same_either_way(Case {
+            redis: false,
+            replicas: None,
+            pipeline: 4,
+            behaviours: vec![(Behaviour::Normal, 50); 2],
+            batches: vec![vec![
+                b"set k1 0 0 2\r\nv1\r\n".to_vec(),
+                b"get k1 k2\r\n".to_vec(),
+                b"get k1\r\n".to_vec(),
+                b"delete k1\r\n".to_vec(),
+            ]],
+            read_size,
+        });
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 200,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(34),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn memcached_replies_are_the_same_with_frames(
+        replicas in prop::option::of(1usize..3),
+        pipeline in 1usize..6,
+        behaviours in prop::collection::vec((behaviour(), 0u64..200_000), 1..4),
+        batches in prop::collection::vec(prop::collection::vec(memcached_request(), 1..6), 1..5),
+        read_size in prop_oneof![1usize..16, 16usize..600],
+    ) {
+        same_either_way(Case { redis: false, replicas, pipeline, behaviours, batches, read_size });
+    }
+
+    #[test]
+    fn redis_replies_are_the_same_with_frames(
+        replicas in prop::option::of(1usize..3),
+        pipeline in 1usize..6,
+        behaviours in prop::collection::vec((behaviour(), 0u64..200_000), 1..4),
+        batches in prop::collection::vec(prop::collection::vec(redis_request(), 1..6), 1..5),
+        read_size in prop_oneof![1usize..16, 16usize..600],
+    ) {
+        same_either_way(Case { redis: true, replicas, pipeline, behaviours, batches, read_size });
+    }
+}
