@@ -112,6 +112,7 @@ impl Client {
         writable: bool,
         registry: &Registry,
         queue: &mut RequestQueue<Job>,
+        now: Instant,
     ) -> Fate {
         if writable {
             self.blocked = false;
@@ -120,7 +121,7 @@ impl Client {
         if readable || hup {
             self.readable = true;
         }
-        self.advance(registry, queue)
+        self.advance(registry, queue, now)
     }
 
     /// A worker finished one of its requests: the reply goes into its slot (into the
@@ -146,10 +147,15 @@ impl Client {
 
     /// Writes the replies completed since the last write; reading may resume, or the
     /// drain be done.
-    pub fn after_replies(&mut self, registry: &Registry, queue: &mut RequestQueue<Job>) -> Fate {
+    pub fn after_replies(
+        &mut self,
+        registry: &Registry,
+        queue: &mut RequestQueue<Job>,
+        now: Instant,
+    ) -> Fate {
         self.replied = false;
         if self.waiting || self.life.phase() != Phase::Open {
-            self.advance(registry, queue)
+            self.advance(registry, queue, now)
         } else {
             self.flush();
             Fate::Keep
@@ -182,7 +188,13 @@ impl Client {
         }
     }
 
-    fn advance(&mut self, registry: &Registry, queue: &mut RequestQueue<Job>) -> Fate {
+    /// `now`: when the loop's turn began (bytes read now arrived by then).
+    fn advance(
+        &mut self,
+        registry: &Registry,
+        queue: &mut RequestQueue<Job>,
+        now: Instant,
+    ) -> Fate {
         if self.life.is_handshaking() {
             match self.stream.handshake() {
                 Ok(true) => {
@@ -197,7 +209,7 @@ impl Client {
         }
         match self.life.phase() {
             // `read` leaves nothing unwritten that the socket would take.
-            Phase::Open => match self.read(queue) {
+            Phase::Open => match self.read(queue, now) {
                 Ok(()) => Fate::Keep,
                 Err(end) => self.stop_reading(end, registry),
             },
@@ -208,7 +220,7 @@ impl Client {
     }
 
     /// Reads and decodes while the client may have more dispatched.
-    fn read(&mut self, queue: &mut RequestQueue<Job>) -> Result<(), End> {
+    fn read(&mut self, queue: &mut RequestQueue<Job>, now: Instant) -> Result<(), End> {
         loop {
             // What is owed leaves before more is read: what the client has not taken
             // counts against what it may have dispatched.
@@ -220,7 +232,6 @@ impl Client {
             let outcome = self.stream.read_into(self.session.read_buffer());
             match outcome {
                 Ok(ReadOutcome::Data { drained, .. }) => {
-                    let now = Instant::now();
                     self.life.read(now);
                     self.readable = !drained || self.hup;
                     self.session.after_read(now, queue)?;

@@ -108,6 +108,8 @@ pub struct EventLoop {
     next_worker: usize,
     /// When the loop last read anything (busy-polling keeps polling after it).
     last_read: Instant,
+    /// When the current turn's poll returned.
+    turn: Instant,
     accept_paused_until: Option<Instant>,
     /// How long the next failed accept pauses accepting.
     accept_backoff: Backoff,
@@ -206,6 +208,7 @@ impl EventLoop {
                 next_due: None,
                 due_clients: Vec::new(),
                 last_read: Instant::now(),
+                turn: Instant::now(),
                 accept_paused_until: None,
                 accept_backoff: Backoff::for_accept(),
                 handoff: Vec::new(),
@@ -255,6 +258,12 @@ impl EventLoop {
                 }
                 continue;
             }
+            // The turn's one clock reading: when its events were found (a request's
+            // arrival, a reply's answer) and what its timers compare with.
+            self.turn = Instant::now();
+            for worker in &mut self.workers {
+                worker.clock = self.turn;
+            }
             for event in events.iter() {
                 let token = event.token().0;
                 if token >= SERVER_BASE {
@@ -294,8 +303,8 @@ impl EventLoop {
                     let writable = event.is_writable() || event.is_write_closed();
                     if let Some(client) = self.clients.get_mut(key) {
                         let registry = self.poll.registry();
-                        let fate =
-                            client.on_event(readable, hup, writable, registry, &mut self.queue);
+                        let (turn, queue) = (self.turn, &mut self.queue);
+                        let fate = client.on_event(readable, hup, writable, registry, queue, turn);
                         self.settle_client(key, fate);
                     }
                 } else if token >= LISTENER_BASE {
@@ -388,7 +397,8 @@ impl EventLoop {
         self.workers[w].completed = completed;
         // One write per client for the batch's replies.
         for key in replied.drain(..) {
-            let fate = self.clients[key].after_replies(self.poll.registry(), &mut self.queue);
+            let fate =
+                self.clients[key].after_replies(self.poll.registry(), &mut self.queue, self.turn);
             self.settle_client(key, fate);
         }
         self.replied = replied;

@@ -21,7 +21,8 @@ impl EventLoop {
         let mut out = BytesMut::with_capacity(2048);
         compose_stats(&self.net.observed, &mut out);
         self.clients[key].answer_stats(&out);
-        let fate = self.clients[key].after_replies(self.poll.registry(), &mut self.queue);
+        let fate =
+            self.clients[key].after_replies(self.poll.registry(), &mut self.queue, self.turn);
         self.settle_client(key, fate);
     }
 

@@ -45,7 +45,7 @@ impl WorkerSlot {
                 Err(down) => Event::Unavailable { server, down },
             }
         };
-        self.engine.handle(event, Instant::now());
+        self.engine.handle(event, self.clock);
         true
     }
 
@@ -84,7 +84,7 @@ impl WorkerSlot {
             }
             Err(down) => {
                 self.engine
-                    .handle(Event::WriteFailed { server, down }, Instant::now());
+                    .handle(Event::WriteFailed { server, down }, self.clock);
                 true
             }
         }
@@ -122,12 +122,13 @@ impl WorkerSlot {
             self.engine.outgoing(server),
             self.engine.outgoing_expects(server),
         );
+        // The bytes leave with the turn's other writes ([`SharedConns::flush_all`]).
         self.engine.handle(
             Event::Written {
                 server,
                 reconnected,
             },
-            Instant::now(),
+            self.clock,
         );
     }
 

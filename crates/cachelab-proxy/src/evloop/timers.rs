@@ -64,7 +64,7 @@ impl EventLoop {
         let Some(due) = self.next_due else {
             return;
         };
-        let now = Instant::now();
+        let now = self.turn;
         if now < due {
             return;
         }

@@ -45,6 +45,9 @@ pub struct WorkerSlot {
     pub(super) links: Vec<ServerLink>,
     pub(super) blocked: Blocked,
     deadline: Instant,
+    /// When what the worker handles happened: the loop's turn began (its socket events,
+    /// its timers), or the worker took its batch. One clock reading serves them all.
+    pub(super) clock: Instant,
     /// Replies finished since the loop last took them, for their clients.
     pub completed: Vec<Completion>,
     /// `--share-connections`: per server, the generation of the shared connection it
@@ -64,17 +67,19 @@ impl WorkerSlot {
     /// A worker with no server connections yet: [`WorkerSlot::connect_all`] opens its
     /// own; with `--share-connections` it has none and uses the loop's.
     pub fn new(id: usize, local: usize, engine: Engine<Job, Health>, servers: usize) -> Self {
+        let now = Instant::now();
         WorkerSlot {
             id,
             local,
             engine,
             links: Vec::new(),
             blocked: Blocked::Nothing,
-            deadline: Instant::now(),
+            deadline: now,
+            clock: now,
             completed: Vec::new(),
             seen: Vec::new(),
             inbox: Vec::new(),
-            records: Records::new(servers, Instant::now()),
+            records: Records::new(servers, now),
         }
     }
 
@@ -123,6 +128,7 @@ impl WorkerSlot {
             };
             // One clock reading for the batch: its requests leave the queue together.
             let now = Instant::now();
+            self.clock = now;
             self.engine.take(job, now, queue.len());
             while self.engine.has_room() {
                 match queue.try_pop() {
@@ -154,7 +160,7 @@ impl WorkerSlot {
         event: Event,
     ) {
         self.blocked = Blocked::Nothing;
-        self.engine.handle(event, Instant::now());
+        self.engine.handle(event, self.clock);
         self.step(ctx, registry, shared);
         if self.blocked == Blocked::Nothing && self.engine.is_waiting() {
             // Still waiting for other replies, under the deadline already set.
