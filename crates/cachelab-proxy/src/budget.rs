@@ -105,6 +105,10 @@ impl Charge {
 
     /// Resizes the charge to `n` bytes; false (and unchanged) if growing does not fit.
     pub fn resize(&mut self, n: usize) -> bool {
+        if n == self.held {
+            // Nothing to move: no locked instruction on the process-wide count.
+            return true;
+        }
         if n > self.held {
             if !self.budget.try_take(n - self.held) {
                 return false;
@@ -118,6 +122,9 @@ impl Charge {
 
     /// Resizes to `n` even past the limit.
     pub fn force_resize(&mut self, n: usize) {
+        if n == self.held {
+            return;
+        }
         if n > self.held {
             self.budget.force_take(n - self.held);
         } else {
@@ -129,7 +136,9 @@ impl Charge {
 
 impl Drop for Charge {
     fn drop(&mut self) {
-        self.budget.give_back(self.held);
+        if self.held > 0 {
+            self.budget.give_back(self.held);
+        }
     }
 }
 
