@@ -22,7 +22,6 @@ use crate::mio_socket::{MioSocket, ReadOutcome};
 use crate::observed::PoolSlot;
 use crate::queue::RequestQueue;
 use crate::tls::ListenerTls;
-use crate::worker::outputs::Completion;
 
 use crate::loop_stream::tls::TlsSocket;
 use crate::loop_stream::LoopStream;
@@ -128,9 +127,14 @@ impl Client {
     /// output if it is the oldest owed). True if it is the first since the output was
     /// last written: the loop then calls [`Client::after_replies`] once it has handed
     /// out every reply of the worker's batch, so that they leave in one write.
-    pub fn on_reply(&mut self, done: &Completion, queue: &mut RequestQueue<Job>) -> bool {
-        self.session
-            .complete(done.seq, done.reply.as_deref(), done.write, queue);
+    pub fn on_reply(
+        &mut self,
+        seq: u64,
+        reply: Option<&[u8]>,
+        write: bool,
+        queue: &mut RequestQueue<Job>,
+    ) -> bool {
+        self.session.complete(seq, reply, write, queue);
         !std::mem::replace(&mut self.replied, true)
     }
 

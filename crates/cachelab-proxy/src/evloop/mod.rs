@@ -86,7 +86,8 @@ pub struct EventLoop {
     listeners: LoopListeners,
     clients: Slab<Client>,
     /// Client connection id to slab key, for the replies the workers complete.
-    by_id: HashMap<u64, usize>,
+    /// Client ids to their keys (ids are the proxy's own: a fast fixed hash).
+    by_id: HashMap<u64, usize, foldhash::fast::FixedState>,
     workers: Vec<WorkerSlot>,
     /// `--share-connections`: the connections the workers share.
     shared: Option<SharedConns>,
@@ -194,7 +195,7 @@ impl EventLoop {
                 poll,
                 listeners,
                 clients: Slab::with_capacity(1024),
-                by_id: HashMap::new(),
+                by_id: HashMap::default(),
                 workers,
                 shared,
                 health_seen: ctx.health.subscribe(),
@@ -386,14 +387,17 @@ impl EventLoop {
     fn after_worker(&mut self, w: usize) {
         let mut completed = std::mem::take(&mut self.workers[w].completed);
         let mut replied = std::mem::take(&mut self.replied);
+        let replies = self.workers[w].engine.replies();
         for done in completed.drain(..) {
             let Some(&key) = self.by_id.get(&done.client) else {
                 continue;
             };
-            if self.clients[key].on_reply(&done, &mut self.queue) {
+            let reply = done.reply.map(|span| &replies[span]);
+            if self.clients[key].on_reply(done.seq, reply, done.write, &mut self.queue) {
                 replied.push(key);
             }
         }
+        self.workers[w].engine.clear_replies();
         self.workers[w].completed = completed;
         // One write per client for the batch's replies.
         for key in replied.drain(..) {

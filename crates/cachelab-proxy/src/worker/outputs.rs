@@ -2,9 +2,9 @@
 //! loop (which owns the client: [`Completion`]), a request's statistics into the worker's
 //! units, counters, warnings, carried out by the event loop's worker slots.
 
+use std::ops::Range;
 use std::time::Instant;
 
-use bytes::Bytes;
 use tracing::warn;
 
 use super::engine::{Action, Count, Engine, Event, Sample, Warning};
@@ -20,8 +20,9 @@ use crate::metrics::{micros, WorkerStats};
 pub struct Completion {
     pub client: u64,
     pub seq: u64,
-    /// None: the client asked for no reply.
-    pub reply: Option<Bytes>,
+    /// Where the reply is in the worker's [`Engine::replies`]; None: the client asked
+    /// for no reply.
+    pub reply: Option<Range<usize>>,
     /// The request changed data (its connection's write barrier lifts).
     pub write: bool,
 }
@@ -57,7 +58,7 @@ pub fn apply(
     match action {
         Action::Reply {
             index,
-            bytes,
+            span,
             silent,
             outcome,
             failovers,
@@ -69,7 +70,7 @@ pub fn apply(
             completed.push(Completion {
                 client: job.client,
                 seq: job.seq,
-                reply: (!silent).then_some(bytes),
+                reply: (!silent).then_some(span),
                 write: job.is_write(),
             });
             engine.handle(Event::Replied, Instant::now());

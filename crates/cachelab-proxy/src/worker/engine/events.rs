@@ -1,9 +1,8 @@
 //! What goes into the engine and what comes out of it: the events the shell tells it,
 //! the actions it asks for, and the narrow view of the shared server health it reads.
 
+use std::ops::Range;
 use std::time::Instant;
-
-use bytes::Bytes;
 
 use crate::down::{Down, IdleEnd};
 use crate::endpoint::Endpoint;
@@ -135,11 +134,13 @@ pub enum Action {
         server: ServerId,
         down: Down,
     },
-    /// Count the request, then complete reply slot of request `index` with `bytes`
-    /// (or, when `silent`, without a reply); answer with [`Event::Replied`].
+    /// Count the request, then complete reply slot of request `index` with the bytes at
+    /// `span` (or, when `silent`, without a reply); answer with [`Event::Replied`]. The
+    /// bytes stay until [`super::Engine::clear_replies`].
     Reply {
         index: usize,
-        bytes: Bytes,
+        /// Where the reply is in [`super::Engine::replies`].
+        span: Range<usize>,
         silent: bool,
         outcome: Outcome,
         failovers: u64,

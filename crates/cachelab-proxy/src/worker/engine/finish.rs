@@ -23,17 +23,18 @@ use crate::routing::redis::split::merge_resp_parts;
 /// noreply, or quiet mode leaves it out), and notes how it is to be sent.
 fn put(
     out: &mut BytesMut,
-    reply: &mut Option<(bool, u64)>,
+    reply: &mut Option<(bool, u64, usize)>,
     job: &Request,
     silent: bool,
     failovers: u64,
     write: impl FnOnce(&mut BytesMut),
 ) {
     let silent = silent || job.noreply;
+    let start = out.len();
     if !silent {
         write(out);
     }
-    *reply = Some((silent, failovers));
+    *reply = Some((silent, failovers, start));
 }
 
 /// Request `index` of the batch and its stand-ins so far (a macro, so that only the
@@ -43,6 +44,36 @@ macro_rules! taken {
         let taken = $engine.batch[$index].as_ref().expect("served");
         (&taken.job, taken.failovers)
     }};
+}
+
+/// The replies' buffer keeps at most this much capacity once taken.
+const OUT_KEEP: usize = 256 * 1024;
+
+impl<J, H> Engine<J, H> {
+    /// The bytes of the replies sent ([`Action::Reply`]'s `span`) since the last
+    /// [`Engine::clear_replies`]: the shell copies each into its client's output, so a
+    /// reply is neither split off nor reference-counted on its way.
+    pub fn replies(&self) -> &[u8] {
+        &self.out
+    }
+
+    /// The shell has taken every reply it was given ([`Action::Reply`] carried out).
+    /// Replies written whose action still waits in the queue (behind an action the shell
+    /// waits on, such as a connection being opened) keep their bytes, and so does the
+    /// buffer until they have been taken.
+    pub fn clear_replies(&mut self) {
+        let waiting = self
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::Reply { .. }));
+        if waiting || self.reply.is_some() {
+            return;
+        }
+        self.out.clear();
+        if self.out.capacity() > OUT_KEEP {
+            self.out = BytesMut::with_capacity(16 * 1024);
+        }
+    }
 }
 
 impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {

@@ -1,7 +1,9 @@
 //! Frames from a shared connection's demux ([`super::Framed`]) change nothing the engine
 //! does: the same requests against the same simulated servers, read in pieces of any
 //! size through the demux, get the same replies, failures and statistics whether the
-//! engine takes the demux's frames or scans every reply itself.
+//! engine takes the demux's frames or scans every reply itself. Nor does when the shell
+//! clears the replies' buffer ([`super::Engine::clear_replies`]): a reply whose action
+//! waits behind another keeps its bytes.
 
 use std::time::Duration;
 
@@ -35,7 +37,7 @@ struct Case {
     read_size: usize,
 }
 
-fn served(case: &Case, frames: bool) -> (Harness, usize) {
+fn served(case: &Case, frames: bool, clear_often: bool) -> (Harness, usize) {
     let servers: Vec<SimServer> = case
         .behaviours
         .iter()
@@ -44,6 +46,9 @@ fn served(case: &Case, frames: bool) -> (Harness, usize) {
     let n = servers.len();
     let mut h = Harness::new(servers, case.redis, settings(case.pipeline))
         .through_demux(frames, case.read_size);
+    if clear_often {
+        h = h.clearing_replies_often();
+    }
     let protocol = if case.redis {
         Protocol::Redis
     } else {
@@ -65,10 +70,12 @@ fn served(case: &Case, frames: bool) -> (Harness, usize) {
 }
 
 fn same_either_way(case: Case) {
-    let (scanned, taken) = served(&case, false);
-    let (framed, _) = served(&case, true);
+    let (scanned, taken) = served(&case, false, false);
+    let (framed, _) = served(&case, true, false);
     check_one_reply_each_in_order(&framed, taken);
     assert_eq!(seen(&scanned), seen(&framed));
+    let (cleared, _) = served(&case, true, true);
+    assert_eq!(seen(&scanned), seen(&cleared));
 }
 
 #[test]

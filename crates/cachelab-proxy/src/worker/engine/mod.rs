@@ -165,10 +165,11 @@ pub struct Engine<J, H> {
     samples: VecDeque<Sample>,
     /// The last staging list, kept for its capacity ([`Engine::staging_list`]).
     spare_items: VecDeque<(usize, Target)>,
-    /// The reply being written.
+    /// The replies written since the loop last took them ([`Engine::clear_replies`]).
     out: BytesMut,
-    /// The reply of the request being finished, until it is sent.
-    reply: Option<(bool, u64)>,
+    /// The reply of the request being finished, until it is sent: silent, stand-ins,
+    /// where it starts in `out`.
+    reply: Option<(bool, u64, usize)>,
 }
 
 impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {

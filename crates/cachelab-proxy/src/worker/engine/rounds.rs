@@ -319,12 +319,11 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
     /// Sends the reply written into `out` for request `index` and waits for
     /// [`Event::Replied`].
     pub(super) fn send_reply(&mut self, index: usize, outcome: Outcome) {
-        let (silent, failovers) = self.reply.take().expect("a reply was written");
-        let bytes = self.out.split().freeze();
+        let (silent, failovers, start) = self.reply.take().expect("a reply was written");
         self.phase = Phase::Reply { index, outcome };
         self.actions.push_back(Action::Reply {
             index,
-            bytes,
+            span: start..self.out.len(),
             silent,
             outcome,
             failovers,

@@ -61,6 +61,9 @@ pub(super) struct Harness {
     /// holds), and whether its frames reach the engine.
     shared: Option<Vec<(Demux, BytesMut)>>,
     frames: bool,
+    /// The replies' buffer is cleared before every action is taken, as a shell may
+    /// between any two ([`Engine::clear_replies`]).
+    clear_often: bool,
     deadline: Option<Instant>,
     pub(super) replies: Vec<SeenReply>,
     pub(super) samples: Vec<Sample>,
@@ -100,6 +103,7 @@ impl Harness {
             read_size: READ_SIZE,
             shared: None,
             frames: false,
+            clear_often: false,
             deadline: None,
             replies: Vec::new(),
             samples: Vec::new(),
@@ -135,6 +139,12 @@ impl Harness {
         self
     }
 
+    /// The shell clears the replies' buffer before every action it carries out.
+    pub(super) fn clearing_replies_often(mut self) -> Harness {
+        self.clear_often = true;
+        self
+    }
+
     fn close(&mut self, server: ServerId) {
         self.open[server] = false;
         self.inbox[server].clear();
@@ -167,7 +177,7 @@ impl Harness {
         loop {
             steps += 1;
             assert!(steps < 100_000, "the engine does not finish its batch");
-            while let Some(action) = self.engine.next_action() {
+            while let Some(action) = self.next_action() {
                 if !self.act(action) {
                     return;
                 }
@@ -175,6 +185,15 @@ impl Harness {
             assert!(self.engine.is_waiting(), "the engine stalls outside a wait");
             self.deliver_or_time_out();
         }
+    }
+
+    /// The engine's next action; with `clear_often`, the replies taken so far are
+    /// cleared first, as a shell may between any two actions.
+    fn next_action(&mut self) -> Option<Action> {
+        if self.clear_often {
+            self.engine.clear_replies();
+        }
+        self.engine.next_action()
     }
 
     fn act(&mut self, action: Action) -> bool {
@@ -234,11 +253,13 @@ impl Harness {
             }
             Action::Reply {
                 index,
-                bytes,
+                span,
                 silent,
                 failovers,
                 ..
             } => {
+                let bytes = Bytes::copy_from_slice(&self.engine.replies()[span]);
+                self.engine.clear_replies();
                 let job = self.engine.job(index);
                 self.replies.push(SeenReply {
                     job: job.n,
