@@ -46,6 +46,7 @@ pub mod client;
 pub mod config;
 pub mod counters;
 pub mod decode;
+pub mod demux;
 pub mod dialect;
 pub mod down;
 pub mod endpoint;

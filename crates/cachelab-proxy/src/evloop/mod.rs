@@ -39,9 +39,6 @@ mod control;
 mod readers;
 mod server_link;
 mod shared;
-/// The engine's tests route replies through a shared connection's demux.
-#[cfg(test)]
-pub(crate) use shared::demux::Demux;
 mod shared_worker;
 mod timers;
 mod worker_slot;

@@ -18,19 +18,15 @@ use bytes::BytesMut;
 use mio::{Registry, Token};
 
 use super::server_link::{Opened, ServerLink};
+use crate::demux::{Demux, Framed, Lost};
 use crate::down::{Down, OutOfStep};
 use crate::health::FailureKind;
 use crate::mio_socket::ReadOutcome;
 use crate::routing::plan::ServerId;
-use crate::worker::engine::Framed;
 use crate::worker::WorkerContext;
 
 /// Hands a worker its bytes: `(worker, bytes, the frame when they are one whole reply)`.
 pub type Deliver<'a> = dyn FnMut(usize, &[u8], Option<Framed>) + 'a;
-
-pub mod demux;
-
-use demux::{Demux, Lost};
 
 /// Something a worker must be told about a shared connection, by the loop (one worker
 /// cannot reach another).

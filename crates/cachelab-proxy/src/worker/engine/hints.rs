@@ -1,5 +1,5 @@
 //! Replies framed already: on a shared connection the demux frames every reply to find
-//! whose it is ([`crate::evloop::shared`]), and a reply it handed over whole comes with
+//! whose it is ([`crate::demux`]), and a reply it handed over whole comes with
 //! what that framing found ([`Framed`]), so the engine does not scan it a second time.
 //!
 //! The engine trusts a frame only where it would have scanned the same bytes the same
@@ -16,15 +16,9 @@ use bytes::BytesMut;
 use cachelab_protocol::{Expect, Reply};
 
 use super::Engine;
+use crate::demux::Framed;
 use crate::job::Request;
 use crate::routing::plan::ServerId;
-
-/// What the demux found of a reply it handed over whole: its kind and summary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Framed {
-    pub expect: Expect,
-    pub reply: Reply,
-}
 
 /// The frames held for one connection's buffer.
 #[derive(Debug, Default)]

@@ -52,7 +52,6 @@ mod tests;
 
 pub use events::{Action, Count, EngineSettings, Event, Sample, ServerHealth, Warning};
 use exchange::{fail_pending, Exchange, State};
-pub use hints::Framed;
 
 /// A request taken from the queue, with what the statistics need of that moment.
 pub(super) struct Taken<J> {

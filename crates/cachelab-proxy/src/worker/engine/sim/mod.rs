@@ -11,8 +11,8 @@ use bytes::{Bytes, BytesMut};
 
 use super::{Action, Count, Engine, EngineSettings, Event, Sample};
 use crate::budget::MemoryBudget;
+use crate::demux::Demux;
 use crate::down::Down;
-use crate::evloop::Demux;
 use crate::health::FailureKind;
 use crate::job::Request;
 use crate::routing::plan::ServerId;

@@ -13,9 +13,15 @@
 use std::collections::VecDeque;
 
 use bytes::{Buf, BytesMut};
-use cachelab_protocol::{Expect, ReplyScan};
+use cachelab_protocol::{Expect, Reply, ReplyScan};
 
-use crate::worker::engine::Framed;
+/// What the scan found of a reply handed over whole: its kind and summary. The worker's
+/// engine uses it instead of framing the reply again (`worker/engine/hints.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Framed {
+    pub expect: Expect,
+    pub reply: Reply,
+}
 
 /// The owner of a reply nobody wants any more ([`Demux::abandon`]).
 const NOBODY: usize = usize::MAX;
@@ -173,7 +179,6 @@ mod tests {
 
     #[test]
     fn a_reply_that_came_whole_is_handed_over_with_its_frame() {
-        use cachelab_protocol::Reply;
         let mut demux = Demux::default();
         demux.owe(0, Expect::Values);
         demux.owe(1, Expect::Values);
