@@ -11,7 +11,7 @@ use proptest::prelude::*;
 
 use super::sim::{pool, request, Behaviour, Harness, SimServer};
 use super::tests::{
-    behaviour, check_one_reply_each_in_order, memcached_request, redis_request, settings,
+    behaviour, check_one_reply_each_in_order, memcached_request, redis_request, seeded, settings,
 };
 use crate::routing::Protocol;
 
@@ -98,12 +98,7 @@ fn whole_replies_and_replies_in_pieces_alike() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 200,
-        rng_seed: proptest::test_runner::RngSeed::Fixed(34),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(seeded())]
 
     #[test]
     fn memcached_replies_are_the_same_with_frames(

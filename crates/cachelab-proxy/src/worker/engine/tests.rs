@@ -405,7 +405,7 @@ fn run_batches(
 }
 
 /// A fixed seed: every run draws the same cases (a failure names its minimal case).
-fn seeded() -> ProptestConfig {
+pub(super) fn seeded() -> ProptestConfig {
     ProptestConfig {
         cases: 200,
         rng_seed: proptest::test_runner::RngSeed::Fixed(20),
