@@ -41,8 +41,6 @@ pub enum Lost {
 pub struct Demux {
     owed: VecDeque<(usize, Expect)>,
     scan: Option<ReplyScan>,
-    /// Part of the oldest reply was handed over already.
-    in_pieces: bool,
 }
 
 impl Demux {
@@ -73,13 +71,14 @@ impl Demux {
                 Ok(Some(len)) => {
                     if worker != NOBODY {
                         let reply = &buf[..len];
-                        let framed = match std::mem::take(&mut self.in_pieces) {
-                            false => scan.reply(reply).ok().map(|reply| Framed { expect, reply }),
-                            true => None,
-                        };
+                        // Framed only if none of it was handed over before.
+                        let framed = scan
+                            .from_first_byte()
+                            .then(|| scan.reply(reply).ok())
+                            .flatten()
+                            .map(|reply| Framed { expect, reply });
                         deliver(worker, reply, framed);
                     }
-                    self.in_pieces = false;
                     buf.advance(len);
                     self.scan = None;
                     self.owed.pop_front();
@@ -90,7 +89,6 @@ impl Demux {
                         if worker != NOBODY {
                             deliver(worker, &buf[..n], None);
                         }
-                        self.in_pieces = true;
                         scan.discard(n);
                         buf.advance(n);
                     }
@@ -112,7 +110,6 @@ impl Demux {
             }
         }
         self.scan = None;
-        self.in_pieces = false;
         workers
     }
 
@@ -127,7 +124,6 @@ impl Demux {
     pub fn forget(&mut self, worker: usize) {
         if self.owed.front().is_some_and(|&(w, _)| w == worker) {
             self.scan = None;
-            self.in_pieces = false;
         }
         self.owed.retain(|&(w, _)| w != worker);
     }

@@ -92,9 +92,7 @@ pub(super) fn parse<'a>(
 /// result for this one).
 pub(super) fn quick_get<'a>(line: &'a [u8], limits: &Limits) -> Option<Request<'a>> {
     let key = line.strip_prefix(b"get ")?;
-    let fine = !key.is_empty()
-        && key.len() <= limits.max_key_len
-        && key.iter().all(|&b| b > b' ' && b != 0x7f);
+    let fine = !key.is_empty() && super::check_key(key, limits).is_ok();
     fine.then_some(Request::Get(Get {
         keys: Keys { raw: key, count: 1 },
         cas: false,

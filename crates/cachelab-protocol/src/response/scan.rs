@@ -88,6 +88,12 @@ impl ReplyScan {
         }
     }
 
+    /// Whether nothing was discarded: positions still count from the reply's first
+    /// byte, so the reply found is all of it.
+    pub fn from_first_byte(&self) -> bool {
+        !self.discarded
+    }
+
     /// Bytes looked at so far (a frame read in 1-byte pieces looks at each byte once).
     pub fn examined(&self) -> u64 {
         self.examined

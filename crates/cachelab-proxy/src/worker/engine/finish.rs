@@ -10,7 +10,7 @@ use cachelab_protocol::{Expect, MetaStatus, Reply};
 
 use super::compose::quiet_drops;
 use super::exchange::State;
-use super::{Action, Engine, Round, ServerHealth, Target, Warning};
+use super::{Action, Engine, Round, ServerHealth, Target, Warning, RBUF_KEEP};
 use crate::job::Request;
 use crate::metrics::{OpKind, Outcome};
 use crate::routing::merge::{
@@ -46,9 +46,6 @@ macro_rules! taken {
     }};
 }
 
-/// The replies' buffer keeps at most this much capacity once taken.
-const OUT_KEEP: usize = 256 * 1024;
-
 impl<J, H> Engine<J, H> {
     /// The bytes of the replies sent ([`Action::Reply`]'s `span`) since the last
     /// [`Engine::clear_replies`]: the shell copies each into its client's output, so a
@@ -70,7 +67,7 @@ impl<J, H> Engine<J, H> {
             return;
         }
         self.out.clear();
-        if self.out.capacity() > OUT_KEEP {
+        if self.out.capacity() > RBUF_KEEP {
             self.out = BytesMut::with_capacity(16 * 1024);
         }
     }

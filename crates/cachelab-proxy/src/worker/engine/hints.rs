@@ -75,11 +75,7 @@ impl<J: std::ops::Deref<Target = Request>, H> Engine<J, H> {
     /// Where bytes read from `server`'s own connection go (room for a read is made).
     pub fn read_buf(&mut self, server: ServerId) -> &mut BytesMut {
         self.conns[server].hints.forget();
-        let rbuf = &mut self.conns[server].rbuf;
-        if rbuf.capacity() - rbuf.len() < 4096 {
-            rbuf.reserve(16 * 1024);
-        }
-        rbuf
+        make_room(&mut self.conns[server].rbuf)
     }
 
     /// Bytes from `server`'s shared connection ([`Engine::read_buf`]'s peer), with their
@@ -87,12 +83,17 @@ impl<J: std::ops::Deref<Target = Request>, H> Engine<J, H> {
     pub fn deliver(&mut self, server: ServerId, bytes: &[u8], framed: Option<Framed>) {
         let conn = &mut self.conns[server];
         let before = conn.rbuf.len();
-        if conn.rbuf.capacity() - before < bytes.len().max(4096) {
-            conn.rbuf.reserve(bytes.len().max(16 * 1024));
-        }
-        conn.rbuf.extend_from_slice(bytes);
+        make_room(&mut conn.rbuf).extend_from_slice(bytes);
         conn.hints.delivered(before, bytes.len(), framed);
     }
+}
+
+/// Room for a read in a reply buffer.
+fn make_room(rbuf: &mut BytesMut) -> &mut BytesMut {
+    if rbuf.capacity() - rbuf.len() < 4096 {
+        rbuf.reserve(16 * 1024);
+    }
+    rbuf
 }
 
 #[cfg(test)]

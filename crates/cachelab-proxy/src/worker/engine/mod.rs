@@ -83,7 +83,7 @@ struct Conn {
     down: Down,
 }
 
-/// A reply buffer larger than this is replaced by a fresh one once it is empty.
+/// A read or reply buffer larger than this is replaced by a fresh one once empty.
 const RBUF_KEEP: usize = 256 * 1024;
 
 /// Warnings about replicated requests a worker logs per second; the rest are counted
