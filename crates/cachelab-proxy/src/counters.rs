@@ -24,6 +24,8 @@ pub struct Counters {
     batches: AtomicU64,
     /// Server connections closed because a reply did not match what was sent on them.
     out_of_step: AtomicU64,
+    /// Requests whose keys went out in another request's `get` line (`--merge-gets`).
+    merged_gets: AtomicU64,
 }
 
 /// The sum of every worker's counters.
@@ -40,6 +42,7 @@ pub struct Totals {
     pub failovers: u64,
     pub batches: u64,
     pub out_of_step: u64,
+    pub merged_gets: u64,
 }
 
 /// Adds `by`. One thread writes a worker's counters (its loop's), so a plain load and
@@ -87,6 +90,10 @@ impl Counters {
         bump(&self.out_of_step, 1);
     }
 
+    pub fn record_merged(&self) {
+        bump(&self.merged_gets, 1);
+    }
+
     pub fn sum(all: &[CachePadded<Counters>]) -> Totals {
         let get =
             |f: fn(&Counters) -> &AtomicU64| all.iter().map(|c| f(c).load(Ordering::Relaxed)).sum();
@@ -102,6 +109,7 @@ impl Counters {
             failovers: get(|c| &c.failovers),
             batches: get(|c| &c.batches),
             out_of_step: get(|c| &c.out_of_step),
+            merged_gets: get(|c| &c.merged_gets),
         }
     }
 }

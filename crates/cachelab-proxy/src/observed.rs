@@ -85,6 +85,8 @@ pub struct Observed {
     pub pipeline: usize,
     /// `--share-connections`.
     pub share_connections: bool,
+    /// `--merge-gets`.
+    pub merge_gets: bool,
     pub sharded: bool,
 }
 

@@ -208,6 +208,7 @@ mod tests {
             loops: 1,
             pipeline: 1,
             share_connections: false,
+            merge_gets: false,
             sharded: false,
         }
     }

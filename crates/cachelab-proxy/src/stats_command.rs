@@ -40,6 +40,7 @@ pub fn compose_stats(shared: &Observed, out: &mut BytesMut) {
     compose_stat(out, "sharded", u8::from(shared.sharded));
     compose_stat(out, "pipeline", shared.pipeline);
     compose_stat(out, "share_connections", u8::from(shared.share_connections));
+    compose_stat(out, "merge_gets", u8::from(shared.merge_gets));
     compose_stat(out, "busy_poll_us", crate::busy_poll::window_us());
     compose_stat(out, "queue_length", shared.queue_len());
     compose_stat(out, "requests_received", load(&net.arrivals));
@@ -62,6 +63,7 @@ pub fn compose_stats(shared: &Observed, out: &mut BytesMut) {
     compose_stat(out, "client_pauses", load(&net.client_pauses));
     compose_stat(out, "server_ejections", shared.health.ejections());
     compose_stat(out, "worker_batches", totals.batches);
+    compose_stat(out, "merged_gets", totals.merged_gets);
     let latencies = shared.latencies.total();
     for (i, server) in servers.iter().enumerate() {
         compose_stat(out, &format!("server_{i}"), &server.label);

@@ -125,6 +125,12 @@ impl<'a> ValueIter<'a> {
     pub fn new(body: &'a [u8]) -> Self {
         ValueIter { body }
     }
+
+    /// The body after the values returned so far: its length says where the next one
+    /// starts.
+    pub fn rest(&self) -> &'a [u8] {
+        self.body
+    }
 }
 
 impl<'a> Iterator for ValueIter<'a> {

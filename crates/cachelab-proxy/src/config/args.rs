@@ -119,6 +119,15 @@ pub struct Args {
     #[arg(long)]
     pub share_connections: bool,
 
+    /// A worker's memcached `get`s (and `gets`es) for one server in one batch go out as
+    /// one `get` line of all their keys, and the reply is split back into each
+    /// request's values (as moxi did): the server reads, looks up and writes once per
+    /// line instead of once per request. memcached 1.6.18 writes each `get`'s reply
+    /// with its own system call, so this is what makes it cheaper behind the proxy.
+    /// Needs `--pipeline` above 1 to have requests to merge. Off by default.
+    #[arg(long)]
+    pub merge_gets: bool,
+
     /// Event-loop threads, each owning its clients, its FCFS queue and its own W
     /// workers with their server connections (N such stations in parallel; the
     /// default, 1, is the spec's single queue).

@@ -105,6 +105,8 @@ pub struct Config {
     pub pipeline: usize,
     /// `--share-connections`: a loop's workers share one connection per server.
     pub share_connections: bool,
+    /// `--merge-gets`: a batch's memcached retrievals for one server go out in one line.
+    pub merge_gets: bool,
     /// `--loops`: event-loop threads, each with its own queue and `workers` workers.
     pub loops: usize,
     /// `--busy-poll-us`; zero: off.
@@ -184,6 +186,7 @@ impl Config {
             config_file: None,
             pipeline: DEFAULT_PIPELINE,
             share_connections: false,
+            merge_gets: false,
             loops: 1,
             busy_poll: Duration::ZERO,
             stats_file: None,
@@ -335,6 +338,7 @@ impl TryFrom<&Args> for Config {
             config_file: args.config.clone(),
             pipeline: args.pipeline,
             share_connections: args.share_connections,
+            merge_gets: args.merge_gets,
             loops: args.loops,
             busy_poll: Duration::from_micros(args.busy_poll_us),
             stats_file: args.stats_file.clone(),

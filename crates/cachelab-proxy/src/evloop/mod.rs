@@ -76,6 +76,8 @@ pub struct LoopSettings {
     pub max_reply_bytes: usize,
     /// `--share-connections`: the workers share one connection per server.
     pub share_connections: bool,
+    /// `--merge-gets`: a batch's memcached retrievals for one server go out in one line.
+    pub merge_gets: bool,
 }
 
 pub struct EventLoop {
@@ -161,6 +163,7 @@ impl EventLoop {
         let engine_settings = EngineSettings {
             pipeline: settings.pipeline,
             max_reply_bytes: settings.max_reply_bytes,
+            merge_gets: settings.merge_gets,
         };
         let mut workers: Vec<WorkerSlot> = (0..settings.workers)
             .map(|local| {

@@ -159,6 +159,7 @@ fn start_loops(
             pipeline: config.pipeline,
             max_reply_bytes: config.max_reply_bytes,
             share_connections: config.share_connections,
+            merge_gets: config.merge_gets,
         };
         let (event_loop, control) = EventLoop::new(
             listeners,

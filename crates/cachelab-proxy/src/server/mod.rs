@@ -85,6 +85,7 @@ impl Parts {
             loops: config.loops,
             pipeline: config.pipeline,
             share_connections: config.share_connections,
+            merge_gets: config.merge_gets,
             sharded: config.sharded,
         });
         Ok(Parts {

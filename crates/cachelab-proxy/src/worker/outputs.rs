@@ -81,6 +81,7 @@ pub fn apply(
         }
         Action::Count(Count::Batch) => ctx.counters[id].record_batch(),
         Action::Count(Count::OutOfStep) => ctx.counters[id].record_out_of_step(),
+        Action::Count(Count::Merged) => ctx.counters[id].record_merged(),
         Action::Warn(Warning::Replication {
             op,
             answers,

@@ -55,6 +55,7 @@ fn client_with(tune: impl FnOnce(&mut Config)) -> Client {
         loops: 1,
         pipeline: 1,
         share_connections: false,
+        merge_gets: false,
         sharded: false,
     });
     let context = Arc::new(NetContext::new(&config, observed));

@@ -4,6 +4,7 @@
 use bytes::BytesMut;
 use cachelab_protocol::{parse_request, Expect, Limits, Reply, Request as Parsed};
 
+use super::conn::{Conn, OpenGet};
 use crate::job::Request;
 use crate::routing::plan::{Access, PartKeys, Plan};
 use crate::routing::redis::plan as redis;
@@ -59,6 +60,38 @@ pub(super) fn compose(job: &Request, plan: &Plan, part: usize, out: &mut BytesMu
     }
 }
 
+/// Composes part `part` of `job` into `conn`'s outgoing buffer: with `merge`
+/// (`--merge-gets`), a retrieval joins the retrieval line the buffer ends with if it can
+/// (true: its reply comes in that line's).
+pub(super) fn compose_into(
+    conn: &mut Conn,
+    job: &Request,
+    plan: &Plan,
+    part: usize,
+    merge: bool,
+) -> bool {
+    let Some(cas) = mergeable(job).filter(|_| merge) else {
+        conn.open_get = None;
+        compose(job, plan, part, &mut conn.wbuf);
+        return false;
+    };
+    let joined = conn.joinable(cas, keys_len(job, plan, part));
+    let start = match joined {
+        Some(open) => {
+            append_keys(job, plan, part, &mut conn.wbuf);
+            open.start
+        }
+        None => {
+            let start = conn.wbuf.len();
+            compose(job, plan, part, &mut conn.wbuf);
+            start
+        }
+    };
+    let end = conn.wbuf.len();
+    conn.open_get = Some(OpenGet { start, end, cas });
+    joined.is_some()
+}
+
 /// [`compose`] from the request's parts: its frame, its keys' spans (found by the
 /// decoder) and its access, which says whether the keys were asked with `gets`.
 fn compose_part(
@@ -69,25 +102,81 @@ fn compose_part(
     part: usize,
     out: &mut BytesMut,
 ) {
-    let keys = plan.parts[part].keys;
-    if keys == PartKeys::Whole {
+    if plan.parts[part].keys == PartKeys::Whole {
         out.extend_from_slice(frame);
         return;
     }
     let cas = access == Access::ReadCas;
     out.extend_from_slice(if cas { b"gets" } else { b"get" });
-    let mut put = |key: &[u8]| {
+    keys_of_part(frame, spans, plan, part, |key| {
         out.extend_from_slice(b" ");
         out.extend_from_slice(key);
-    };
-    let all = spans.keys(frame);
-    match keys {
-        PartKeys::Consecutive { start, len } => all.skip(start).take(len).for_each(&mut put),
-        _ => all
+    });
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Calls `f` with each key part `part` of the retrieval `frame` asks its server for, in
+/// the order they go out.
+fn keys_of_part(frame: &[u8], spans: &KeySpans, plan: &Plan, part: usize, f: impl FnMut(&[u8])) {
+    match plan.parts[part].keys {
+        PartKeys::Whole => {
+            let line = frame.strip_suffix(b"\r\n").unwrap_or(frame);
+            line.split(|&b| b == b' ')
+                .filter(|t| !t.is_empty())
+                .skip(1)
+                .for_each(f)
+        }
+        PartKeys::Consecutive { start, len } => spans.keys(frame).skip(start).take(len).for_each(f),
+        PartKeys::Listed => spans
+            .keys(frame)
             .zip(&plan.key_parts)
             .filter(|(_, &p)| p as usize == part)
-            .for_each(|(key, _)| put(key)),
+            .map(|(key, _)| key)
+            .for_each(f),
     }
+}
+
+/// A merged retrieval line grows no longer than this (`--merge-gets`): memcached reads
+/// a line of up to 2,048 bytes without its large-multiget path.
+pub(super) const MERGED_LINE_MAX: usize = 2048;
+
+/// For `--merge-gets`: Some(whether it is a `gets`) when `job` is a memcached `get` or
+/// `gets` of keys only, whose parts may go out in the line of another such request for
+/// the same server; None for anything else.
+fn mergeable(job: &Request) -> Option<bool> {
+    if job.redis.is_some() || job.expect != Expect::Values {
+        return None;
+    }
+    if job.frame.starts_with(b"gets ") {
+        Some(true)
+    } else if job.frame.starts_with(b"get ") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// Calls `f` with each key part `part` of `job`'s plan asks for, in order.
+pub(super) fn part_keys(job: &Request, plan: &Plan, part: usize, f: impl FnMut(&[u8])) {
+    keys_of_part(&job.frame, &job.spans, plan, part, f)
+}
+
+/// The bytes part `part`'s keys add to a retrieval line (a space before each).
+fn keys_len(job: &Request, plan: &Plan, part: usize) -> usize {
+    let mut n = 0;
+    part_keys(job, plan, part, |key| n += 1 + key.len());
+    n
+}
+
+/// Appends part `part`'s keys to the retrieval line that ends `out`: its `\r\n` goes
+/// after them.
+fn append_keys(job: &Request, plan: &Plan, part: usize, out: &mut BytesMut) {
+    debug_assert!(out.ends_with(b"\r\n"), "a line to append to");
+    out.truncate(out.len() - 2);
+    part_keys(job, plan, part, |key| {
+        out.extend_from_slice(b" ");
+        out.extend_from_slice(key);
+    });
     out.extend_from_slice(b"\r\n");
 }
 

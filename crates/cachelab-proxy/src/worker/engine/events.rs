@@ -38,6 +38,9 @@ pub struct EngineSettings {
     pub pipeline: usize,
     /// One request's reply may not grow past this (`--max-reply-bytes`).
     pub max_reply_bytes: usize,
+    /// Memcached retrievals for one server in a batch go out as one `get` line
+    /// (`--merge-gets`).
+    pub merge_gets: bool,
 }
 
 /// Something that happened, told to [`Engine::handle`] with the time it happened.
@@ -77,6 +80,8 @@ pub enum Count {
     Batch,
     /// A connection was found out of step.
     OutOfStep,
+    /// A request's keys went out in another request's `get` line (`--merge-gets`).
+    Merged,
 }
 
 /// What a request's statistics need, with its stage timestamps (docs/stats-file.md);

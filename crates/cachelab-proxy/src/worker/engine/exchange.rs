@@ -49,8 +49,40 @@ pub(super) struct Exchange {
     /// The message carries a data block (a storage command or ms): a server that
     /// refuses its line may read the block as commands of its own.
     pub(super) carries_data: bool,
+    /// Its keys went out in the retrieval line of the exchange before it with the same
+    /// server (`--merge-gets`): that line's one reply answers both ([`group`]).
+    pub(super) joined: bool,
     pub(super) sent: Instant,
     pub(super) result: State,
+}
+
+/// The exchanges one message carries: `head` and those joined to its line (the next
+/// exchanges with its server, as long as they are joined).
+pub(super) fn group(exchanges: &[Exchange], head: usize) -> impl Iterator<Item = usize> + '_ {
+    let server = exchanges[head].server;
+    let joined = exchanges[head + 1..]
+        .iter()
+        .enumerate()
+        .filter(move |(_, ex)| ex.server == server)
+        .take_while(|(_, ex)| ex.joined)
+        .map(move |(i, _)| head + 1 + i);
+    std::iter::once(head).chain(joined)
+}
+
+/// Settles `head` and the exchanges joined to its line with `result`: one reply (or
+/// its absence) answers the one message they went out in.
+pub(super) fn settle_group(exchanges: &mut [Exchange], head: usize, result: State) {
+    let server = exchanges[head].server;
+    exchanges[head].result = result;
+    for ex in exchanges[head + 1..]
+        .iter_mut()
+        .filter(|ex| ex.server == server)
+    {
+        if !ex.joined {
+            break;
+        }
+        ex.result = result;
+    }
 }
 
 /// Fails the pending exchanges with `server`, at `now`.
@@ -97,6 +129,7 @@ mod tests {
             part: 0,
             expect: Expect::Store,
             carries_data: true,
+            joined: false,
             sent,
             result,
         }

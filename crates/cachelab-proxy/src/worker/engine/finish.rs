@@ -180,10 +180,15 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
             if let Reply::Meta(MetaStatus::Va | MetaStatus::Hd) = answer {
                 outcome.hits = 1;
             }
-            let bytes = &conns[server].rbuf[offset..offset + len];
             let silent = quiet_drops(job, answer);
-            put(out, reply, job, silent, failovers, |o| {
-                o.extend_from_slice(bytes)
+            put(out, reply, job, silent, failovers, |o| match answer {
+                // The values and an END of its own: a reply to a merged line
+                // (`--merge-gets`) holds only the request's values.
+                Reply::Values { body_len, .. } => {
+                    o.extend_from_slice(&conns[server].rbuf[offset..offset + body_len]);
+                    o.extend_from_slice(b"END\r\n");
+                }
+                _ => o.extend_from_slice(&conns[server].rbuf[offset..offset + len]),
             });
         } else if let Merge::Resp(rule) = merge {
             let parts: Vec<&[u8]> = answers

@@ -22,9 +22,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use cachelab_protocol::{Expect, ReplyScan};
+use cachelab_protocol::Expect;
 
-use crate::budget::{Charge, MemoryBudget};
+use crate::budget::MemoryBudget;
 use crate::down::{Down, IdleEnd};
 use crate::health::FailureKind;
 use crate::job::Request;
@@ -35,12 +35,16 @@ use crate::routing::plan::{Plan, ServerId};
 use crate::routing::redis::plan::plan as redis_plan;
 
 mod compose;
+mod conn;
 mod events;
 mod exchange;
 mod finish;
 #[cfg(test)]
 mod frame_tests;
 mod hints;
+#[cfg(test)]
+mod merge_tests;
+mod merged;
 #[cfg(test)]
 mod refusal_tests;
 mod replies;
@@ -50,6 +54,7 @@ mod sim;
 #[cfg(test)]
 mod tests;
 
+use conn::{Conn, RBUF_KEEP};
 pub use events::{Action, Count, EngineSettings, Event, Sample, ServerHealth, Warning};
 use exchange::{fail_pending, Exchange, State};
 
@@ -61,30 +66,6 @@ pub(super) struct Taken<J> {
     /// Stand-ins used so far (a part served by a server other than its first choice).
     pub(super) failovers: u64,
 }
-
-/// What the engine knows of one server connection, and its buffers.
-struct Conn {
-    /// Replies read from the server; `parsed` bytes of it belong to the current batch.
-    rbuf: BytesMut,
-    parsed: usize,
-    /// Messages composed for the server and not yet sent.
-    wbuf: BytesMut,
-    /// `rbuf` held against the memory budget.
-    charge: Charge,
-    /// How far the reply being read was framed (see [`ReplyScan`]); None between replies.
-    scan: Option<ReplyScan>,
-    /// Replies in `rbuf` a shared connection's demux framed already.
-    hints: hints::Hints,
-    /// The reply being read answers a request already refused (its kind given): its
-    /// bytes are dropped as they come, to reach the replies after it.
-    skipping: Option<Expect>,
-    connected: bool,
-    /// Why the server is down, for the error line.
-    down: Down,
-}
-
-/// A read or reply buffer larger than this is replaced by a fresh one once empty.
-const RBUF_KEEP: usize = 256 * 1024;
 
 /// Warnings about replicated requests a worker logs per second; the rest are counted
 /// and the count goes with the next one logged.
@@ -206,17 +187,7 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
 
     fn grow(&mut self, servers: usize) {
         while self.conns.len() < servers {
-            self.conns.push(Conn {
-                rbuf: BytesMut::with_capacity(16 * 1024),
-                parsed: 0,
-                wbuf: BytesMut::with_capacity(4 * 1024),
-                charge: Charge::new(Arc::clone(&self.budget)),
-                scan: None,
-                hints: hints::Hints::default(),
-                skipping: None,
-                connected: false,
-                down: Down::NotConnectedYet,
-            });
+            self.conns.push(Conn::new(Arc::clone(&self.budget)));
         }
         self.blocked.resize(self.conns.len(), false);
     }
@@ -255,6 +226,7 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
         self.exchanges
             .iter()
             .filter(move |ex| ex.server == server && matches!(ex.result, State::Pending))
+            .filter(|ex| !ex.joined)
             .map(|ex| ex.expect)
     }
 

@@ -26,6 +26,7 @@ fn texts(h: &Harness) -> Vec<String> {
 const SETTINGS: EngineSettings = EngineSettings {
     pipeline: 8,
     max_reply_bytes: 10_000,
+    merge_gets: false,
 };
 
 #[test]

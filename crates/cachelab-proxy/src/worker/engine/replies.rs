@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use cachelab_protocol::{Expect, Reply, ReplyError, ReplyScan};
 
-use super::exchange::{fail_pending, refusal_line, State};
+use super::exchange::{fail_pending, group, refusal_line, settle_group, State};
 use super::{Action, Conn, Count, Engine, ServerHealth};
 use crate::down::{Down, OutOfStep};
 use crate::job::Request;
@@ -41,6 +41,13 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
                 }
             }
             let expect = self.exchanges[index].expect;
+            let members = if self.settings.merge_gets {
+                group(&self.exchanges, index).count()
+            } else {
+                1
+            };
+            // A merged line's reply answers each of its requests: each its bound.
+            let limit = self.settings.max_reply_bytes.saturating_mul(members);
             let conn = &mut self.conns[server];
             let framed = match conn.scan {
                 None => conn.hints.take(conn.parsed, conn.rbuf.len(), expect),
@@ -52,13 +59,21 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
                 None => scan(conn, expect),
             };
             match parsed {
-                Ok((_, len)) if len > self.settings.max_reply_bytes => {
+                Ok((_, len)) if len > limit => {
                     // Over the bound though it arrived whole in one read: refused all
                     // the same, and its end is known, so the connection stays.
                     conn.remove(conn.parsed, len);
                     let line = refusal_line(expect, true);
-                    self.exchanges[index].result = State::Refused { at: now, line };
+                    settle_group(&mut self.exchanges, index, State::Refused { at: now, line });
                     self.health.report_success(server);
+                }
+                Ok((Reply::Values { body_len, .. }, len)) if members > 1 => {
+                    if self.split_values(index, body_len, now) {
+                        self.conns[server].parsed += len;
+                        self.health.report_success(server);
+                    } else {
+                        self.out_of_step(server, OutOfStep::Foreign, now);
+                    }
                 }
                 Ok((reply, len)) => {
                     let ex = &self.exchanges[index];
@@ -74,12 +89,13 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
                         out_of_step(reply, ex.carries_data)
                     };
                     if step != Some(Relay::Nothing) {
-                        self.exchanges[index].result = State::Done {
+                        let done = State::Done {
                             reply,
                             offset: conn.parsed,
                             len,
                             at: now,
                         };
+                        settle_group(&mut self.exchanges, index, done);
                         conn.parsed += len;
                         self.health.report_success(server);
                     }
@@ -95,7 +111,7 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
                     }
                 }
                 Err(ReplyError::Incomplete) => {
-                    if conn.rbuf.len() - conn.parsed > self.settings.max_reply_bytes {
+                    if conn.rbuf.len() - conn.parsed > limit {
                         // A proxy's memory must not be what one request asks for.
                         // The requests after it on this connection, if any, are
                         // reached by reading past it (next in this loop).
@@ -117,7 +133,7 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
 
     /// `server`'s connection is out of step: it goes (without blaming the server), and
     /// the requests still waiting on it fail.
-    fn out_of_step(&mut self, server: ServerId, why: OutOfStep, now: Instant) {
+    pub(super) fn out_of_step(&mut self, server: ServerId, why: OutOfStep, now: Instant) {
         self.drop_connection(server, Down::OutOfStep(why));
         self.actions.push_back(Action::Count(Count::OutOfStep));
         fail_pending(&mut self.exchanges, server, now);
@@ -176,7 +192,7 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
         let ex = &self.exchanges[index];
         let (server, expect) = (ex.server, ex.expect);
         let line = refusal_line(expect, too_large);
-        self.exchanges[index].result = State::Refused { at: now, line };
+        settle_group(&mut self.exchanges, index, State::Refused { at: now, line });
         let waiting = self
             .exchanges
             .iter()

@@ -5,11 +5,9 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
-
-use super::compose::{compose, compose_unconditional};
+use super::compose::{compose_into, compose_unconditional};
 use super::exchange::{fail_pending, server_span, Exchange, State};
-use super::{Action, Conn, Count, Engine, Phase, Round, Sample, ServerHealth, Target, RBUF_KEEP};
+use super::{Action, Count, Engine, Phase, Round, Sample, ServerHealth, Target};
 use crate::down::{Down, OutOfStep};
 use crate::health::FailureKind;
 use crate::job::Request;
@@ -143,9 +141,16 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
         match target {
             Target::Part(part) => {
                 let all_must_succeed = self.plans[index].merge() == Merge::AllMustSucceed;
+                if !ok {
+                    // Nothing goes out for it: a line may not be joined across it.
+                    self.conns[server].open_get = None;
+                }
                 if ok || all_must_succeed {
-                    if ok {
-                        compose(job, &self.plans[index], part, &mut self.conns[server].wbuf);
+                    let merge = self.settings.merge_gets;
+                    let (plan, conn) = (&self.plans[index], &mut self.conns[server]);
+                    let joined = ok && compose_into(conn, job, plan, part, merge);
+                    if joined {
+                        self.actions.push_back(Action::Count(Count::Merged));
                     }
                     self.exchanges.push(Exchange {
                         job: index,
@@ -153,6 +158,7 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
                         part,
                         expect: job.expect,
                         carries_data: job.op == OpKind::Set,
+                        joined,
                         sent: now,
                         result: if ok {
                             State::Pending
@@ -170,15 +176,16 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
             Target::FollowUp(_) => {
                 items.pop_front();
                 if ok {
-                    if let Some(expect) =
-                        compose_unconditional(&job.frame, &mut self.conns[server].wbuf)
-                    {
+                    let conn = &mut self.conns[server];
+                    conn.open_get = None;
+                    if let Some(expect) = compose_unconditional(&job.frame, &mut conn.wbuf) {
                         self.exchanges.push(Exchange {
                             job: index,
                             server,
                             part: 0,
                             expect,
                             carries_data: true,
+                            joined: false,
                             sent: now,
                             result: State::Pending,
                         });
@@ -351,43 +358,5 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
             failovers: taken.failovers,
         });
         self.actions.push_back(Action::Sample);
-    }
-}
-
-impl Conn {
-    /// Drops the batch's replies from the buffer.
-    pub(super) fn finish_batch(&mut self) {
-        self.forget_partial_reply();
-        if self.connected {
-            bytes::Buf::advance(&mut self.rbuf, self.parsed);
-        } else {
-            self.rbuf.clear();
-        }
-        self.parsed = 0;
-        // A large reply's buffer goes back to the allocator, not just to the budget.
-        if self.rbuf.is_empty() && self.rbuf.capacity() > RBUF_KEEP {
-            self.rbuf = BytesMut::with_capacity(16 * 1024);
-        }
-        self.charge.force_resize(if self.rbuf.is_empty() {
-            0
-        } else {
-            self.rbuf.capacity()
-        });
-    }
-
-    /// The reply being read is no longer wanted (its connection is gone or reset).
-    pub(super) fn forget_partial_reply(&mut self) {
-        self.scan = None;
-        self.skipping = None;
-    }
-
-    /// Removes `n` bytes of `rbuf` from `from` on (a refused reply's, read past).
-    pub(super) fn remove(&mut self, from: usize, n: usize) {
-        if n == 0 {
-            return;
-        }
-        let len = self.rbuf.len();
-        self.rbuf.copy_within(from + n..len, from);
-        self.rbuf.truncate(len - n);
     }
 }

@@ -20,6 +20,7 @@ pub(super) fn settings(pipeline: usize) -> EngineSettings {
     EngineSettings {
         pipeline,
         max_reply_bytes: 1 << 20,
+        merge_gets: false,
     }
 }
 
@@ -187,6 +188,7 @@ fn a_reply_larger_than_max_reply_bytes_is_refused_without_blaming_the_server() {
     let s = EngineSettings {
         pipeline: 1,
         max_reply_bytes: 1000,
+        merge_gets: false,
     };
     let mut h = Harness::new(servers, false, s);
     serve_each(&mut h, None, &[b"get k\r\n"]);

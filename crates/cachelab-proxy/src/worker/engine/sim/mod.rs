@@ -72,6 +72,8 @@ pub(super) struct Harness {
     pub(super) failures: Vec<(ServerId, FailureKind)>,
     pub(super) drops: Vec<(ServerId, Down)>,
     pub(super) out_of_step: u64,
+    /// Requests whose keys joined another's line.
+    pub(super) merged: u64,
     pub(super) taken: usize,
 }
 
@@ -111,6 +113,7 @@ impl Harness {
             failures: Vec::new(),
             drops: Vec::new(),
             out_of_step: 0,
+            merged: 0,
             taken: 0,
         }
     }
@@ -278,6 +281,7 @@ impl Harness {
                 self.samples.push(sample);
             }
             Action::Count(Count::OutOfStep) => self.out_of_step += 1,
+            Action::Count(Count::Merged) => self.merged += 1,
             Action::Count(Count::Batch) | Action::Warn(_) => {}
             Action::Idle => return false,
         }

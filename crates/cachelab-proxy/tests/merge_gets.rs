@@ -1,0 +1,133 @@
+//! `--merge-gets` against real memcached: the `get`s a worker has for one server in a
+//! batch go out as one line, and every client still gets exactly its own values (CAS
+//! tokens included), byte for byte, after the writes it sent before them.
+
+mod common;
+
+use std::thread;
+
+use cachelab_protocol::{parse_reply, Expect};
+use common::{start_servers, values_reply, Client, Proxy};
+
+use common::stat_number as stat;
+
+const MERGING: &[&str] = &["-t", "2", "--pipeline", "16", "--merge-gets"];
+
+/// Each of 8 clients pipelines, on its own keys, a set, a get of the value just set, a
+/// get of a key nobody set, and a multi-get of both.
+fn clients_get_their_own_values(proxy: &Proxy) {
+    let addr = proxy.addr;
+    let clients: Vec<_> = (0..8)
+        .map(|c| {
+            thread::spawn(move || {
+                let mut client = Client::connect(addr);
+                let (mut batch, mut expected) = (Vec::new(), Vec::new());
+                for i in 0..150 {
+                    let key = format!("c{c}-k{}", i % 7);
+                    let value = format!("value-{c}-{i}");
+                    batch.extend(format!("set {key} 0 0 {}\r\n{value}\r\n", value.len()).bytes());
+                    expected.push((Expect::Store, "STORED\r\n".to_string()));
+                    let hit = values_reply(&[(&key, &value)]);
+                    batch.extend(format!("get {key}\r\n").bytes());
+                    expected.push((Expect::Values, hit.clone()));
+                    batch.extend(format!("get c{c}-never\r\n").bytes());
+                    expected.push((Expect::Values, "END\r\n".to_string()));
+                    batch.extend(format!("get c{c}-never {key}\r\n").bytes());
+                    expected.push((Expect::Values, hit));
+                }
+                client.send(&batch);
+                for (i, (expect, want)) in expected.iter().enumerate() {
+                    let got = String::from_utf8(client.read_reply(*expect)).unwrap();
+                    assert_eq!(&got, want, "client {c}, reply {i}");
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().unwrap();
+    }
+}
+
+#[test]
+fn merged_lines_answer_each_client_with_its_own_values() {
+    let servers = start_servers(2);
+    let servers: Vec<_> = servers.iter().collect();
+    for shared in [false, true] {
+        let mut args = MERGING.to_vec();
+        if shared {
+            args.push("--share-connections");
+        }
+        let proxy = Proxy::start(&servers, &args);
+        clients_get_their_own_values(&proxy);
+        let mut client = proxy.client();
+        assert_eq!(stat(&mut client, "merge_gets"), 1);
+        let merged = stat(&mut client, "merged_gets");
+        assert!(
+            merged > 0,
+            "no get joined another's line (shared: {shared})"
+        );
+    }
+}
+
+#[test]
+fn a_cas_token_from_a_merged_gets_is_its_own_keys() {
+    let servers = start_servers(1);
+    let proxy = Proxy::start(&[&servers[0]], MERGING);
+    let mut client = proxy.client();
+    let keys: Vec<String> = (0..12).map(|i| format!("cas{i}")).collect();
+    for key in &keys {
+        assert_eq!(client.set(key, "old"), "STORED\r\n");
+    }
+    let batch: String = keys.iter().map(|k| format!("gets {k}\r\n")).collect();
+    client.send(batch.as_bytes());
+    let tokens: Vec<String> = keys
+        .iter()
+        .map(|key| {
+            let reply = String::from_utf8(client.read_reply(Expect::Values)).unwrap();
+            let header = reply.lines().next().unwrap().to_owned();
+            let fields: Vec<&str> = header.split(' ').collect();
+            assert_eq!(fields[..4], ["VALUE", key.as_str(), "0", "3"], "{reply}");
+            fields[4].to_owned()
+        })
+        .collect();
+    // Each token swaps its own key's value, and no other's.
+    for (key, token) in keys.iter().zip(&tokens) {
+        let cas = format!("cas {key} 0 0 3 {token}\r\nnew\r\n");
+        assert_eq!(client.request(cas.as_bytes(), Expect::Store), b"STORED\r\n");
+    }
+    assert!(stat(&mut client, "merged_gets") > 0);
+}
+
+#[test]
+fn large_values_in_a_merged_reply_come_back_byte_for_byte() {
+    let servers = start_servers(1);
+    let proxy = Proxy::start(
+        &[&servers[0]],
+        &["-t", "1", "--pipeline", "32", "--merge-gets"],
+    );
+    let mut setup = proxy.client();
+    let sizes = [0usize, 1, 100, 4095, 4096, 16_000, 70_000, 300_000];
+    for (i, size) in sizes.iter().enumerate() {
+        assert_eq!(
+            setup.set(&format!("big{i}"), &"x".repeat(*size)),
+            "STORED\r\n"
+        );
+    }
+    let mut client = proxy.client();
+    let mut batch = Vec::new();
+    for round in 0..4 {
+        for i in 0..sizes.len() {
+            batch.extend(format!("get big{} gone\r\n", (i + round) % sizes.len()).bytes());
+        }
+    }
+    client.send(&batch);
+    for round in 0..4 {
+        for i in 0..sizes.len() {
+            let k = (i + round) % sizes.len();
+            let reply = client.read_reply(Expect::Values);
+            assert!(parse_reply(&reply, Expect::Values).is_ok());
+            let want = values_reply(&[(&format!("big{k}"), &"x".repeat(sizes[k]))]);
+            assert!(reply == want.as_bytes(), "round {round}, key big{k}");
+        }
+    }
+}
