@@ -31,7 +31,7 @@ from _common import BenchError, free_port, wait_listening
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = ROOT / "target" / "release"
-PRODUCTION = "-t 4 --pipeline 16 --share-connections"
+PRODUCTION = "-t 4 --pipeline 16 --share-connections --merge-gets"
 SMALL, LARGE = 1000, 5000
 
 

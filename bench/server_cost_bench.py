@@ -14,8 +14,9 @@ gives the server's CPU per completed request:
 - "cachelab-coalescing": through it with one worker whose batches carry up to 64
   requests (COALESCING_ARGS), the fewest server writes;
 - "twemproxy": through nutcracker, which multiplexes every client onto one connection.
-Then redis-server capped at CAP cores (its cgroup's CPU quota), direct and through both
-proxy configurations: throughput and p99 when the server's CPU is what limits. Each
+Then redis-server, and memcached, capped at CAP cores (its cgroup's CPU quota), direct
+and through both proxy configurations: throughput and p99 when the server's CPU is what
+limits (memcached's rows have no target: production mode merges its gets). Each
 proxied row shows the requests each batch carried (the proxy's `worker_batches`).
 Placement: the server on CPU 0 (its cgroup's cpuset); the proxy and the load generator
 free to run on either CPU (FLOATING), as they would run on machines of their own. Pinned
@@ -31,7 +32,7 @@ direct-pipelined costs it; S4 the capped Redis serves at least 2x the direct thr
 through the production mode, S5 with a lower p99. Each is judged on the production
 mode, with the coalescing configuration's value beside it.
 
-Duration: the default (3 repetitions of 4 s) about 3 minutes; `--quick` (1 of 2 s)
+Duration: the default (3 repetitions of 4 s) about 4 minutes; `--quick` (1 of 2 s)
 under a minute. Needs root for the cgroups. Writes bench/results/server-cost-latest.json.
 """
 
@@ -305,6 +306,9 @@ def main() -> None:
         print_runs("memcached -t 1", memcached)
         capped = measure_kind("redis", args, workdir, quota=CAP)
         print_runs(f"redis-server capped at {CAP} core", capped)
+        # No target: what merged gets (production mode) let a CPU-bound memcached serve.
+        memcached_capped = measure_kind("memcached", args, workdir, quota=CAP)
+        print_runs(f"memcached -t 1 capped at {CAP} core", memcached_capped)
     verdicts = targets(redis, memcached, capped)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "server-cost-latest.json"
@@ -314,6 +318,7 @@ def main() -> None:
         "placement": {"server": SERVER_CPU, "proxy": FLOATING, "load": FLOATING},
         "production": args.production or PRODUCTION_ARGS,
         "redis": redis, "memcached": memcached, "redis_capped": capped,
+        "memcached_capped": memcached_capped,
         "targets": [t.as_json() for t in verdicts]}, indent=2))
     print("\nissue 34's server targets (median over repetitions, spread min..max):")
     print("\n".join(format_targets(verdicts, TITLES)))

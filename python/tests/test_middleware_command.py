@@ -81,6 +81,13 @@ def test_shared_connections_follow_the_configuration():
     assert "--share-connections" not in argv(config("", "workers = 2"), FILES)
 
 
+def test_merged_gets_follow_the_configuration():
+    c = config("", "pipeline = 16\nmerge_gets = true")
+    assert proxy_settings(c, 0.5).merge_gets
+    assert argv(c, FILES)[-1] == "--merge-gets"
+    assert "--merge-gets" not in argv(config("", "pipeline = 16"), FILES)
+
+
 def test_an_unknown_protocol_is_refused():
     with pytest.raises(ValueError, match="protocol must be one of memcached, redis"):
         ProxySettings(4, protocol="mongodb")

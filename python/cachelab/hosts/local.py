@@ -226,6 +226,8 @@ class ProxySettings:
     window_s: float = 1.0
     #: `--share-connections`: the workers share one connection per server.
     share_connections: bool = False
+    #: `--merge-gets`: a batch's gets for one server go out as one line.
+    merge_gets: bool = False
 
     def __post_init__(self) -> None:
         if self.protocol not in PROXY_PROTOCOLS:
@@ -249,6 +251,7 @@ def middleware_argv(servers: Sequence[str], settings: ProxySettings, *,
     argv += ["--pipeline", str(s.pipeline)] if s.pipeline > 1 else []
     argv += ["--busy-poll-us", str(s.busy_poll_us)] if s.busy_poll_us else []
     argv += ["--share-connections"] if s.share_connections else []
+    argv += ["--merge-gets"] if s.merge_gets else []
     return argv
 
 

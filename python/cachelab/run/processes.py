@@ -45,7 +45,8 @@ def proxy_settings(c: RunConfig, window_s: float) -> local.ProxySettings:
     m = c.middleware
     return local.ProxySettings(m.workers, m.sharded, m.loops, m.pipeline, m.busy_poll_us,
                                c.servers.kind.value, window_s,
-                               share_connections=m.share_connections)
+                               share_connections=m.share_connections,
+                               merge_gets=m.merge_gets)
 
 
 Measured = list[tuple[str, int, Managed]]

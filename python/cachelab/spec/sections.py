@@ -84,6 +84,9 @@ class Middleware:
     #: `--share-connections`: a loop's workers share one connection per server, their
     #: batches pipelined on it (false: each worker its own, the spec's structure).
     share_connections: bool = setting(False)
+    #: `--merge-gets`: a batch's memcached gets for one server go out as one `get`
+    #: line (false: each request its own line).
+    merge_gets: bool = setting(False)
     cpus: tuple[int, ...] = setting((), check_cpus)
     #: Serve TLS to the load generators (`--tls-cert`); TLS to the servers follows
     #: servers.tls.

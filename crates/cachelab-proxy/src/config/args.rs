@@ -121,10 +121,11 @@ pub struct Args {
 
     /// A worker's memcached `get`s (and `gets`es) for one server in one batch go out as
     /// one `get` line of all their keys, and the reply is split back into each
-    /// request's values (as moxi did): the server reads, looks up and writes once per
-    /// line instead of once per request. memcached 1.6.18 writes each `get`'s reply
-    /// with its own system call, so this is what makes it cheaper behind the proxy.
-    /// Needs `--pipeline` above 1 to have requests to merge. Off by default.
+    /// request's values (moxi's "multi-get escalation"): the server reads, looks up
+    /// and writes once per line instead of once per request. memcached 1.6.18 writes
+    /// each `get`'s reply with its own system call, so this is what makes it cheaper
+    /// behind the proxy. Needs `--pipeline` above 1 to have requests to merge. Off by
+    /// default. Redis pools are unchanged.
     #[arg(long)]
     pub merge_gets: bool,
 

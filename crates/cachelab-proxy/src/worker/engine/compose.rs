@@ -75,21 +75,24 @@ pub(super) fn compose_into(
         compose(job, plan, part, &mut conn.wbuf);
         return false;
     };
-    let joined = conn.joinable(cas, keys_len(job, plan, part));
-    let start = match joined {
-        Some(open) => {
-            append_keys(job, plan, part, &mut conn.wbuf);
-            open.start
+    if let Some(open) = conn.joinable(cas) {
+        append_keys(job, plan, part, &mut conn.wbuf);
+        if conn.wbuf.len() - open.start <= MERGED_LINE_MAX {
+            conn.open_get = Some(OpenGet {
+                end: conn.wbuf.len(),
+                ..open
+            });
+            return true;
         }
-        None => {
-            let start = conn.wbuf.len();
-            compose(job, plan, part, &mut conn.wbuf);
-            start
-        }
-    };
+        // Too long with them: the line goes as it was, and they start the next.
+        conn.wbuf.truncate(open.end - 2);
+        conn.wbuf.extend_from_slice(b"\r\n");
+    }
+    let start = conn.wbuf.len();
+    compose(job, plan, part, &mut conn.wbuf);
     let end = conn.wbuf.len();
     conn.open_get = Some(OpenGet { start, end, cas });
-    joined.is_some()
+    false
 }
 
 /// [`compose`] from the request's parts: its frame, its keys' spans (found by the
@@ -159,13 +162,6 @@ fn mergeable(job: &Request) -> Option<bool> {
 /// Calls `f` with each key part `part` of `job`'s plan asks for, in order.
 pub(super) fn part_keys(job: &Request, plan: &Plan, part: usize, f: impl FnMut(&[u8])) {
     keys_of_part(&job.frame, &job.spans, plan, part, f)
-}
-
-/// The bytes part `part`'s keys add to a retrieval line (a space before each).
-fn keys_len(job: &Request, plan: &Plan, part: usize) -> usize {
-    let mut n = 0;
-    part_keys(job, plan, part, |key| n += 1 + key.len());
-    n
 }
 
 /// Appends part `part`'s keys to the retrieval line that ends `out`: its `\r\n` goes

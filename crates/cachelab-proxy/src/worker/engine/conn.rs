@@ -64,13 +64,10 @@ impl Conn {
         }
     }
 
-    /// The line `cas`-alike keys `added` bytes long may join, if any.
-    pub(super) fn joinable(&self, cas: bool, added: usize) -> Option<OpenGet> {
-        self.open_get.filter(|open| {
-            open.end == self.wbuf.len()
-                && open.cas == cas
-                && open.end - open.start + added <= super::compose::MERGED_LINE_MAX
-        })
+    /// The retrieval line of kind `cas` (`gets` or `get`) other keys may join, if any.
+    pub(super) fn joinable(&self, cas: bool) -> Option<OpenGet> {
+        self.open_get
+            .filter(|open| open.end == self.wbuf.len() && open.cas == cas)
     }
 
     /// Drops the batch's replies from the buffer.
