@@ -68,15 +68,18 @@ from _common import (
     wait_listening,
 )
 from _proc_cpu import sample, user_ns
-from _targets import (
-    AT_LEAST,
-    AT_MOST,
-    differences,
-    format_targets,
-    judge,
-    ratios,
-    summary_line,
+from _proxy_targets import (
+    FLOOR,
+    OPEN_RATES,
+    TITLES,
+    TITLES20,
+    TITLES34,
+    Case,
+    issue14_targets,
+    issue20_targets,
+    issue34_targets,
 )
+from _targets import format_targets, summary_line
 
 # The configuration recommended for speed (docs/performance.md), measured as
 # "cachelab-production" and judged against issue 14's first targets. Change it here when
@@ -89,7 +92,6 @@ RESULTS = ROOT / "bench" / "results"
 SERVER_CPU, PROXY_CPU, LOAD_CPU = "0", "1", "0"
 KEYS = 10_000
 CLOSED_CLIENTS = 20  # connections of the load generator, closed and open loop alike
-OPEN_RATES = (20_000, 40_000)  # requests/s in total, open loop
 STEAL_LIMIT = 0.05
 
 
@@ -204,7 +206,6 @@ def start_cachelab_shard(ports: list[int], workdir: Path, redis: bool = False,
     return Target(name, proc, port)
 
 
-FLOOR = "floor"  # cachelab-floor's name in the results
 
 
 def start_floor(port: int) -> Target:
@@ -242,19 +243,6 @@ def start_proxies(ports: list[int], workdir: Path, proxy_args: Sequence[str],
         stop_all(targets)
         raise
     return targets
-
-
-@dataclass(frozen=True)
-class Case:
-    backends: int
-    value: int
-    mix: str  # "get" or "1:1"
-    loop: str  # "closed" or "open"
-    rate: int | None = None  # requests/s in total, open loop only
-
-    def label(self) -> str:
-        loop = "closed" if self.rate is None else f"open {self.rate // 1000}k/s"
-        return f"{self.value} B, {self.mix}, {loop}"
 
 
 @dataclass
@@ -432,10 +420,12 @@ def main() -> None:
                 servers.close()
     verdicts = issue14_targets(results)
     verdicts20 = issue20_targets(results)
+    verdicts34 = issue34_targets(results)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "latest.json"
     # Format 3: issue20_targets, proxy_user_ns_per_request, proxy_args; the
-    # baseline runs in COMPARED_MODES (format 2 ran it once with its own defaults).
+    # baseline runs in COMPARED_MODES (format 2 ran it once with its own defaults);
+    # issue34_targets since 2026-11-28.
     out.write_text(json.dumps({
         "format": 3, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "repeats": args.repeats,
         "run_time_s": args.run_time, "closed_clients": CLOSED_CLIENTS,
@@ -450,142 +440,15 @@ def main() -> None:
         "baseline": str(args.baseline) if args.baseline else None,
         "results": results,
         "targets": [t.as_json() for t in verdicts],
-        "issue20_targets": [t.as_json() for t in verdicts20]}, indent=2))
-    for issue, ts, titles in (("14", verdicts, TITLES), ("20", verdicts20, TITLES20)):
+        "issue20_targets": [t.as_json() for t in verdicts20],
+        "issue34_targets": [t.as_json() for t in verdicts34]}, indent=2))
+    for issue, ts, titles in (("14", verdicts, TITLES), ("20", verdicts20, TITLES20),
+                              ("34", verdicts34, TITLES34)):
         print(f"\nissue {issue}'s targets (one backend; median over repetitions of the "
               "per-repetition value, spread min..max):")
         print("\n".join(format_targets(ts, titles)))
         print(summary_line(ts))
     print(f"\nwritten {out}")
-
-
-def per_rep(row: dict, name: str, field: str) -> list[float | None]:
-    """A field of every repetition of one configuration, in run order."""
-    return [r[field] for r in row[name]["repetitions"]]
-
-
-def steals(row: dict, *names: str) -> list[float]:
-    return [s for n in names for s in per_rep(row, n, "steal")]
-
-
-def cpu_ratio(row: dict, a: str, b: str) -> list[float | None]:
-    """a's CPU per request over b's, per repetition."""
-    return ratios(per_rep(row, a, "proxy_cpu_s_per_100k"),
-                  per_rep(row, b, "proxy_cpu_s_per_100k"))
-
-
-# Issue 14's middleware targets, as printed above their lines.
-TITLES = {
-    "T1a": "T1a production CPU per request <= 0.80x twemproxy's, open loop",
-    "T1b": "T1b production closed-loop requests per proxy CPU-second >= 1.25x twemproxy's",
-    "T1c": "T1c production open-loop p99 added over direct memcached <= 50 us at "
-           f"{OPEN_RATES[0]:,}/s",
-    "T2": "T2  default (W=64) CPU per request <= 1.00x twemproxy's, every loop",
-}
-
-
-def issue14_targets(results: list[dict]) -> list:
-    """Issue 14's middleware targets over the one-backend rows (see the module docstring)."""
-    one = [(Case(**r["case"]), r) for r in results if r["case"]["backends"] == 1]
-    prod, default, tw = "cachelab-production", "cachelab-default", "twemproxy"
-    spin = "cachelab-busy-poll"
-
-    def floor_note(r: dict, a: str, b: str) -> str:
-        """cpu_ratio with cachelab-floor, the bare epoll proxy, as a or b (empty without it)."""
-        return f"floor {fmt_median(cpu_ratio(r, a, b))}" if FLOOR in r else ""
-
-    def added_p99(r: dict, name: str) -> list[float | None]:
-        return differences(per_rep(r, name, "p99_ms"), per_rep(r, "direct", "p99_ms"), 1000)
-
-    out = []
-    for rate in OPEN_RATES:
-        for case, r in ((c, r) for c, r in one if c.rate == rate):
-            out.append(judge("T1a", case.label(), cpu_ratio(r, prod, tw), AT_MOST, 0.80,
-                             steal=steals(r, prod, tw),
-                             note=floor_note(r, FLOOR, tw)))
-    for case, r in ((c, r) for c, r in one if c.rate is None):
-        # Requests per proxy CPU-second are 1e5 / (CPU s per 100k requests), so the ratio
-        # is twemproxy's CPU per request over ours.
-        tput = ratios(per_rep(r, prod, "ops_per_sec"), per_rep(r, tw, "ops_per_sec"))
-        floor = floor_note(r, tw, FLOOR)
-        out.append(judge("T1b", case.label(), cpu_ratio(r, tw, prod), AT_LEAST, 1.25,
-                         steal=steals(r, prod, tw),
-                         note=f"throughput {fmt_median(tput)}" + (f"; {floor}" if floor else "")))
-    for case, r in ((c, r) for c, r in one if c.rate == OPEN_RATES[0]):
-        out.append(judge("T1c", case.label(), added_p99(r, prod), AT_MOST, 50, unit="us",
-                         steal=steals(r, prod, "direct"),
-                         note=f"twemproxy {fmt_median(added_p99(r, tw), ' us')}"))
-        if spin in r:
-            out.append(judge("T1c", f"{case.label()}, busy-poll", added_p99(r, spin), AT_MOST,
-                             50, unit="us", steal=steals(r, spin, "direct"),
-                             note=f"CPU/request {fmt_median(cpu_ratio(r, spin, tw))} "
-                                  "twemproxy's"))
-    for case, r in one:
-        # No floor here: it multiplexes every client onto one connection, which the
-        # default mode's structure (one request per worker at the servers) rules out.
-        out.append(judge("T2", case.label(), cpu_ratio(r, default, tw), AT_MOST, 1.00,
-                         steal=steals(r, default, tw)))
-    return out
-
-
-
-# Issue 20's targets, as printed above their lines.
-TITLES20 = {
-    "T20a": "T20a production closed-loop requests per proxy CPU-second >= 0.95x the floor's",
-    "T20b": "T20b production CPU per request <= 1.05x the floor's, open loop",
-    "T20c": f"T20c default (W=64) CPU per request <= 1.10x twemproxy's at {OPEN_RATES[0]:,}/s",
-    "T20d": "T20d production proxy user time per request <= 600 ns (0.6 us), closed loop",
-}
-
-
-def issue20_targets(results: list[dict]) -> list:
-    """Issue 20's middleware targets over the one-backend rows: the production mode against
-    cachelab-floor (T20a, T20b), the default mode against twemproxy (T20c), the production
-    mode's user time per request (T20d). Each line notes the same figure for the
-    configuration run beside it (the baseline's) when it was run."""
-    one = [(Case(**r["case"]), r) for r in results if r["case"]["backends"] == 1]
-    prod, default, tw = "cachelab-production", "cachelab-default", "twemproxy"
-
-    def others(r: dict, mode: str, value, unit: str = "x", extra: tuple[str, ...] = ()) -> str:
-        """`value(name)`'s median for every configuration compared with `mode` in row r."""
-        names = [*extra, f"baseline-{mode}"]
-        return ", ".join(f"{n} {fmt_median(value(n), unit)}" for n in names if n in r)
-
-    def user_per_request(r: dict, name: str) -> list[float | None]:
-        return per_rep(r, name, "proxy_user_ns_per_request")
-
-    out = []
-    for case, r in ((c, r) for c, r in one if c.rate is None):
-        # Requests per CPU-second are the inverse of CPU per request: the floor's CPU per
-        # request over ours.
-        out.append(judge("T20a", case.label(), cpu_ratio(r, FLOOR, prod), AT_LEAST, 0.95,
-                         steal=steals(r, prod, FLOOR),
-                         note=others(r, "production", lambda n, r=r: cpu_ratio(r, FLOOR, n))))
-    for rate in OPEN_RATES:
-        for case, r in ((c, r) for c, r in one if c.rate == rate):
-            out.append(judge("T20b", case.label(), cpu_ratio(r, prod, FLOOR), AT_MOST, 1.05,
-                             steal=steals(r, prod, FLOOR),
-                             note=others(r, "production",
-                                         lambda n, r=r: cpu_ratio(r, n, FLOOR))))
-    for case, r in ((c, r) for c, r in one if c.rate == OPEN_RATES[0]):
-        out.append(judge("T20c", case.label(), cpu_ratio(r, default, tw), AT_MOST, 1.10,
-                         steal=steals(r, default, tw),
-                         note=others(r, "default", lambda n, r=r: cpu_ratio(r, n, tw))))
-    for case, r in ((c, r) for c, r in one if c.rate is None):
-        out.append(judge("T20d", case.label(), user_per_request(r, prod), AT_MOST, 600, unit="ns",
-                         steal=steals(r, prod),
-                         note=others(r, "production", lambda n, r=r: user_per_request(r, n), " ns",
-                                     extra=(default, FLOOR))))
-    return out
-
-
-
-def fmt_median(values: list[float | None], unit: str = "x") -> str:
-    values = [v for v in values if v is not None]
-    if not values:
-        return "-"
-    m = statistics.median(values)
-    return f"{m:.2f}x" if unit == "x" else f"{m:.0f}{unit}"
 
 
 def print_row(row: dict) -> None:

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from _common import BenchError, free_port, stay_on, wait_listening
+from _proxy_targets import fmt_median, per_rep
 from _targets import ratios
 from proxy_bench import (
     BIN,
@@ -49,9 +50,7 @@ from proxy_bench import (
     RESULTS,
     SERVER_CPU,
     Target,
-    fmt_median,
     interleaved,
-    per_rep,
     pinned,
     start_cachelab,
     start_cachelab_shard,

@@ -151,6 +151,24 @@ def test_issue20_targets_compare_production_with_the_floor_and_default_with_twem
                          "baseline-production 650 ns")
 
 
+def test_issue34_targets_ask_more_of_production_than_issue_20():
+    closed = row(None, floor=[(1.0, 400.0)] * 3,
+                 cachelab_production=[(0.96, 560.0), (0.90, 700.0), (0.94, 580.0)],
+                 cachelab_default=[(2.0, 900.0)] * 3, twemproxy=[(1.9, 800.0)] * 3)
+    open40 = row(40_000, floor=[(1.0, None)] * 3, cachelab_production=[(1.2, None)] * 3,
+                 cachelab_default=[(1.7, None)] * 3, twemproxy=[(1.5, None)] * 3)
+    by_name: dict[str, list] = {}
+    for t in proxy_bench.issue34_targets([closed, open40]):
+        by_name.setdefault(t.name, []).append(t)
+    (t34a,), (t34b,), (t34c,) = by_name["T34a"], by_name["T34b"], by_name["T34c"]
+    assert (t34a.ratio, t34a.verdict) == (pytest.approx(1.2), "MISS")
+    assert (t34b.ratio, t34b.verdict) == (pytest.approx(1 / 0.94), "PASS")
+    assert (t34c.ratio, t34c.verdict) == (pytest.approx(1.45), "PASS")
+    assert t34c.note == "580 ns against 400 ns"
+    # the default mode against twemproxy in every loop: closed and open alike
+    assert [t.verdict for t in by_name["T34d"]] == ["PASS", "MISS"]
+
+
 def _reps(**by_name: list[tuple[float, float, float]]) -> dict[str, list[dict]]:
     """Runs by target: (ops/s, p99 ms, server us per request) per repetition."""
     return {name: [{"ops_per_sec": o, "p99_ms": p, "server_us_per_request": us, "errors": 0}
