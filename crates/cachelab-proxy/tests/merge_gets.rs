@@ -1,13 +1,16 @@
 //! `--merge-gets` against real memcached: the `get`s a worker has for one server in a
 //! batch go out as one line, and every client still gets exactly its own values (CAS
-//! tokens included), byte for byte, after the writes it sent before them.
+//! tokens included), byte for byte, after the writes it sent before them: what
+//! memcached itself gives a client that sends the same pipelined stream.
 
 mod common;
 
 use std::thread;
 
 use cachelab_protocol::{parse_reply, Expect};
-use common::{start_servers, values_reply, Client, Proxy};
+use common::{start_servers, values_reply, Client, Memcached, Proxy};
+use rand::{RngExt, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 
 use common::stat_number as stat;
 
@@ -130,4 +133,68 @@ fn large_values_in_a_merged_reply_come_back_byte_for_byte() {
             assert!(reply == want.as_bytes(), "round {round}, key big{k}");
         }
     }
+}
+
+/// A request for the differential run, and the kind of reply it gets.
+fn random_request(rng: &mut Xoshiro256PlusPlus) -> (Vec<u8>, Expect) {
+    let key = |rng: &mut Xoshiro256PlusPlus| format!("k{}", rng.random_range(0..12));
+    match rng.random_range(0..10) {
+        0..=4 => {
+            let cmd = if rng.random_range(0..4) == 0 {
+                "gets"
+            } else {
+                "get"
+            };
+            let keys: Vec<String> = (0..rng.random_range(1..5)).map(|_| key(rng)).collect();
+            (
+                format!("{cmd} {}\r\n", keys.join(" ")).into_bytes(),
+                Expect::Values,
+            )
+        }
+        5 | 6 => {
+            let value = "v".repeat(rng.random_range(0..3000));
+            let cmd = ["set", "add", "append"][rng.random_range(0..3)];
+            let k = key(rng);
+            let request = format!("{cmd} {k} 7 0 {}\r\n{value}\r\n", value.len());
+            (request.into_bytes(), Expect::Store)
+        }
+        7 => (
+            format!("delete {}\r\n", key(rng)).into_bytes(),
+            Expect::Delete,
+        ),
+        8 => (
+            format!("touch {} 0\r\n", key(rng)).into_bytes(),
+            Expect::Touch,
+        ),
+        _ => (b"get \r\n".to_vec(), Expect::Values),
+    }
+}
+
+#[test]
+fn pipelined_streams_get_what_memcached_gives_them_directly() {
+    // Two fresh servers: the same stores in the same order give the same CAS tokens.
+    let (direct, behind) = (Memcached::start(), Memcached::start());
+    let proxy = Proxy::start(&[&behind], &["-t", "2", "--pipeline", "16", "--merge-gets"]);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(34);
+    let (mut to_direct, mut to_proxy) = (Client::connect(direct.addr), proxy.client());
+    for burst in 0..60 {
+        let requests: Vec<_> = (0..rng.random_range(1..40))
+            .map(|_| random_request(&mut rng))
+            .collect();
+        let bytes: Vec<u8> = requests.iter().flat_map(|(r, _)| r.clone()).collect();
+        to_direct.send(&bytes);
+        to_proxy.send(&bytes);
+        for (i, (request, expect)) in requests.iter().enumerate() {
+            let want = to_direct.read_reply(*expect);
+            let got = to_proxy.read_reply(*expect);
+            assert!(
+                want == got,
+                "burst {burst}, request {i} {:?}: memcached {:?}, proxy {:?}",
+                String::from_utf8_lossy(request),
+                String::from_utf8_lossy(&want),
+                String::from_utf8_lossy(&got)
+            );
+        }
+    }
+    assert!(stat(&mut to_proxy, "merged_gets") > 0);
 }
