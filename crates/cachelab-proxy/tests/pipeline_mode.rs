@@ -6,7 +6,7 @@ mod common;
 
 use std::thread;
 
-use cachelab_protocol::{parse_reply, Expect};
+use cachelab_protocol::Expect;
 use common::{start_servers, values_reply, Client, Proxy};
 
 const CLIENTS: usize = 8;
@@ -86,30 +86,7 @@ fn by_default_every_request_goes_to_the_servers_on_its_own() {
 
 #[test]
 fn a_batch_of_gets_returns_each_clients_value_byte_for_byte() {
-    // Values of many sizes, so that replies straddle the proxy's read buffer boundaries.
     let servers = start_servers(1);
     let proxy = Proxy::start(&[&servers[0]], &["-t", "2", "--pipeline", "32"]);
-    let mut setup = proxy.client();
-    let sizes = [0usize, 1, 100, 4095, 4096, 16_000, 70_000, 300_000];
-    for (i, size) in sizes.iter().enumerate() {
-        let value = "x".repeat(*size);
-        assert_eq!(setup.set(&format!("big{i}"), &value), "STORED\r\n");
-    }
-    let mut client = proxy.client();
-    let mut batch = Vec::new();
-    for round in 0..5 {
-        for i in 0..sizes.len() {
-            batch.extend(format!("get big{}\r\n", (i + round) % sizes.len()).bytes());
-        }
-    }
-    client.send(&batch);
-    for round in 0..5 {
-        for i in 0..sizes.len() {
-            let k = (i + round) % sizes.len();
-            let reply = client.read_reply(Expect::Values);
-            assert!(parse_reply(&reply, Expect::Values).is_ok());
-            let want = values_reply(&[(&format!("big{k}"), &"x".repeat(sizes[k]))]);
-            assert!(reply == want.as_bytes(), "round {round}, key big{k}");
-        }
-    }
+    common::large_values_come_back_whole(&proxy, 5, "");
 }

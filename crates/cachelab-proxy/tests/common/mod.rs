@@ -60,3 +60,35 @@ pub fn wait_until(within: Duration, mut done: impl FnMut() -> bool) -> bool {
         thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// Values of many sizes (so that replies straddle the proxy's read buffer boundaries),
+/// stored through `proxy`, then asked for in `rounds` rounds of pipelined `get`s, each
+/// `get big<k>` followed by `extra_keys` (keys nobody stored): every reply must be the
+/// value byte for byte.
+pub fn large_values_come_back_whole(proxy: &Proxy, rounds: usize, extra_keys: &str) {
+    use cachelab_protocol::{parse_reply, Expect};
+    let mut setup = proxy.client();
+    let sizes = [0usize, 1, 100, 4095, 4096, 16_000, 70_000, 300_000];
+    for (i, size) in sizes.iter().enumerate() {
+        let value = "x".repeat(*size);
+        assert_eq!(setup.set(&format!("big{i}"), &value), "STORED\r\n");
+    }
+    let mut client = proxy.client();
+    let mut batch = Vec::new();
+    for round in 0..rounds {
+        for i in 0..sizes.len() {
+            let k = (i + round) % sizes.len();
+            batch.extend(format!("get big{k}{extra_keys}\r\n").bytes());
+        }
+    }
+    client.send(&batch);
+    for round in 0..rounds {
+        for i in 0..sizes.len() {
+            let k = (i + round) % sizes.len();
+            let reply = client.read_reply(Expect::Values);
+            assert!(parse_reply(&reply, Expect::Values).is_ok());
+            let want = values_reply(&[(&format!("big{k}"), &"x".repeat(sizes[k]))]);
+            assert!(reply == want.as_bytes(), "round {round}, key big{k}");
+        }
+    }
+}

@@ -5,15 +5,12 @@
 //! clears the replies' buffer ([`super::Engine::clear_replies`]): a reply whose action
 //! waits behind another keeps its bytes.
 
-use std::time::Duration;
-
 use proptest::prelude::*;
 
-use super::sim::{pool, request, Behaviour, Harness, SimServer};
+use super::sim::{Behaviour, Harness};
 use super::tests::{
     behaviour, check_one_reply_each_in_order, memcached_request, redis_request, seeded, settings,
 };
-use crate::routing::Protocol;
 
 /// What a run did that a client or the statistics see.
 fn seen(h: &Harness) -> String {
@@ -38,34 +35,13 @@ struct Case {
 }
 
 fn served(case: &Case, frames: bool, clear_often: bool) -> (Harness, usize) {
-    let servers: Vec<SimServer> = case
-        .behaviours
-        .iter()
-        .map(|&(b, delay)| SimServer::new(Duration::from_micros(delay), b))
-        .collect();
-    let n = servers.len();
+    let servers = Harness::servers_of(&case.behaviours);
     let mut h = Harness::new(servers, case.redis, settings(case.pipeline))
         .through_demux(frames, case.read_size);
     if clear_often {
         h = h.clearing_replies_often();
     }
-    let protocol = if case.redis {
-        Protocol::Redis
-    } else {
-        Protocol::Memcached
-    };
-    let p = pool(n, case.replicas.map(|r| r.min(n)), protocol);
-    let mut taken = 0;
-    for batch in &case.batches {
-        let reqs: Vec<_> = batch
-            .iter()
-            .take(case.pipeline)
-            .map(|r| request(&p, r, h.now))
-            .collect();
-        taken += reqs.len();
-        h.serve(reqs);
-        h.now += Duration::from_micros(10);
-    }
+    let taken = h.serve_batches(case.replicas, case.pipeline, &case.batches);
     (h, taken)
 }
 

@@ -249,32 +249,16 @@ fn served(
     batches: &[Vec<Vec<u8>>],
     read_size: Option<usize>,
 ) -> (Harness, usize) {
-    let servers: Vec<SimServer> = behaviours
-        .iter()
-        .map(|&(b, delay)| SimServer::new(Duration::from_micros(delay), b))
-        .collect();
-    let n = servers.len();
     let s = EngineSettings {
         pipeline,
         max_reply_bytes: 1 << 20,
         merge_gets,
     };
-    let mut h = Harness::new(servers, false, s);
+    let mut h = Harness::new(Harness::servers_of(behaviours), false, s);
     if let Some(read_size) = read_size {
         h = h.through_demux(true, read_size);
     }
-    let p = pool(n, replicas.map(|r| r.min(n)), Protocol::Memcached);
-    let mut taken = 0;
-    for batch in batches {
-        let reqs: Vec<_> = batch
-            .iter()
-            .take(pipeline)
-            .map(|r| request(&p, r, h.now))
-            .collect();
-        taken += reqs.len();
-        h.serve(reqs);
-        h.now += Duration::from_micros(10);
-    }
+    let taken = h.serve_batches(replicas, pipeline, batches);
     (h, taken)
 }
 

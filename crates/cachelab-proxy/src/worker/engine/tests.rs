@@ -383,26 +383,9 @@ fn run_batches(
     behaviours: Vec<(Behaviour, u64)>,
     batches: Vec<Vec<Vec<u8>>>,
 ) {
-    let servers = behaviours
-        .into_iter()
-        .map(|(b, delay)| SimServer::new(Duration::from_micros(delay), b))
-        .collect::<Vec<_>>();
-    let n = servers.len();
+    let servers = Harness::servers_of(&behaviours);
     let mut h = Harness::new(servers, redis, settings(pipeline));
-    let protocol = if redis {
-        Protocol::Redis
-    } else {
-        Protocol::Memcached
-    };
-    let p = pool(n, replicas.map(|r| r.min(n)), protocol);
-    let mut taken = 0;
-    for batch in batches {
-        let batch: Vec<_> = batch.into_iter().take(pipeline).collect();
-        taken += batch.len();
-        let reqs = batch.iter().map(|r| request(&p, r, h.now)).collect();
-        h.serve(reqs);
-        h.now += Duration::from_micros(10);
-    }
+    let taken = h.serve_batches(replicas, pipeline, &batches);
     check_one_reply_each_in_order(&h, taken);
 }
 

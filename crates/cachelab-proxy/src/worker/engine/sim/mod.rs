@@ -148,6 +148,44 @@ impl Harness {
         self
     }
 
+    /// Simulated servers of these behaviours and delays (in microseconds).
+    pub(super) fn servers_of(behaviours: &[(Behaviour, u64)]) -> Vec<SimServer> {
+        behaviours
+            .iter()
+            .map(|&(b, delay)| SimServer::new(Duration::from_micros(delay), b))
+            .collect()
+    }
+
+    /// Serves each of `batches` (cut to `pipeline` requests) as one batch, 10 us apart,
+    /// from a pool over every server (`replicas` None: replicated, else sharded with
+    /// that many); returns the requests taken.
+    pub(super) fn serve_batches(
+        &mut self,
+        replicas: Option<usize>,
+        pipeline: usize,
+        batches: &[Vec<Vec<u8>>],
+    ) -> usize {
+        let protocol = if self.redis {
+            crate::routing::Protocol::Redis
+        } else {
+            crate::routing::Protocol::Memcached
+        };
+        let n = self.servers.len();
+        let p = pool(n, replicas.map(|r| r.min(n)), protocol);
+        let mut taken = 0;
+        for batch in batches {
+            let reqs: Vec<_> = batch
+                .iter()
+                .take(pipeline)
+                .map(|r| request(&p, r, self.now))
+                .collect();
+            taken += reqs.len();
+            self.serve(reqs);
+            self.now += Duration::from_micros(10);
+        }
+        taken
+    }
+
     fn close(&mut self, server: ServerId) {
         self.open[server] = false;
         self.inbox[server].clear();
