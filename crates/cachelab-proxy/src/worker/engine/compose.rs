@@ -147,7 +147,7 @@ pub(super) const MERGED_LINE_MAX: usize = 2048;
 /// `gets` of keys only, whose parts may go out in the line of another such request for
 /// the same server; None for anything else.
 fn mergeable(job: &Request) -> Option<bool> {
-    if job.redis.is_some() || job.expect != Expect::Values {
+    if job.redis.is_some() || job.expect != Expect::Values || !job.frame.ends_with(b"\r\n") {
         return None;
     }
     if job.frame.starts_with(b"gets ") {
