@@ -56,32 +56,30 @@ pub(super) struct Exchange {
     pub(super) result: State,
 }
 
-/// The exchanges one message carries: `head` and those joined to its line (the next
-/// exchanges with its server, as long as they are joined).
+/// The exchange after `at` that went out in the same message: the next exchange with
+/// its server, if its keys were joined to that line (`--merge-gets`).
+pub(super) fn next_joined(exchanges: &[Exchange], at: usize) -> Option<usize> {
+    let server = exchanges[at].server;
+    let next = at
+        + 1
+        + exchanges[at + 1..]
+            .iter()
+            .position(|ex| ex.server == server)?;
+    exchanges[next].joined.then_some(next)
+}
+
+/// The exchanges one message carries: `head` and those joined to its line.
 pub(super) fn group(exchanges: &[Exchange], head: usize) -> impl Iterator<Item = usize> + '_ {
-    let server = exchanges[head].server;
-    let joined = exchanges[head + 1..]
-        .iter()
-        .enumerate()
-        .filter(move |(_, ex)| ex.server == server)
-        .take_while(|(_, ex)| ex.joined)
-        .map(move |(i, _)| head + 1 + i);
-    std::iter::once(head).chain(joined)
+    std::iter::successors(Some(head), |&at| next_joined(exchanges, at))
 }
 
 /// Settles `head` and the exchanges joined to its line with `result`: one reply (or
 /// its absence) answers the one message they went out in.
 pub(super) fn settle_group(exchanges: &mut [Exchange], head: usize, result: State) {
-    let server = exchanges[head].server;
-    exchanges[head].result = result;
-    for ex in exchanges[head + 1..]
-        .iter_mut()
-        .filter(|ex| ex.server == server)
-    {
-        if !ex.joined {
-            break;
-        }
-        ex.result = result;
+    let mut at = Some(head);
+    while let Some(i) = at {
+        exchanges[i].result = result;
+        at = next_joined(exchanges, i);
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Instant;
 use cachelab_protocol::{Expect, Reply, ValueIter};
 
 use super::compose::part_keys;
-use super::exchange::{refusal_line, State};
+use super::exchange::{next_joined, refusal_line, settle_group, State};
 use super::{Engine, ServerHealth};
 use crate::job::Request;
 
@@ -26,15 +26,10 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
         let mut values = ValueIter::new(body);
         let mut next = values.next();
         let mut pos = 0;
-        let mut members = 0;
-        for ex in self.exchanges[head..]
-            .iter_mut()
-            .filter(|ex| ex.server == server)
-        {
-            if members > 0 && !ex.joined {
-                break;
-            }
-            members += 1;
+        let mut at = Some(head);
+        while let Some(i) = at {
+            at = next_joined(&self.exchanges, i);
+            let ex = &mut self.exchanges[i];
             let job = &self.batch[ex.job].as_ref().expect("served").job;
             let (start, mut hits) = (pos, 0);
             part_keys(job, &self.plans[ex.job], ex.part, |key| {
@@ -66,11 +61,7 @@ impl<J: std::ops::Deref<Target = Request>, H: ServerHealth> Engine<J, H> {
         if next.is_none() {
             return true;
         }
-        self.exchanges[head..]
-            .iter_mut()
-            .filter(|ex| ex.server == server)
-            .take(members)
-            .for_each(|ex| ex.result = State::Pending);
+        settle_group(&mut self.exchanges, head, State::Pending);
         false
     }
 }
