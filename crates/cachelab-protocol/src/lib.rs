@@ -28,8 +28,8 @@ pub mod response;
 pub use error::{Discard, Invalid, ParseError, RequestError, Span, Unlink};
 pub use limits::Limits;
 pub use request::{
-    parse_request, Arith, ArithOp, Delete, FlushAll, Get, Keys, Meta, MetaCmd, MetaStatus, Request,
-    Store, StoreOp, Touch,
+    parse_request, parse_request_to, Arith, ArithOp, Delete, FlushAll, Get, Keys, Meta, MetaCmd,
+    MetaStatus, Request, Store, StoreOp, Touch,
 };
 pub use resp::{parse_resp_reply, RespReply, RespValue};
 pub use response::{

@@ -18,10 +18,27 @@ pub(crate) enum LineScan<'a> {
 pub(crate) fn scan_line(buf: &[u8], max_len: usize) -> LineScan<'_> {
     let window = &buf[..buf.len().min(max_len.saturating_add(2))];
     match memchr::memchr(b'\n', window) {
-        Some(i) if i > 0 && buf[i - 1] == b'\r' => LineScan::Complete(&buf[..i - 1], i + 1),
-        Some(i) => LineScan::BareNewline(i + 1),
+        Some(i) => line_at(buf, i),
         None if window.len() >= max_len.saturating_add(2) => LineScan::TooLong,
         None => LineScan::Incomplete,
+    }
+}
+
+/// [`scan_line`] for a caller that found the first newline already, at `newline`.
+pub(crate) fn scan_line_to(buf: &[u8], newline: usize, max_len: usize) -> LineScan<'_> {
+    debug_assert_eq!(memchr::memchr(b'\n', buf), Some(newline));
+    if newline < max_len.saturating_add(2) {
+        line_at(buf, newline)
+    } else {
+        LineScan::TooLong
+    }
+}
+
+fn line_at(buf: &[u8], newline: usize) -> LineScan<'_> {
+    if newline > 0 && buf[newline - 1] == b'\r' {
+        LineScan::Complete(&buf[..newline - 1], newline + 1)
+    } else {
+        LineScan::BareNewline(newline + 1)
     }
 }
 

@@ -2,8 +2,8 @@
 //! boundary, and arbitrary bytes (the fuzz target: no panic, always progress).
 
 use cachelab_protocol::{
-    parse_request, Arith, ArithOp, Delete, Discard, FlushAll, Get, Keys, Limits, ParseError,
-    Request, Store, StoreOp, Touch,
+    parse_request, parse_request_to, Arith, ArithOp, Delete, Discard, FlushAll, Get, Keys, Limits,
+    ParseError, Request, Store, StoreOp, Touch,
 };
 use proptest::prelude::*;
 
@@ -202,7 +202,13 @@ proptest! {
         loop {
             steps += 1;
             prop_assert!(steps <= bytes.len() + 1);
-            match parse_request(rest, &limits) {
+            let parsed = parse_request(rest, &limits);
+            // A caller that found the first newline already gets the same answer.
+            if let Some(newline) = memchr::memchr(b'\n', rest) {
+                let told = parse_request_to(rest, newline, &limits);
+                prop_assert_eq!(format!("{told:?}"), format!("{parsed:?}"));
+            }
+            match parsed {
                 Ok((_, used)) => {
                     prop_assert!(used > 0 && used <= rest.len());
                     rest = &rest[used..];

@@ -2,7 +2,8 @@
 //! discard out. Pure: the connection task owns the buffer and does the I/O.
 
 use cachelab_protocol::{
-    parse_request, Discard, Expect, Invalid, Limits, MetaCmd, ParseError, Request, StoreOp,
+    parse_request, parse_request_to, Discard, Expect, Invalid, Limits, MetaCmd, ParseError,
+    Request, StoreOp,
 };
 
 use crate::metrics::OpKind;
@@ -141,20 +142,28 @@ impl Decoder {
                 }
             }
         }
-        if buf.first() == Some(&BINARY_REQUEST_MAGIC) {
-            return Step::Binary;
+        match buf.first() {
+            None => return Step::Incomplete,
+            Some(&BINARY_REQUEST_MAGIC) => return Step::Binary,
+            Some(_) => {}
         }
         // Without a newline the parser can only ask for more, until the line is too
-        // long (its `scan_line` window): the same answer without reading it again.
-        let from = self.no_newline.min(buf.len());
-        if buf.len() < limits.max_line_len.saturating_add(2)
-            && memchr::memchr(b'\n', &buf[from..]).is_none()
-        {
+        // long (its `scan_line` window): the same answer without reading it again. A
+        // newline found here is handed to the parser, which then does not look for it.
+        let limit = limits.max_line_len.saturating_add(2);
+        let window = buf.len().min(limit);
+        let from = self.no_newline.min(window);
+        let newline = memchr::memchr(b'\n', &buf[from..window]).map(|i| from + i);
+        if newline.is_none() && buf.len() < limit {
             self.no_newline = buf.len();
             return Step::Incomplete;
         }
         self.no_newline = 0;
-        match parse_request(buf, limits) {
+        let parsed = match newline {
+            Some(newline) => parse_request_to(buf, newline, limits),
+            None => parse_request(buf, limits),
+        };
+        match parsed {
             Ok((request, len)) => {
                 let spans = match &request {
                     Request::Get(get) if get.keys.len() > 1 => KeySpans::of(buf, get.keys.iter()),

@@ -15,7 +15,7 @@ use bytes::BufMut;
 
 use crate::error::{Discard, Invalid, ParseError, RequestError, Span, Unlink};
 use crate::limits::Limits;
-use crate::line::{scan_line, LineScan, Words};
+use crate::line::{scan_line, scan_line_to, LineScan, Words};
 
 pub use arith::{Arith, ArithOp};
 pub use delete::Delete;
@@ -106,7 +106,25 @@ pub fn parse_request<'a>(
     buf: &'a [u8],
     limits: &Limits,
 ) -> Result<(Request<'a>, usize), ParseError> {
-    let (line, line_len) = match scan_line(buf, limits.max_line_len) {
+    parse_scanned(buf, scan_line(buf, limits.max_line_len), limits)
+}
+
+/// [`parse_request`] for a caller that found the first newline of `buf` already (at
+/// `newline`, which must be the first): the line is not searched again.
+pub fn parse_request_to<'a>(
+    buf: &'a [u8],
+    newline: usize,
+    limits: &Limits,
+) -> Result<(Request<'a>, usize), ParseError> {
+    parse_scanned(buf, scan_line_to(buf, newline, limits.max_line_len), limits)
+}
+
+fn parse_scanned<'a>(
+    buf: &'a [u8],
+    scan: LineScan<'a>,
+    limits: &Limits,
+) -> Result<(Request<'a>, usize), ParseError> {
+    let (line, line_len) = match scan {
         LineScan::Complete(line, len) => (line, len),
         LineScan::Incomplete => return Err(ParseError::Incomplete),
         LineScan::BareNewline(len) => {

@@ -1,7 +1,8 @@
 //! The loop's time: how long it may sleep, and what is due when it wakes (a worker's
 //! deadline or connection attempt, a client's idle timeout or linger, accepting again).
-//! Deadlines are found by scanning the W workers (and the clients only with an idle
-//! timeout, or those lingering): no timer wheel, W is small.
+//! Deadlines are found by scanning the workers' next deadlines, which the loop keeps
+//! (`EventLoop::deadlines`), and the clients only with an idle timeout, or those
+//! lingering: no timer wheel, W is small.
 
 use std::time::{Duration, Instant};
 
@@ -42,9 +43,8 @@ impl EventLoop {
                 earliest = Some(earliest.map_or(at, |e: Instant| e.min(at)));
             }
         };
-        for worker in &self.workers {
-            consider(worker.deadline());
-            consider(worker.open_deadline());
+        for &at in &self.deadlines {
+            consider(at);
         }
         consider(self.shared.as_ref().and_then(|s| s.deadline()));
         let idle = self.settings.idle_timeout;
@@ -75,10 +75,9 @@ impl EventLoop {
             }
         }
         for w in 0..self.workers.len() {
-            let due = self.workers[w].deadline().is_some_and(|d| now >= d)
-                || self.workers[w].open_deadline().is_some_and(|d| now >= d);
-            if due {
+            if self.deadlines[w].is_some_and(|d| now >= d) {
                 let shared = self.shared.as_mut();
+                self.workers[w].clock = now;
                 self.workers[w].on_time(&self.ctx, self.poll.registry(), shared, now);
                 self.after_worker(w);
                 self.deliver_pokes();

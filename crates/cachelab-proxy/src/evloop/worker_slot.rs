@@ -426,4 +426,13 @@ impl WorkerSlot {
     pub fn open_deadline(&self) -> Option<Instant> {
         self.links.iter().filter_map(ServerLink::deadline).min()
     }
+
+    /// The earlier of [`WorkerSlot::deadline`] and [`WorkerSlot::open_deadline`]: when
+    /// the loop must call [`WorkerSlot::on_time`].
+    pub fn next_deadline(&self) -> Option<Instant> {
+        match (self.deadline(), self.open_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
 }
