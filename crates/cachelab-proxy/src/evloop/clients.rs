@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use mio::{Interest, Registry, Token};
 use tracing::{error, warn};
 
+use super::EventLoop;
 use crate::client::lifecycle::{AfterDrain, Due, Lifecycle, Phase, HANDSHAKE_TIMEOUT};
 use crate::client::session::{ClientSession, End, NetContext};
 use crate::client::ClientConn;
@@ -365,4 +366,28 @@ pub fn refuse(socket: MioSocket, tls: bool, net: &NetContext, peer: &Peer, limit
 /// An accept error (typically out of file descriptors): logged; the loop retries later.
 pub fn accept_failed(e: &std::io::Error) {
     error!(error = %e, "accept failed");
+}
+
+/// Clients leaving the loop.
+impl EventLoop {
+    /// Removes a client that is gone; remembers one that lingers (its deadline counts).
+    pub(super) fn settle_client(&mut self, key: usize, fate: Fate) {
+        match fate {
+            Fate::Gone => self.remove(key),
+            Fate::Keep => {
+                if self.clients[key].owes_stats() {
+                    return self.answer_stats(key);
+                }
+                if self.clients[key].lingers() && !self.lingering.contains(&key) {
+                    self.lingering.push(key);
+                }
+            }
+        }
+    }
+
+    fn remove(&mut self, key: usize) {
+        let client = self.clients.remove(key);
+        self.by_id.remove(&client.id());
+        self.lingering.retain(|&k| k != key);
+    }
 }

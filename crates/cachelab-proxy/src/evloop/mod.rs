@@ -46,7 +46,7 @@ mod writes;
 
 use accept::Handed;
 pub use accept::{Handoff, LoopListener};
-use clients::{Client, Fate};
+use clients::Client;
 pub use control::Control;
 use control::{ABORT, DRAIN, RUN};
 use shared::SharedConns;
@@ -88,9 +88,8 @@ pub struct EventLoop {
     /// Client ids to their keys (ids are the proxy's own: a fast fixed hash).
     by_id: HashMap<u64, usize, foldhash::fast::FixedState>,
     workers: Vec<WorkerSlot>,
-    /// Each worker's next deadline ([`WorkerSlot::next_deadline`]), kept up to date
-    /// after each time the loop calls it: a turn reads these few words rather than
-    /// every worker's state (64 workers, the default mode, were 128 cache lines a turn).
+    /// Each worker's [`WorkerSlot::next_deadline`], updated after each call of it: a
+    /// turn reads these words, not every worker's state.
     deadlines: Vec<Option<Instant>>,
     /// `--share-connections`: the connections the workers share.
     shared: Option<SharedConns>,
@@ -416,12 +415,6 @@ impl EventLoop {
         self.replied = replied;
     }
 
-    fn remove(&mut self, key: usize) {
-        let client = self.clients.remove(key);
-        self.by_id.remove(&client.id());
-        self.lingering.retain(|&k| k != key);
-    }
-
     fn start_drain(&mut self) {
         for (listener, _, _) in &mut self.listeners {
             let _ = match listener {
@@ -435,21 +428,6 @@ impl EventLoop {
         for key in keys {
             let fate = self.clients[key].shut_down(self.poll.registry());
             self.settle_client(key, fate);
-        }
-    }
-
-    /// Removes a client that is gone; remembers one that lingers (its deadline counts).
-    fn settle_client(&mut self, key: usize, fate: Fate) {
-        match fate {
-            Fate::Gone => self.remove(key),
-            Fate::Keep => {
-                if self.clients[key].owes_stats() {
-                    return self.answer_stats(key);
-                }
-                if self.clients[key].lingers() && !self.lingering.contains(&key) {
-                    self.lingering.push(key);
-                }
-            }
         }
     }
 }
