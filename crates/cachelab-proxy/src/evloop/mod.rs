@@ -265,8 +265,8 @@ impl EventLoop {
                 continue;
             }
             // The turn's one clock reading: when its events were found (a request's
-            // arrival, a reply's answer) and what its timers compare with. A worker is
-            // given it when the loop calls it (not all of them each turn).
+            // arrival, a reply's answer) and what its timers compare with, passed to
+            // the workers the loop calls.
             self.turn = Instant::now();
             for event in events.iter() {
                 let token = event.token().0;
@@ -279,8 +279,7 @@ impl EventLoop {
                     }
                     let registry = self.poll.registry();
                     let hup = event.is_read_closed();
-                    self.workers[w].clock = self.turn;
-                    self.workers[w].on_event(&self.ctx, registry, s, readable, hup);
+                    self.workers[w].on_event(&self.ctx, registry, s, readable, hup, self.turn);
                     self.after_worker(w);
                 } else if token >= SHARED_BASE {
                     let readable = event.is_readable() || event.is_error();
@@ -321,8 +320,8 @@ impl EventLoop {
                 self.health_seen.borrow_and_update();
                 for w in 0..self.workers.len() {
                     let shared = self.shared.as_mut();
-                    self.workers[w].clock = self.turn;
-                    self.workers[w].on_health_change(&self.ctx, self.poll.registry(), shared);
+                    let registry = self.poll.registry();
+                    self.workers[w].on_health_change(&self.ctx, registry, shared, self.turn);
                     self.after_worker(w);
                     self.deliver_pokes();
                 }
@@ -356,8 +355,7 @@ impl EventLoop {
             for poke in pokes.drain(..) {
                 let w = poke.worker();
                 let shared = self.shared.as_mut().expect("checked");
-                self.workers[w].clock = self.turn;
-                self.workers[w].poked(&self.ctx, self.poll.registry(), shared, poke);
+                self.workers[w].poked(&self.ctx, self.poll.registry(), shared, poke, self.turn);
                 self.after_worker(w);
             }
         }

@@ -174,7 +174,9 @@ impl WorkerSlot {
         registry: &Registry,
         shared: &mut SharedConns,
         poke: Poke,
+        now: Instant,
     ) {
+        self.clock = now;
         match poke {
             Poke::Bytes { server, .. } => self.mark(server, None),
             Poke::Down { server, down, .. } => self.mark(server, Some(down)),

@@ -77,7 +77,6 @@ impl EventLoop {
         for w in 0..self.workers.len() {
             if self.deadlines[w].is_some_and(|d| now >= d) {
                 let shared = self.shared.as_mut();
-                self.workers[w].clock = now;
                 self.workers[w].on_time(&self.ctx, self.poll.registry(), shared, now);
                 self.after_worker(w);
                 self.deliver_pokes();

@@ -45,8 +45,8 @@ pub struct WorkerSlot {
     pub(super) links: Vec<ServerLink>,
     pub(super) blocked: Blocked,
     deadline: Instant,
-    /// When what the worker handles happened: the loop's turn began (its socket events,
-    /// its timers), or the worker took its batch. One clock reading serves them all.
+    /// When what the worker handles happened: the time the loop's call passed (its
+    /// turn's clock reading), or when the worker took its batch.
     pub(super) clock: Instant,
     /// Replies finished since the loop last took them, for their clients.
     pub completed: Vec<Completion>,
@@ -101,7 +101,7 @@ impl WorkerSlot {
 
     /// When the worker must be told that time passed: its engine's deadline, or a
     /// connection attempt's.
-    pub fn deadline(&self) -> Option<Instant> {
+    fn deadline(&self) -> Option<Instant> {
         match self.blocked {
             Blocked::Await => Some(self.deadline),
             Blocked::Connect(s) | Blocked::Write { server: s, .. } => {
@@ -282,7 +282,9 @@ impl WorkerSlot {
         server: ServerId,
         readable: bool,
         hup: bool,
+        now: Instant,
     ) {
+        self.clock = now;
         if server >= self.links.len() {
             return;
         }
@@ -381,6 +383,7 @@ impl WorkerSlot {
         shared: Option<&mut SharedConns>,
         now: Instant,
     ) {
+        self.clock = now;
         match self.blocked {
             Blocked::Await if now >= self.deadline => {
                 self.handle(ctx, registry, shared, Event::TimerDue);
@@ -416,23 +419,25 @@ impl WorkerSlot {
         ctx: &WorkerContext,
         registry: &Registry,
         shared: Option<&mut SharedConns>,
+        now: Instant,
     ) {
+        self.clock = now;
         if self.blocked == Blocked::Await {
             self.handle(ctx, registry, shared, Event::HealthChanged);
         }
     }
 
     /// The earliest deadline of a connection opened at start that nobody waits for.
-    pub fn open_deadline(&self) -> Option<Instant> {
+    fn open_deadline(&self) -> Option<Instant> {
         self.links.iter().filter_map(ServerLink::deadline).min()
     }
 
     /// The earlier of [`WorkerSlot::deadline`] and [`WorkerSlot::open_deadline`]: when
     /// the loop must call [`WorkerSlot::on_time`].
     pub fn next_deadline(&self) -> Option<Instant> {
-        match (self.deadline(), self.open_deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.deadline()
+            .into_iter()
+            .chain(self.open_deadline())
+            .min()
     }
 }
