@@ -89,12 +89,17 @@ fn two_pools_on_one_server_with_different_databases_each_read_only_their_own_key
         assert_eq!(b.cmd(&["SET", "k", "from-b"]), "+OK\r\n");
         assert_eq!(a.cmd(&["SET", "only-a", "1"]), "+OK\r\n");
         assert_eq!(b.cmd(&["SET", "only-b", "2"]), "+OK\r\n");
-        // Reads rotate over the workers: every worker's connection of each pool.
-        for _ in 0..8 {
-            assert_eq!(a.cmd(&["GET", "k"]), bulk("from-a"));
-            assert_eq!(b.cmd(&["GET", "k"]), bulk("from-b"));
-            assert_eq!(a.cmd(&["GET", "only-b"]), NIL);
-            assert_eq!(b.cmd(&["GET", "only-a"]), NIL);
+        // Pipelined, the reads keep all four workers busy: every worker's connection
+        // of each pool answers.
+        let reads_a: Vec<&[&str]> = [&["GET", "k"][..], &["GET", "only-b"]].repeat(8);
+        let reads_b: Vec<&[&str]> = [&["GET", "k"][..], &["GET", "only-a"]].repeat(8);
+        for (replies, own) in [
+            (a.pipelined(&reads_a), "from-a"),
+            (b.pipelined(&reads_b), "from-b"),
+        ] {
+            for pair in replies.chunks(2) {
+                assert_eq!(pair, [bulk(own), NIL.to_string()]);
+            }
         }
         assert_eq!(keys_in(&server, None, 0, "*"), set_of(&["k", "only-a"]));
         assert_eq!(keys_in(&server, None, 5, "*"), set_of(&["k", "only-b"]));

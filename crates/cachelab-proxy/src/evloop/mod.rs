@@ -107,8 +107,6 @@ pub struct EventLoop {
     next_due: Option<Instant>,
     /// Scratch list of clients whose time came.
     due_clients: Vec<usize>,
-    /// Where the search for an idle worker starts.
-    next_worker: usize,
     /// When the loop last read anything (busy-polling keeps polling after it).
     last_read: Instant,
     /// When the current turn's poll returned.
@@ -209,7 +207,6 @@ impl EventLoop {
                 queue: RequestQueue::new(queue_length),
                 settings,
                 state,
-                next_worker: 0,
                 lingering: Vec::new(),
                 next_due: None,
                 due_clients: Vec::new(),
@@ -368,16 +365,13 @@ impl EventLoop {
             if self.queue.is_empty() {
                 return;
             }
-            // Idle workers take turns (as they would queue up to wait), so requests
-            // spread over every worker's connections rather than the first one's.
-            let n = self.workers.len();
-            let Some(w) = (0..n)
-                .map(|i| (self.next_worker + i) % n)
-                .find(|&w| self.workers[w].is_idle())
-            else {
+            // The lowest-numbered idle worker serves: the one whose engine, buffers
+            // and connections served last, still in the caches. (Taking turns meant
+            // each request met a worker last used about W requests ago.) Which worker
+            // serves does not change the station: one queue, W servers.
+            let Some(w) = self.workers.iter().position(WorkerSlot::is_idle) else {
                 return;
             };
-            self.next_worker = (w + 1) % n;
             let shared = self.shared.as_mut();
             let registry = self.poll.registry();
             self.workers[w].serve_queue(&self.ctx, registry, shared, &mut self.queue);

@@ -124,6 +124,11 @@ impl ServerLink {
 
     /// Starts connecting, if the retry policy allows it now; Err says why the server
     /// cannot be used.
+    ///
+    /// A request that finds the connection still backing off counts as one more
+    /// failure of the server, as the connection attempt it would have made in
+    /// twemproxy: so `--failure-limit` counts failed requests in a row, whichever
+    /// worker's (or the shared) connection they met.
     pub fn open(
         &mut self,
         health: &Health,
@@ -131,7 +136,10 @@ impl ServerLink {
         now: Instant,
         timeout: Duration,
     ) -> Result<Opened, Down> {
-        self.retry.may_attempt(now, health.restores(self.server))?;
+        if let Err(down) = self.retry.may_attempt(now, health.restores(self.server)) {
+            health.report_failure(self.server, FailureKind::Connection, &down.to_string());
+            return Err(down);
+        }
         let connector = health.connector(self.server);
         let mut socket = match start_connect(&connector) {
             Ok(s) => s,
@@ -319,5 +327,30 @@ impl ServerLink {
             self.readable = false;
         }
         end
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Requests that find the connection backing off each count a failure, so a server
+    /// is ejected after `--failure-limit` failed requests in a row, however few
+    /// connections (one worker's, or the shared one) they met.
+    #[test]
+    fn a_request_that_finds_the_connection_backing_off_counts_a_failure() {
+        let addr = Endpoint::Tcp("127.0.0.1:1".parse().unwrap());
+        let health = Health::new(&[addr], 3);
+        let poll = mio::Poll::new().unwrap();
+        let mut link = ServerLink::new(0, 0, Token(7), Duration::from_secs(60));
+        let now = Instant::now();
+        link.fail(&health, poll.registry(), now, FailureKind::Connection, Down::Closed);
+        assert_eq!(health.report()[0].failures, 1);
+        let timeout = Duration::from_secs(1);
+        assert!(link.open(&health, poll.registry(), now, timeout).is_err());
+        assert!(!health.is_ejected(0));
+        assert!(link.open(&health, poll.registry(), now, timeout).is_err());
+        assert!(health.is_ejected(0), "the third failure in a row ejects");
+        assert_eq!(health.reason(0), Down::Closed.to_string());
     }
 }

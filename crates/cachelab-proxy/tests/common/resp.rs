@@ -66,6 +66,19 @@ impl RespClient {
         self.reply()
     }
 
+    /// Sends every command in one write, then reads their replies in order: the
+    /// proxy's idle workers all get one (the lowest-numbered idle worker serves).
+    #[allow(dead_code)]
+    pub fn pipelined(&mut self, commands: &[&[&str]]) -> Vec<String> {
+        let mut out = Vec::new();
+        for args in commands {
+            let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            compose_command(&mut out, &args);
+        }
+        self.client.send(&out);
+        commands.iter().map(|_| self.reply()).collect()
+    }
+
     /// Reads one reply.
     pub fn reply(&mut self) -> String {
         String::from_utf8_lossy(&self.client.read_reply(Expect::Resp)).into_owned()
