@@ -344,7 +344,13 @@ mod tests {
         let poll = mio::Poll::new().unwrap();
         let mut link = ServerLink::new(0, 0, Token(7), Duration::from_secs(60));
         let now = Instant::now();
-        link.fail(&health, poll.registry(), now, FailureKind::Connection, Down::Closed);
+        link.fail(
+            &health,
+            poll.registry(),
+            now,
+            FailureKind::Connection,
+            Down::Closed,
+        );
         assert_eq!(health.report()[0].failures, 1);
         let timeout = Duration::from_secs(1);
         assert!(link.open(&health, poll.registry(), now, timeout).is_err());

@@ -176,12 +176,6 @@ impl WorkerSlot {
         mut shared: Option<&mut SharedConns>,
     ) {
         while let Some(action) = self.engine.next_action() {
-            let (completed, records) = (&mut self.completed, &mut self.records);
-            let engine = &mut self.engine;
-            let Some(action) = outputs::apply(self.id, ctx, engine, action, completed, records)
-            else {
-                continue;
-            };
             match action {
                 Action::Connect(server) => {
                     let ready = match shared.as_deref_mut() {
@@ -232,7 +226,8 @@ impl WorkerSlot {
                     return;
                 }
                 Action::Reply { .. } | Action::Sample | Action::Count(_) | Action::Warn(_) => {
-                    unreachable!("carried out by outputs::apply")
+                    let (completed, records) = (&mut self.completed, &mut self.records);
+                    outputs::apply(self.id, ctx, &mut self.engine, action, completed, records);
                 }
             }
         }

@@ -45,8 +45,9 @@ impl Records {
     }
 }
 
-/// Carries out `action` if it is one of the above (None); returns the others, which
-/// need the loop's sockets or time. Replies go to `completed`, samples to `records`.
+/// Carries out `action`, one of those above: a reply, a sample, a count or a warning
+/// (the worker slot carries out the others, which need the loop's sockets or time).
+/// Replies go to `completed`, samples to `records`.
 pub fn apply(
     id: usize,
     ctx: &WorkerContext,
@@ -54,7 +55,7 @@ pub fn apply(
     action: Action,
     completed: &mut Vec<Completion>,
     records: &mut Records,
-) -> Option<Action> {
+) {
     match action {
         Action::Reply {
             index,
@@ -93,9 +94,13 @@ pub fn apply(
         Action::Warn(Warning::ReplicasDisagree { op }) => {
             warn!(worker = id, op, "incr/decr results differ between replicas");
         }
-        other => return Some(other),
+        Action::Connect(_)
+        | Action::Write { .. }
+        | Action::Await { .. }
+        | Action::Fail { .. }
+        | Action::Drop { .. }
+        | Action::Idle => unreachable!("carried out by the worker slot"),
     }
-    None
 }
 
 /// Writes a request's sample into the latency histograms and the statistics unit.
