@@ -24,6 +24,15 @@ fn with_pipelining_a_killed_server_is_routed_around_and_used_again_after_restart
     killed_server_is_routed_around(PIPELINED);
 }
 
+/// The production mode: one connection per server, shared by the workers. Its one
+/// failed connection is followed by requests that meet it backing off; they count, so
+/// the server is ejected (and restored) as in the other modes.
+#[test]
+fn with_shared_connections_a_killed_server_is_routed_around_and_used_again_after_restart() {
+    let _serial = common::serial();
+    killed_server_is_routed_around(&["--pipeline", "16", "--share-connections", "--merge-gets"]);
+}
+
 fn killed_server_is_routed_around(mode: &[&str]) {
     let mut servers = start_servers(3);
     let mut args = vec!["-t", "4", "--backoff-max", "200", "--server-timeout", "500"];
