@@ -137,11 +137,13 @@ fn parse_scanned<'a>(
             }))
         }
     };
-    if memchr::memchr(0, line).is_some() {
-        return Err(ParseError::invalid(RequestError::NulInLine, line_len));
-    }
+    // A quick `get` has no NUL (its key has no control byte): the search of the
+    // whole line for one waits until the line is not such a `get`.
     if let Some(get) = retrieval::quick_get(line, limits) {
         return Ok((get, line_len));
+    }
+    if memchr::memchr(0, line).is_some() {
+        return Err(ParseError::invalid(RequestError::NulInLine, line_len));
     }
     parse_line(buf, line, line_len, limits)
 }

@@ -123,3 +123,19 @@ fn keys_with_control_characters_are_rejected() {
     assert_eq!(rejected(b"get a\x7fb\r\n").error, RequestError::BadKey);
     assert_eq!(rejected(b"delete a\x01\r\n").error, RequestError::BadKey);
 }
+
+/// A NUL anywhere in a line is its own error, a `get`'s key included (the quick
+/// reading of `get <key>` takes no key with a control byte, so it leaves these to the
+/// check).
+#[test]
+fn a_nul_in_a_line_is_refused_whatever_the_command() {
+    for line in [
+        &b"get a\0b\r\n"[..],
+        b"get \0\r\n",
+        b"gets a \0\r\n",
+        b"get\0a\r\n",
+        b"set a\0 0 0 1\r\nx\r\n",
+    ] {
+        assert_eq!(rejected(line).error, RequestError::NulInLine, "{line:?}");
+    }
+}
