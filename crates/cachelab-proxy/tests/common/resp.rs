@@ -59,16 +59,11 @@ impl RespClient {
 
     /// Sends `args` as an array of bulk strings and returns the reply's bytes as text.
     pub fn cmd(&mut self, args: &[&str]) -> String {
-        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        let mut out = Vec::new();
-        compose_command(&mut out, &args);
-        self.client.send(&out);
-        self.reply()
+        self.pipelined(&[args]).remove(0)
     }
 
     /// Sends every command in one write, then reads their replies in order: the
     /// proxy's idle workers all get one (the lowest-numbered idle worker serves).
-    #[allow(dead_code)]
     pub fn pipelined(&mut self, commands: &[&[&str]]) -> Vec<String> {
         let mut out = Vec::new();
         for args in commands {
