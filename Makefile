@@ -16,7 +16,7 @@ APT_PKGS  := memcached redis-server nutcracker libmemcached-tools iperf3 openssh
 # Commands that tell whether each package above is installed.
 APT_CMDS  := memcached redis-server nutcracker memcaslap iperf3 sshd chromium tcpdump valgrind
 
-.PHONY: help deps system-deps rust-deps build test lint test-rust test-python demo bench fuzz clean
+.PHONY: help deps system-deps rust-deps build test lint test-rust test-python demo bench pgo fuzz clean
 
 help:
 	@echo "make demo   build and run a short real experiment, print where its report is"
@@ -24,6 +24,7 @@ help:
 	@echo "make bench  measure against the peer tools (see README: Performance)"
 	@echo "make fuzz   fuzz the request and reply parsers (FUZZ_SECONDS each, default 60)"
 	@echo "make build  release build of the Rust binaries"
+	@echo "make pgo    profile-guided build of the proxy (target/pgo/release; see docs/performance.md)"
 
 deps: system-deps rust-deps $(STAMP)
 
@@ -73,10 +74,19 @@ test: lint test-rust test-python
 demo: deps build
 	$(VENV)/bin/cachelab run experiments/demo.toml --out demo-out --again
 
+# The profile-guided build of the proxy and the floor (bench/pgo.py, about 4 minutes):
+# target/pgo/release. It needs rustc's own llvm-profdata (rustup's llvm-tools).
+pgo: deps build
+	@rustup component list --installed 2>/dev/null | grep -q llvm-tools || rustup component add llvm-tools
+	$(PY) bench/pgo.py
+
+# proxy_bench.py measures the profile-guided build when one could be made, else the plain one.
 bench: deps build
 	cargo build --release --workspace --examples
 	@ls bench/*_bench.py >/dev/null 2>&1 || { echo "no benchmarks yet"; exit 1; }
-	@for b in bench/*_bench.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	@if $(MAKE) --no-print-directory pgo; then pgo=--pgo; else pgo=; echo "no profile-guided build: proxy_bench.py measures target/release"; fi; \
+	for b in bench/*_bench.py; do echo "== $$b"; \
+	  if [ $$b = bench/proxy_bench.py ]; then $(PY) $$b $$pgo || exit 1; else $(PY) $$b || exit 1; fi; done
 
 # cargo-fuzz needs nightly; each target runs for a bounded time and fails on any crash.
 # Then the differential fuzz: memcached, then redis-server (one, and three shards),

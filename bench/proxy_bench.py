@@ -88,6 +88,9 @@ PRODUCTION_ARGS = ["-t", "4", "--pipeline", "16", "--share-connections", "--merg
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = ROOT / "target" / "release"
+# Where cachelab-proxy and cachelab-floor are taken from: BIN, or with --pgo the
+# profile-guided builds of bench/pgo.py (the load generator is always BIN's).
+BUILT = BIN
 RESULTS = ROOT / "bench" / "results"
 SERVER_CPU, PROXY_CPU, LOAD_CPU = "0", "1", "0"
 KEYS = 10_000
@@ -149,7 +152,7 @@ CACHELAB_MODES = {
 
 
 def start_cachelab(ports: list[int], mode: str, protocol: str = "memcached",
-                   extra_args: Sequence[str] = (), binary: Path = BIN / "cachelab-proxy",
+                   extra_args: Sequence[str] = (), binary: Path | None = None,
                    name: str | None = None, cpus: str = PROXY_CPU,
                    mode_args: Sequence[str] | None = None) -> Target:
     """cachelab-proxy in one of CACHELAB_MODES (its options replaced by `mode_args` if
@@ -158,6 +161,7 @@ def start_cachelab(ports: list[int], mode: str, protocol: str = "memcached",
     extra = list(CACHELAB_MODES[mode] if mode_args is None else mode_args)
     if protocol != "memcached":  # the flag is left out for memcached, the default
         extra = ["--protocol", protocol, *extra]
+    binary = binary or BUILT / "cachelab-proxy"
     proc = pinned(cpus, [str(binary), "-p", "0", *extra, *extra_args, "-m",
                               *[f"127.0.0.1:{p}" for p in ports]],
                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -199,7 +203,7 @@ def start_cachelab_shard(ports: list[int], workdir: Path, redis: bool = False,
     """cachelab-proxy with the nutcracker.yml twemproxy gets (its own listen port), with
     `extra_args`; each call writes its own file (its own port)."""
     conf, port = nutcracker_yml(ports, workdir, redis)
-    proc = pinned(PROXY_CPU, [str(BIN / "cachelab-proxy"), "--config", str(conf), *extra_args],
+    proc = pinned(PROXY_CPU, [str(BUILT / "cachelab-proxy"), "--config", str(conf), *extra_args],
                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     proc.stdout.readline()
     wait_listening(port)
@@ -209,7 +213,7 @@ def start_cachelab_shard(ports: list[int], workdir: Path, redis: bool = False,
 
 
 def start_floor(port: int) -> Target:
-    proc = pinned(PROXY_CPU, [str(BIN / "cachelab-floor"), "-p", "0", "-s", f"127.0.0.1:{port}"],
+    proc = pinned(PROXY_CPU, [str(BUILT / "cachelab-floor"), "-p", "0", "-s", f"127.0.0.1:{port}"],
                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     port = int(proc.stdout.readline().rsplit(":", 1)[1])
     wait_listening(port)
@@ -369,6 +373,9 @@ def main() -> None:
                         help="appended to the current cachelab-proxy's command line in its "
                              "modes (not cachelab-shard's, nor the baseline's); repeat it "
                              "per word: --proxy-arg=--loops --proxy-arg=2")
+    parser.add_argument("--pgo", action="store_true",
+                        help="measure the profile-guided cachelab-proxy and cachelab-floor "
+                             "that bench/pgo.py builds into target/pgo/release")
     parser.add_argument("--backends", type=int, nargs="+", default=[1], choices=[1, 3],
                         help="memcached servers behind the proxies (targets use 1)")
     args = parser.parse_args()
@@ -380,9 +387,15 @@ def main() -> None:
     for tool in ("taskset", "memcached", "nutcracker"):
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} not found: run `make deps`")
+    global BUILT
+    if args.pgo:
+        BUILT = ROOT / "target" / "pgo" / "release"
     for binary in ("cachelab-load", "cachelab-proxy", "cachelab-floor"):
-        if not (BIN / binary).exists():
-            raise SystemExit(f"{BIN / binary} missing: run `make build`")
+        path = (BIN if binary == "cachelab-load" else BUILT) / binary
+        if not path.exists():
+            raise SystemExit(f"{path} missing: run `make build`"
+                             + (" and `python bench/pgo.py`" if args.pgo else ""))
+    print(f"cachelab-proxy and cachelab-floor from {BUILT.relative_to(ROOT)}")
     values = [64] if args.quick else [64, 4096]
     loops = [("closed", None), *(("open", rate) for rate in OPEN_RATES)]
     cases = [Case(b, v, mix, loop, rate) for b in args.backends for v in values
@@ -434,6 +447,7 @@ def main() -> None:
         "cachelab_modes": {mode: " ".join(extra) or "(defaults)"
                            for mode, extra in CACHELAB_MODES.items()},
         "proxy_args": args.proxy_arg,
+        "build": "pgo" if args.pgo else "release",
         "note": "with 3 backends twemproxy and cachelab-shard shard keys (the same "
                 "nutcracker.yml: fnv1a_64, ketama) while cachelab-default and -production "
                 "replicate sets to all 3 and balance gets round-robin",

@@ -10,6 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import _proc_cpu  # noqa: E402
 import _targets  # noqa: E402
+import pgo  # noqa: E402
 import proxy_bench  # noqa: E402
 import server_cost_bench  # noqa: E402
 from _targets import AT_LEAST, AT_MOST, WITHIN, judge  # noqa: E402
@@ -198,3 +199,10 @@ def test_the_server_cost_targets_compare_server_cpu_and_capped_throughput():
     assert (by_name["S3"].ratio, by_name["S3"].verdict) == (pytest.approx(6.5 / 6), "MISS")
     assert (by_name["S4"].ratio, by_name["S4"].verdict) == (pytest.approx(2.0), "PASS")
     assert (by_name["S5"].ratio, by_name["S5"].verdict) == (pytest.approx(-4.2), "PASS")
+
+
+def test_the_profile_guided_build_trains_every_mode_proxy_bench_measures():
+    """A mode the training never runs would be compiled as cold code and measured slow."""
+    trained = [args for _name, args, _protocol, _works in pgo.MODES]
+    for mode, args in proxy_bench.CACHELAB_MODES.items():
+        assert args in trained, mode

@@ -16,6 +16,7 @@
 use std::collections::VecDeque;
 use std::io::{self, ErrorKind, Write};
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
@@ -34,6 +35,10 @@ struct Args {
     /// The memcached server, host:port
     #[arg(short, long)]
     server: SocketAddr,
+    /// Exit (normally, with status 0) after this many seconds: lets a build instrumented
+    /// for profile-guided optimization write its profile, which a signal would not
+    #[arg(long, value_name = "SECS")]
+    exit_after: Option<f64>,
 }
 
 const LISTENER: Token = Token(usize::MAX);
@@ -59,8 +64,16 @@ fn main() -> Result<()> {
     io::stdout().flush()?;
     let mut floor = Floor::new(server);
     let mut events = Events::with_capacity(1024);
+    let deadline = args
+        .exit_after
+        .map(|secs| Instant::now() + Duration::from_secs_f64(secs));
     loop {
-        match poll.poll(&mut events, None) {
+        let timeout = match deadline {
+            Some(at) if Instant::now() >= at => return Ok(()),
+            Some(at) => Some(at - Instant::now()),
+            None => None,
+        };
+        match poll.poll(&mut events, timeout) {
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             other => other.context("waiting for events")?,
         }

@@ -16,8 +16,13 @@ struct Floor {
 
 impl Floor {
     fn start(server: &Memcached) -> Floor {
+        Floor::start_with(server, &[])
+    }
+
+    fn start_with(server: &Memcached, extra: &[&str]) -> Floor {
         let mut child = Command::new(env!("CARGO_BIN_EXE_cachelab-floor"))
             .args(["-p", "0", "-s", &server.addr.to_string()])
+            .args(extra)
             .stdout(Stdio::piped())
             .spawn()
             .expect("cannot run cachelab-floor");
@@ -40,6 +45,20 @@ impl Drop for Floor {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `--exit-after` ends the floor with status 0 (a profile-guided build's training run
+/// needs a normal exit to write its profile), while clients were served until then.
+#[test]
+fn exit_after_ends_the_floor_normally_after_serving() {
+    let server = Memcached::start();
+    let mut floor = Floor::start_with(&server, &["--exit-after", "1"]);
+    let started = std::time::Instant::now();
+    let mut client = Client::connect(floor.addr);
+    assert_eq!(client.set("floor-exit", "v"), "STORED\r\n");
+    let status = floor.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
 }
 
 #[test]
