@@ -15,7 +15,8 @@ Three steps, about 4 minutes:
 The binaries are target/pgo/release/cachelab-proxy and cachelab-floor. The compiler lays
 the trained paths out together and moves what they never run out of their way, so a
 request's path is fetched from fewer cache lines: docs/performance.md has what it saves.
-TLS is not trained: its code is compiled as cold as any path the training does not run.
+TLS is trained too (production mode, TLS on both hops, a throw-away certificate made with
+openssl): code the training never runs is compiled as cold code, and measured slow.
 `python bench/proxy_bench.py --pgo` measures these binaries (the load generator stays
 target/release's). The binaries are removed before each build, so a failed one leaves
 none; target/pgo-gen is kept, so the next build is incremental.
@@ -28,6 +29,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from _common import BenchError, free_port, wait_listening
@@ -93,12 +95,13 @@ def started(argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen, int
     return proc, port
 
 
-def drive(port: int, protocol: str, work: Workload, seconds: float, out: Path) -> None:
+def drive(port: int, protocol: str, work: Workload, seconds: float, out: Path,
+          extra: Sequence[str] = ()) -> None:
     value, ratio, keys, rate = work
     argv = [str(RELEASE / "cachelab-load"), "-s", "127.0.0.1", "-p", str(port), "-P", protocol,
             "-d", str(value), "--ratio", ratio, "-t", "1", "-c", "20", "--key-minimum", "1",
             "--key-maximum", "10000", "--key-pattern", "R:R", "--test-time", str(seconds),
-            "--json-out-file", str(out)]
+            "--json-out-file", str(out), *extra]
     if keys > 1:
         argv += ["--multiget-keys", str(keys)]
     if rate is not None:
@@ -106,6 +109,16 @@ def drive(port: int, protocol: str, work: Workload, seconds: float, out: Path) -
     result = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60)
     if result.returncode != 0:
         raise BenchError(f"training load failed: {result.stderr.strip()[-300:]}")
+
+
+def self_signed(workdir: Path) -> tuple[Path, Path]:
+    """A throw-away certificate for 127.0.0.1 and its key, for the TLS training."""
+    cert, key = workdir / "cert.pem", workdir / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=cachelab-pgo",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out",
+                    str(cert)], check=True, capture_output=True, timeout=60)
+    return cert, key
 
 
 def stopped(proc: subprocess.Popen) -> None:
@@ -128,12 +141,19 @@ def train(seconds: float, profiles: Path, workdir: Path) -> None:
         mc = [free_port(), free_port()]
         for port in mc:
             servers.append(subprocess.Popen(["memcached", "-l", "127.0.0.1", "-p", str(port),
-                                             "-U", "0", "-t", "1", "-m", "64", *user]))
+                                             "-U", "0", "-t", "1", "-m", "64", *user],
+                                            stderr=subprocess.DEVNULL))
+        cert, key = self_signed(workdir)
+        tls_mc = free_port()
+        servers.append(subprocess.Popen(["memcached", "-l", "127.0.0.1", "-p", str(tls_mc),
+                                         "-U", "0", "-t", "1", "-m", "64", *user, "-Z", "-o",
+                                         f"ssl_chain_cert={cert},ssl_key={key}"],
+                                        stderr=subprocess.DEVNULL))
         redis = free_port()
         servers.append(subprocess.Popen(["redis-server", "--port", str(redis), "--bind",
                                          "127.0.0.1", "--save", "", "--appendonly", "no"],
                                         stdout=subprocess.DEVNULL))
-        for port in [*mc, redis]:
+        for port in [*mc, tls_mc, redis]:
             wait_listening(port)
         for port in mc:  # the GETs find values: the hit path is the one measured
             subprocess.run([str(RELEASE / "cachelab-load"), "-s", "127.0.0.1", "-p", str(port),
@@ -151,6 +171,16 @@ def train(seconds: float, profiles: Path, workdir: Path) -> None:
                     drive(port, protocol, work, seconds, workdir / "load.json")
             finally:
                 stopped(proc)
+        proc, port = started([str(GEN_DIR / "release" / "cachelab-proxy"), "-p", "0",
+                              *PRODUCTION, "--tls-cert", str(cert), "--tls-key", str(key),
+                              "--server-tls", "--server-tls-skip-verify",
+                              "-m", f"127.0.0.1:{tls_mc}"], env)
+        try:
+            print("training: TLS on both hops (1 workload)", flush=True)
+            drive(port, "memcache_text", (64, "1:1", 1, None), seconds, workdir / "load.json",
+                  ["--tls", "--tls-skip-verify"])
+        finally:
+            stopped(proc)
         floor_works = CLOSED_AND_OPEN
         floor_time = len(floor_works) * (seconds + 1) + 5
         proc, port = started([str(GEN_DIR / "release" / "cachelab-floor"), "-p", "0", "-s",
