@@ -33,7 +33,7 @@ clients = 2
 [workload]
 ratio = "1:4"
 data_size = 50
-key_maximum = 300
+key_maximum = 10000
 """
 
 
@@ -75,9 +75,13 @@ def test_a_direct_run_spreads_the_keys_over_every_server(proxy_binary, tmp_path)
     assert (shard["hash"], shard["distribution"]) == ("fnv1a_64", "ketama")
     assert shard["names"] == shard["servers"], "named host:port as the middleware names them"
     sent = [s["sent"] for s in report["servers"]]
-    # fnv1a_64 puts keys that differ in their last digits close on the ring, so with
-    # key-0..key-300 a server may get none: twemproxy would place them the same way
+    # fnv1a_64 (its low 32 bits on the ring) moves a key by about 435^k for a change
+    # in its k-th last byte, so keys that differ only in their last three digits land
+    # close together: with key-0..key-300 every key fell on one server in some runs,
+    # the ring's points depending on the servers' free ports. From the fourth digit on
+    # the keys spread over the ring, and every server gets a share (three runs: 21-32k
+    # requests each). twemproxy places them the same way
     # (crates/cachelab-load/tests/shard.rs holds the placement to nutcracker's).
-    assert sum(n > 0 for n in sent) >= 2, sent
+    assert all(n > 0 for n in sent), sent
     assert sum(sent) == report["totals"]["sent"]
     assert report["summary"]["total"]["misses"] == 0 and report["totals"]["errors"] == 0
