@@ -74,7 +74,7 @@ test: lint test-rust test-python
 demo: deps build
 	$(VENV)/bin/cachelab run experiments/demo.toml --out demo-out --again
 
-# The profile-guided build of the proxy and the floor (bench/pgo.py, about 4 minutes):
+# The profile-guided build of the proxy and the floor (bench/pgo.py, about 5 minutes):
 # target/pgo/release. It needs rustc's own llvm-profdata (rustup's llvm-tools).
 pgo: deps build
 	@rustup component list --installed 2>/dev/null | grep -q llvm-tools || rustup component add llvm-tools

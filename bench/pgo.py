@@ -31,10 +31,11 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 
+import proxy_bench
 from _common import BenchError, free_port, wait_listening
+from proxy_bench import Servers, load, populate, start_cachelab, start_floor, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 RELEASE = ROOT / "target" / "release"
@@ -87,33 +88,11 @@ def cargo_build(target_dir: Path, rustflags: str) -> None:
         raise BenchError(f"`{' '.join(argv)}` with RUSTFLAGS={env['RUSTFLAGS']} failed")
 
 
-def started(argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen, int]:
-    """A proxy or the floor with `-p 0`, and the port it printed."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env=env)
-    line = proc.stdout.readline() if proc.stdout else ""
-    if not line:
-        proc.wait()
-        raise BenchError(f"{' '.join(argv)} exited at start (exit code {proc.returncode})")
-    port = int(line.rsplit(":", 1)[1])
-    wait_listening(port)
-    return proc, port
-
-
-def drive(port: int, protocol: str, work: Workload, seconds: float, out: Path,
-          extra: Sequence[str] = ()) -> None:
-    value, ratio, keys, rate = work
-    argv = [str(RELEASE / "cachelab-load"), "-s", "127.0.0.1", "-p", str(port), "-P", protocol,
-            "-d", str(value), "--ratio", ratio, "-t", "1", "-c", "20", "--key-minimum", "1",
-            "--key-maximum", "10000", "--key-pattern", "R:R", "--test-time", str(seconds),
-            "--json-out-file", str(out), *extra]
-    if keys > 1:
-        argv += ["--multiget-keys", str(keys)]
-    if rate is not None:
-        argv += ["--rate", str(rate)]
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60)
-    if result.returncode != 0:
-        raise BenchError(f"training load failed: {result.stderr.strip()[-300:]}")
+def workload_args(protocol: str, work: Workload) -> list[str]:
+    """The load generator's flags for one trained workload, but its rate."""
+    value, ratio, keys, _rate = work
+    multiget = ["--multiget-keys", str(keys)] if keys > 1 else []
+    return ["-P", protocol, "-d", str(value), "--ratio", ratio, *multiget]
 
 
 def self_signed(workdir: Path) -> tuple[Path, Path]:
@@ -128,77 +107,67 @@ def self_signed(workdir: Path) -> tuple[Path, Path]:
 
 def stopped(proc: subprocess.Popen) -> None:
     """SIGTERM, then the proxy's drain: a normal exit, which writes its profile."""
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired as e:
-        proc.kill()
-        proc.wait()
-        raise BenchError("an instrumented proxy did not exit on SIGTERM: "
-                         "its profile is lost") from e
+    stop(proc)
+    if proc.returncode != 0:
+        raise BenchError(f"an instrumented proxy exited with {proc.returncode}, "
+                         "not normally: its profile is lost")
 
 
 def train(seconds: float, profiles: Path, workdir: Path) -> None:
-    env = {**os.environ, "LLVM_PROFILE_FILE": str(profiles / "%p-%m.profraw")}
-    user = ["-u", "root"] if os.geteuid() == 0 else []
-    servers: list[subprocess.Popen] = []
+    """Runs the instrumented binaries (proxy_bench's helpers, pointed at them) through
+    every trained mode; each writes its profile into `profiles` as it exits."""
+    os.environ["LLVM_PROFILE_FILE"] = str(profiles / "%p-%m.profraw")
+    proxy_bench.BUILT = GEN_DIR / "release"
+    out = workdir / "load.json"
+    servers = Servers(2)
+    extra: list[subprocess.Popen] = []
     try:
-        mc = [free_port(), free_port()]
-        for port in mc:
-            servers.append(subprocess.Popen(["memcached", "-l", "127.0.0.1", "-p", str(port),
-                                             "-U", "0", "-t", "1", "-m", "64", *user],
-                                            stderr=subprocess.DEVNULL))
         cert, key = self_signed(workdir)
-        tls_mc = free_port()
-        servers.append(subprocess.Popen(["memcached", "-l", "127.0.0.1", "-p", str(tls_mc),
-                                         "-U", "0", "-t", "1", "-m", "64", *user, "-Z", "-o",
-                                         f"ssl_chain_cert={cert},ssl_key={key}"],
-                                        stderr=subprocess.DEVNULL))
-        redis = free_port()
-        servers.append(subprocess.Popen(["redis-server", "--port", str(redis), "--bind",
-                                         "127.0.0.1", "--save", "", "--appendonly", "no"],
-                                        stdout=subprocess.DEVNULL))
-        for port in [*mc, tls_mc, redis]:
+        tls_mc, redis = free_port(), free_port()
+        user = ["-u", "root"] if os.geteuid() == 0 else []
+        extra.append(subprocess.Popen(["memcached", "-l", "127.0.0.1", "-p", str(tls_mc),
+                                       "-U", "0", "-t", "1", "-m", "64", *user, "-Z", "-o",
+                                       f"ssl_chain_cert={cert},ssl_key={key}"],
+                                      stderr=subprocess.DEVNULL))
+        extra.append(subprocess.Popen(["redis-server", "--port", str(redis), "--bind",
+                                       "127.0.0.1", "--save", "", "--appendonly", "no"],
+                                      stdout=subprocess.DEVNULL))
+        for port in (tls_mc, redis):
             wait_listening(port)
-        for port in mc:  # the GETs find values: the hit path is the one measured
-            subprocess.run([str(RELEASE / "cachelab-load"), "-s", "127.0.0.1", "-p", str(port),
-                            "-P", "memcache_text", "-t", "1", "-c", "4", "-d", "64",
-                            "--key-minimum", "1", "--key-maximum", "10000", "--populate",
-                            "--json-out-file", str(workdir / "populate.json")],
-                           check=True, capture_output=True, timeout=120)
+        populate(servers.ports, 64, workdir)  # the GETs find values: the measured path
         for name, args, protocol, works in MODES:
-            backends = [redis] if protocol == "redis" else mc if "-s" in args else mc[:1]
-            proc, port = started([str(GEN_DIR / "release" / "cachelab-proxy"), "-p", "0", *args,
-                                  "-m", *[f"127.0.0.1:{p}" for p in backends]], env)
+            backends = ([redis] if protocol == "redis" else
+                        servers.ports if "-s" in args else servers.ports[:1])
+            target = start_cachelab(backends, "production", mode_args=args)
             try:
                 print(f"training: {name} ({len(works)} workloads)", flush=True)
                 for work in works:
-                    drive(port, protocol, work, seconds, workdir / "load.json")
+                    load(target.port, workload_args(protocol, work), work[3], seconds, out)
             finally:
-                stopped(proc)
-        proc, port = started([str(GEN_DIR / "release" / "cachelab-proxy"), "-p", "0",
-                              *PRODUCTION, "--tls-cert", str(cert), "--tls-key", str(key),
-                              "--server-tls", "--server-tls-skip-verify",
-                              "-m", f"127.0.0.1:{tls_mc}"], env)
+                stopped(target.proc)
+        target = start_cachelab([tls_mc], "production", extra_args=[
+            "--tls-cert", str(cert), "--tls-key", str(key), "--server-tls",
+            "--server-tls-skip-verify"])
         try:
             print("training: TLS on both hops (1 workload)", flush=True)
-            drive(port, "memcache_text", (64, "1:1", 1, None), seconds, workdir / "load.json",
-                  ["--tls", "--tls-skip-verify"])
+            tls = [*workload_args("memcache_text", (64, "1:1", 1, None)), "--tls",
+                   "--tls-skip-verify"]
+            load(target.port, tls, None, seconds, out)
         finally:
-            stopped(proc)
-        floor_works = CLOSED_AND_OPEN
-        floor_time = len(floor_works) * (seconds + 1) + 5
-        proc, port = started([str(GEN_DIR / "release" / "cachelab-floor"), "-p", "0", "-s",
-                              f"127.0.0.1:{mc[0]}", "--exit-after", str(floor_time)], env)
-        print(f"training: floor ({len(floor_works)} workloads)", flush=True)
-        for work in floor_works:
-            drive(port, "memcache_text", work, seconds, workdir / "load.json")
-        if proc.wait(floor_time + 30) != 0:
-            raise BenchError(f"the instrumented floor exited with {proc.returncode}")
+            stopped(target.proc)
+        floor_time = len(CLOSED_AND_OPEN) * (seconds + 2) + 5
+        floor = start_floor(servers.ports[0], ["--exit-after", str(floor_time)])
+        print(f"training: floor ({len(CLOSED_AND_OPEN)} workloads)", flush=True)
+        for work in CLOSED_AND_OPEN:
+            load(floor.port, workload_args("memcache_text", work), work[3], seconds, out)
+        if floor.proc.wait(floor_time + 30) != 0:
+            raise BenchError(f"the instrumented floor exited with {floor.proc.returncode}")
     finally:
-        for server in servers:
-            server.terminate()
-            server.wait()
+        del os.environ["LLVM_PROFILE_FILE"]
+        proxy_bench.BUILT = proxy_bench.BIN
+        for proc in extra:
+            stop(proc)
+        servers.close()
 
 
 def main() -> None:

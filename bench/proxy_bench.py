@@ -212,8 +212,9 @@ def start_cachelab_shard(ports: list[int], workdir: Path, redis: bool = False,
 
 
 
-def start_floor(port: int) -> Target:
-    proc = pinned(PROXY_CPU, [str(BUILT / "cachelab-floor"), "-p", "0", "-s", f"127.0.0.1:{port}"],
+def start_floor(port: int, extra_args: Sequence[str] = ()) -> Target:
+    proc = pinned(PROXY_CPU, [str(BUILT / "cachelab-floor"), "-p", "0", "-s", f"127.0.0.1:{port}",
+                              *extra_args],
                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     port = int(proc.stdout.readline().rsplit(":", 1)[1])
     wait_listening(port)

@@ -68,10 +68,9 @@ fn main() -> Result<()> {
         .exit_after
         .map(|secs| Instant::now() + Duration::from_secs_f64(secs));
     loop {
-        let timeout = match deadline {
-            Some(at) if Instant::now() >= at => return Ok(()),
-            Some(at) => Some(at - Instant::now()),
-            None => None,
+        let timeout = match deadline.map(|at| at.saturating_duration_since(Instant::now())) {
+            Some(left) if left.is_zero() => return Ok(()),
+            left => left,
         };
         match poll.poll(&mut events, timeout) {
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
